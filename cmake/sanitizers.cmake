@@ -1,0 +1,13 @@
+# Sanitizer builds apply to every target, so the whole program is instrumented alike.
+if(GATEWAYD_ASAN AND GATEWAYD_TSAN)
+  message(FATAL_ERROR "GATEWAYD_ASAN and GATEWAYD_TSAN cannot be combined")
+endif()
+if(GATEWAYD_ASAN)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+if(GATEWAYD_TSAN)
+  # GCC warns that Asio's atomic_thread_fence is not instrumented; that is Asio's code, not ours.
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer -Wno-tsan)
+  add_link_options(-fsanitize=thread)
+endif()

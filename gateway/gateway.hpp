@@ -1,0 +1,78 @@
+// The daemon: owns the io_context, the thread pool, the supplier listener, the consumers and
+// the routing snapshot, and the order in which they start, reload and stop.
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "consumers/consumer.hpp"
+#include "consumers/queue_budget.hpp"
+#include "gateway/lf_pool.hpp"
+#include "gateway/service_config.hpp"
+#include "metrics/latency_histogram.hpp"
+#include "metrics/metrics_server.hpp"
+#include "metrics/reload_stats.hpp"
+#include "routing/routing_config.hpp"
+#include "suppliers/route_snapshot.hpp"
+#include "suppliers/session_registry.hpp"
+#include "suppliers/supplier_acceptor.hpp"
+#include "suppliers/supplier_stats.hpp"
+
+namespace gatewayd::gateway {
+
+class gateway {
+ public:
+  // Builds everything and binds the listeners; throws on a start-up error (bad bind, ...).
+  gateway(service_config service, const routing::routing_config& routes);
+  ~gateway();
+  gateway(const gateway&) = delete;
+  gateway& operator=(const gateway&) = delete;
+
+  // Runs until SIGINT/SIGTERM (or shutdown()) has drained and stopped everything.
+  void run();
+  // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
+  void shutdown();
+
+  // Replaces the routing table and the consumer set (diffing consumers by name).
+  void apply_routing(const routing::routing_config& routes);
+
+  asio::ip::tcp::endpoint supplier_endpoint() const { return acceptor_->local_endpoint(); }
+  const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
+  const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
+  const metrics::latency_histogram& promotion_latency() const noexcept { return promotion_; }
+  const lf_pool& pool() const noexcept { return pool_; }
+  const service_config& config() const noexcept { return service_; }
+  // The metrics port actually bound (0 when metrics are disabled).
+  unsigned short metrics_port() const { return metrics_ ? metrics_->port() : 0; }
+
+ private:
+  void wait_for_signal();
+  void on_signal(int signo);
+  void begin_shutdown();
+  void finish_shutdown();
+  void start_metrics();
+
+  service_config service_;
+  asio::io_context ioc_;
+  metrics::latency_histogram promotion_;
+  lf_pool pool_;
+  consumers::queue_budget budget_;
+  suppliers::supplier_stats supplier_stats_;
+  suppliers::session_registry sessions_;
+  suppliers::route_snapshot_holder routes_;
+  suppliers::session_context session_ctx_;
+  std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
+  asio::signal_set signals_;
+  asio::strand<asio::io_context::executor_type> control_;  // reloads and shutdown, one at a time
+  metrics::reload_stats reloads_;
+  std::unique_ptr<metrics::metrics_server> metrics_;
+  std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
+  bool shutting_down_ = false;
+  std::size_t draining_ = 0;
+  std::uint64_t undelivered_ = 0;
+};
+
+}  // namespace gatewayd::gateway

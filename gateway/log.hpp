@@ -1,0 +1,44 @@
+// Line-oriented logging to stderr: one write(2) per line, journald priority prefixes under
+// systemd, timestamps only when nobody else adds them.
+#pragma once
+
+#include <sstream>
+#include <string_view>
+
+namespace gatewayd::log {
+
+// Values are the syslog priorities journald understands as "<N>" prefixes.
+enum class level : int { error = 3, warning = 4, info = 6, debug = 7 };
+
+void set_level(level l) noexcept;
+bool enabled(level l) noexcept;
+// Parses "debug", "info", "warning", "error"; false when unknown.
+bool parse_level(std::string_view name, level& out) noexcept;
+// Writes one whole line (no newline needed) atomically with respect to other lines.
+void write(level l, std::string_view message) noexcept;
+
+// Collects one line with operator<< and writes it when it goes out of scope.
+class line {
+ public:
+  explicit line(level l) : level_(l) {}
+  line(const line&) = delete;
+  line& operator=(const line&) = delete;
+  ~line() { write(level_, out_.str()); }
+  template <class T>
+  line& operator<<(const T& v) {
+    out_ << v;
+    return *this;
+  }
+
+ private:
+  level level_;
+  std::ostringstream out_;
+};
+
+}  // namespace gatewayd::log
+
+// GW_LOG(info) << "listening on " << endpoint;  — costs one branch when the level is off.
+#define GW_LOG(lvl)                                             \
+  if (!::gatewayd::log::enabled(::gatewayd::log::level::lvl)) { \
+  } else                                                        \
+    ::gatewayd::log::line(::gatewayd::log::level::lvl)

@@ -1,0 +1,84 @@
+// gatewayd's entry point: reads the command line and runs, checks, or prints help or version.
+#include <exception>
+#include <filesystem>
+#include <iostream>
+
+#include "gateway/command_line.hpp"
+#include "gateway/gateway.hpp"
+#include "gateway/log.hpp"
+#include "gateway/service_config.hpp"
+#include "routing/routing_table.hpp"
+
+#ifndef GATEWAYD_VERSION
+#error "GATEWAYD_VERSION must be defined by the build (gateway/CMakeLists.txt)"
+#endif
+
+namespace {
+
+using namespace gatewayd;
+
+// `gatewayd --check`: the same loading and table building as a start or a reload, so a
+// configuration that passes here is one the daemon accepts.
+int check_configuration(const std::filesystem::path& config) {
+  auto loaded = gateway::load_full_config(config);
+  if (!loaded.config) {
+    for (const auto& e : loaded.errors)
+      std::cerr << e.to_string() << '\n';
+    return 1;
+  }
+  try {
+    routing::routing_table::build(loaded.config->routing);
+  } catch (const std::exception& e) {
+    std::cerr << loaded.config->service.routes_file.string() << ": " << e.what() << '\n';
+    return 1;
+  }
+  std::cout << "configuration OK: " << loaded.config->routing.consumers.size() << " consumers, "
+            << loaded.config->routing.routes.size() << " routes\n";
+  return 0;
+}
+
+// `gatewayd --config PATH`: start-up errors (bad config, a port in use) exit 1 with the reason.
+int run_daemon(const std::filesystem::path& config) {
+  auto loaded = gateway::load_full_config(config);
+  if (!loaded.config) {
+    for (const auto& e : loaded.errors)
+      GW_LOG(error) << e.to_string();
+    GW_LOG(error) << "not starting: " << loaded.errors.size() << " configuration error(s)";
+    return 1;
+  }
+  log::set_level(loaded.config->service.log_level);
+  try {
+    GW_LOG(info) << "gatewayd " << GATEWAYD_VERSION << " starting with " << config.string();
+    gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing);
+    gw.run();
+  } catch (const std::exception& e) {
+    GW_LOG(error) << "not starting: " << e.what();
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string program =
+      argc > 0 ? std::filesystem::path{argv[0]}.filename().string() : "gatewayd";
+  const auto parsed = gateway::parse_command_line(argc, argv);
+  if (!parsed.line) {
+    std::cerr << program << ": " << parsed.error << "\n\n" << gateway::usage(program);
+    return 2;
+  }
+  switch (parsed.line->what) {
+    case gateway::command_line::mode::help:
+      std::cout << gateway::usage(program);
+      return 0;
+    case gateway::command_line::mode::version:
+      std::cout << "gatewayd " << GATEWAYD_VERSION << '\n';
+      return 0;
+    case gateway::command_line::mode::check:
+      return check_configuration(parsed.line->config);
+    case gateway::command_line::mode::run:
+      break;
+  }
+  return run_daemon(parsed.line->config);
+}

@@ -1,0 +1,163 @@
+#include "metrics/gateway_collector.hpp"
+
+#include "metrics/family_builder.hpp"
+
+namespace gatewayd::metrics {
+
+using prometheus::MetricType;
+
+namespace {
+double value(const std::atomic<std::uint64_t>& a) {
+  return static_cast<double>(a.load(std::memory_order_relaxed));
+}
+}  // namespace
+
+std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
+  std::vector<prometheus::MetricFamily> out;
+  collect_consumers(out);
+  collect_suppliers(out);
+  collect_runtime(out);
+  return out;
+}
+
+void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>& out) const {
+  auto depth =
+      family("gatewayd_consumer_queue_depth", "Frames queued for the consumer.", MetricType::Gauge);
+  auto bytes =
+      family("gatewayd_consumer_queue_bytes", "Bytes queued for the consumer.", MetricType::Gauge);
+  auto capacity = family("gatewayd_consumer_queue_capacity",
+                         "Frames the consumer's queue holds before its overflow policy applies.",
+                         MetricType::Gauge);
+  auto connected =
+      family("gatewayd_consumer_connected",
+             "1 while the gateway has a connection to the consumer, else 0.", MetricType::Gauge);
+  auto sent = family("gatewayd_consumer_messages_sent_total",
+                     "Frames written whole to the consumer's connection.", MetricType::Counter);
+  auto sent_bytes = family("gatewayd_consumer_bytes_sent_total",
+                           "Bytes written to the consumer's connection.", MetricType::Counter);
+  auto dropped =
+      family("gatewayd_consumer_dropped_messages_total",
+             "Frames for the consumer that were never sent, by reason.", MetricType::Counter);
+  auto reconnects =
+      family("gatewayd_consumer_reconnects_total",
+             "Times the gateway dialled the consumer again after losing it.", MetricType::Counter);
+  if (const auto snap = s_.routes.load()) {
+    for (const auto& c : snap->consumers) {
+      const auto& st = c->stats();
+      const std::string& n = c->name();
+      add_sample(depth, value(st.queued_frames), {{"consumer", n}});
+      add_sample(bytes, value(st.queued_bytes), {{"consumer", n}});
+      add_sample(capacity, c->capacity(), {{"consumer", n}});
+      add_sample(connected, st.connected.load(std::memory_order_relaxed) ? 1 : 0,
+                 {{"consumer", n}});
+      add_sample(sent, value(st.sent_frames), {{"consumer", n}});
+      add_sample(sent_bytes, value(st.sent_bytes), {{"consumer", n}});
+      add_sample(reconnects, value(st.reconnects), {{"consumer", n}});
+      for (std::size_t r = 0; r < consumers::drop_reason_count; ++r) {
+        add_sample(dropped, value(st.dropped[r]),
+                   {{"consumer", n},
+                    {"reason", std::string(to_string(static_cast<consumers::drop_reason>(r)))}});
+      }
+    }
+  }
+  for (auto* f : {&depth, &bytes, &capacity, &connected, &sent, &sent_bytes, &dropped, &reconnects})
+    out.push_back(std::move(*f));
+}
+
+void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>& out) const {
+  const auto& st = s_.suppliers;
+  auto conns =
+      family("gatewayd_supplier_connections", "Supplier connections open now.", MetricType::Gauge);
+  add_sample(conns, static_cast<double>(st.connections.load(std::memory_order_relaxed)));
+  out.push_back(std::move(conns));
+  auto accepted = family("gatewayd_supplier_connections_accepted_total",
+                         "Supplier connections accepted.", MetricType::Counter);
+  add_sample(accepted, value(st.accepted));
+  out.push_back(std::move(accepted));
+  auto closed =
+      family("gatewayd_supplier_connections_closed_total",
+             "Supplier connections the gateway refused or closed, by reason.", MetricType::Counter);
+  for (std::size_t r = 0; r < suppliers::close_reason_count; ++r) {
+    add_sample(closed, value(st.closed[r]),
+               {{"reason", std::string(to_string(static_cast<suppliers::close_reason>(r)))}});
+  }
+  out.push_back(std::move(closed));
+  auto received = family("gatewayd_supplier_messages_received_total",
+                         "Whole frames received from suppliers.", MetricType::Counter);
+  add_sample(received, value(st.frames_received));
+  out.push_back(std::move(received));
+  auto bytes = family("gatewayd_supplier_bytes_received_total", "Bytes received from suppliers.",
+                      MetricType::Counter);
+  add_sample(bytes, value(st.bytes_received));
+  out.push_back(std::move(bytes));
+  auto errors = family("gatewayd_supplier_protocol_errors_total",
+                       "Supplier connections closed for a GWP/1 protocol error, by reason.",
+                       MetricType::Counter);
+  for (std::size_t r = 1; r < suppliers::frame_error_count; ++r) {
+    add_sample(errors, value(st.protocol_errors[r]),
+               {{"reason", std::string(to_string(static_cast<suppliers::frame_error>(r)))}});
+  }
+  out.push_back(std::move(errors));
+  auto pauses =
+      family("gatewayd_supplier_backpressure_pauses_total",
+             "Times a supplier stopped being read because a backpressure consumer was full.",
+             MetricType::Counter);
+  add_sample(pauses, value(st.backpressure_pauses));
+  out.push_back(std::move(pauses));
+  auto unroutable = family("gatewayd_messages_unroutable_total",
+                           "Frames whose address no route matched (sent to the dead-letter "
+                           "consumer if one is configured).",
+                           MetricType::Counter);
+  add_sample(unroutable, value(st.unroutable));
+  out.push_back(std::move(unroutable));
+}
+
+void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& out) const {
+  auto latency = family("gatewayd_lf_promotion_latency_seconds",
+                        "Leader/Followers: from the leader detecting an event to the promoted "
+                        "follower waiting as the new leader.",
+                        MetricType::Histogram);
+  add_histogram(latency, s_.promotion_latency.read());
+  out.push_back(std::move(latency));
+
+  auto threads =
+      family("gatewayd_lf_threads", "Pool threads by Leader/Followers role.", MetricType::Gauge);
+  const thread_roles r = s_.roles ? s_.roles() : thread_roles{};
+  add_sample(threads, r.leader, {{"role", "leader"}});
+  add_sample(threads, r.processing, {{"role", "processing"}});
+  add_sample(threads, r.follower, {{"role", "follower"}});
+  out.push_back(std::move(threads));
+
+  auto reloads = family("gatewayd_config_reloads_total", "Routing-table reloads, by result.",
+                        MetricType::Counter);
+  add_sample(reloads, value(s_.reloads.succeeded), {{"result", "success"}});
+  add_sample(reloads, value(s_.reloads.failed), {{"result", "failure"}});
+  out.push_back(std::move(reloads));
+  auto last_ok = family("gatewayd_config_last_reload_successful",
+                        "1 if the last routing-table reload succeeded, else 0.", MetricType::Gauge);
+  add_sample(last_ok, s_.reloads.last_successful.load() ? 1 : 0);
+  out.push_back(std::move(last_ok));
+  auto last_ts = family("gatewayd_config_last_reload_success_timestamp_seconds",
+                        "Unix time of the last successful routing-table load.", MetricType::Gauge);
+  add_sample(last_ts, s_.reloads.last_success_unix_seconds.load());
+  out.push_back(std::move(last_ts));
+
+  auto routes = family("gatewayd_routing_table_routes", "Routes in the routing table in use.",
+                       MetricType::Gauge);
+  const auto snap = s_.routes.load();
+  add_sample(routes, snap ? static_cast<double>(snap->table->route_count()) : 0);
+  out.push_back(std::move(routes));
+
+  auto budget = family("gatewayd_queued_bytes",
+                       "Bytes queued across all consumers (the max_queued_bytes budget in use).",
+                       MetricType::Gauge);
+  add_sample(budget, static_cast<double>(s_.budget.used()));
+  out.push_back(std::move(budget));
+
+  auto info = family("gatewayd_build_info", "Always 1; the version label names the build.",
+                     MetricType::Gauge);
+  add_sample(info, 1, {{"version", s_.version}});
+  out.push_back(std::move(info));
+}
+
+}  // namespace gatewayd::metrics

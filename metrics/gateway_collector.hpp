@@ -1,0 +1,45 @@
+// Exports every gatewayd_* metric by reading the live structures at scrape time: the hot path
+// pushes nothing to Prometheus, and consumers removed by a reload vanish from the output.
+#pragma once
+
+#include <prometheus/collectable.h>
+
+#include <array>
+#include <functional>
+#include <string>
+
+#include "consumers/queue_budget.hpp"
+#include "metrics/latency_histogram.hpp"
+#include "metrics/reload_stats.hpp"
+#include "suppliers/route_snapshot.hpp"
+#include "suppliers/supplier_stats.hpp"
+
+namespace gatewayd::metrics {
+
+class gateway_collector : public prometheus::Collectable {
+ public:
+  struct thread_roles {
+    unsigned leader = 0, processing = 0, follower = 0;
+  };
+  struct sources {
+    const suppliers::supplier_stats& suppliers;
+    const suppliers::route_snapshot_holder& routes;
+    const latency_histogram& promotion_latency;
+    const reload_stats& reloads;
+    const consumers::queue_budget& budget;
+    std::function<thread_roles()> roles;
+    std::string version;
+  };
+
+  explicit gateway_collector(sources s) : s_(std::move(s)) {}
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  void collect_consumers(std::vector<prometheus::MetricFamily>& out) const;
+  void collect_suppliers(std::vector<prometheus::MetricFamily>& out) const;
+  void collect_runtime(std::vector<prometheus::MetricFamily>& out) const;
+
+  sources s_;
+};
+
+}  // namespace gatewayd::metrics

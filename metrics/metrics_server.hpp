@@ -1,0 +1,26 @@
+// Serves /metrics over HTTP (prometheus-cpp's exposer) on [metrics] listen.
+#pragma once
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+
+#include <memory>
+#include <vector>
+
+#include "routing/endpoint.hpp"
+
+namespace gatewayd::metrics {
+
+class metrics_server {
+ public:
+  // Binds at once; a bind error throws (start-up), naming the address.
+  explicit metrics_server(const routing::endpoint& listen);
+  void add(std::shared_ptr<prometheus::Collectable> c);
+  unsigned short port() const;
+
+ private:
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+};
+
+}  // namespace gatewayd::metrics

@@ -1,0 +1,58 @@
+#include "routing/route_cache.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "routing/hash.hpp"
+
+namespace gatewayd::routing {
+
+void route_cache::clear() noexcept {
+  if (storage_) *storage_ = storage{};
+}
+
+lookup_result route_cache::lookup(const routing_table& table, std::string_view address,
+                                  lookup_scratch& scratch) {
+  if (address.size() > max_address_length) {
+    ++misses_;
+    return table.lookup(address, scratch);
+  }
+  if (!storage_) {
+    storage_ = std::make_unique<storage>();
+    table_id_ = table.id();
+  } else if (table_id_ != table.id()) {
+    clear();
+    table_id_ = table.id();
+  }
+
+  const auto h = detail::hash_bytes(address);
+  const auto tag = static_cast<std::uint32_t>(h >> 32);
+  const std::size_t first = (h & (entry_count / ways - 1)) * ways;
+  const std::uint32_t* tags = storage_->tags + first;
+  entry* set = storage_->entries + first;
+  std::size_t empty_way = ways;
+  for (std::size_t way = 0; way < ways; ++way) {
+    const entry& e = set[way];
+    if (e.address_length == 0) empty_way = way;
+    if (tags[way] == tag && e.address_length == address.size() &&
+        std::memcmp(e.address, address.data(), address.size()) == 0) {
+      ++hits_;
+      return {{e.consumers, e.consumer_count}, e.matched};
+    }
+  }
+
+  ++misses_;
+  const auto result = table.lookup(address, scratch);
+  if (result.consumers.size() > max_consumers) return result;
+  const std::size_t victim = empty_way != ways ? empty_way : next_victim_++ % ways;
+  entry& e = set[victim];
+  storage_->tags[first + victim] = tag;
+  e.address_length = static_cast<std::uint8_t>(address.size());
+  e.consumer_count = static_cast<std::uint8_t>(result.consumers.size());
+  e.matched = result.matched;
+  std::copy(result.consumers.begin(), result.consumers.end(), e.consumers);
+  std::memcpy(e.address, address.data(), address.size());
+  return {{e.consumers, e.consumer_count}, e.matched};
+}
+
+}  // namespace gatewayd::routing

@@ -1,0 +1,70 @@
+// A per-session memo of recent routing lookups: repeated addresses cost a hash and a memcmp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "routing/routing_table.hpp"
+
+namespace gatewayd::routing {
+
+// Most supplier traffic repeats a handful of addresses, so a small cache in front of the
+// trie answers most lookups without walking it. Four-way set-associative: with one or two
+// ways, a few hot addresses landing in one set evict each other on every frame (16 hot
+// addresses in a 64-entry direct-mapped cache do that to about a quarter of them). The tags
+// of a set sit together, so a lookup reads one small block of tags and compares the address
+// bytes of at most the one entry whose tag matches.
+//
+// Owned by one session (not thread-safe); keyed by the table's id(), so publishing a new
+// table empties it on the next lookup. Addresses longer than max_address_length, and
+// results naming more than max_consumers consumers, are looked up in the table every time:
+// making room for them would make every session's cache bigger for a rare case.
+class route_cache {
+ public:
+  static constexpr std::size_t entry_count = 64;  // a power of two
+  static constexpr std::size_t ways = 4;
+  static constexpr std::size_t max_consumers = 8;
+  static constexpr std::size_t max_address_length = 60;
+
+  route_cache() = default;  // the entries are allocated on first lookup
+  route_cache(const route_cache&) = delete;
+  route_cache& operator=(const route_cache&) = delete;
+  route_cache(route_cache&&) noexcept = default;
+  route_cache& operator=(route_cache&&) noexcept = default;
+
+  // Same answer as table.lookup(address, scratch). The result's span points into this
+  // cache (or, on a bypass, wherever the table's answer lives) and stays valid until the
+  // next lookup through this cache.
+  lookup_result lookup(const routing_table& table, std::string_view address,
+                       lookup_scratch& scratch);
+
+  void clear() noexcept;
+
+  std::uint64_t hits() const noexcept { return hits_; }
+  std::uint64_t misses() const noexcept { return misses_; }  // including bypasses
+
+ private:
+  struct entry {
+    std::uint8_t address_length = 0;  // 0 marks an empty entry (addresses are never empty)
+    std::uint8_t consumer_count = 0;
+    bool matched = false;
+    consumer_index consumers[max_consumers] = {};
+    char address[max_address_length] = {};
+  };
+  static_assert(sizeof(entry) == 96, "an entry should stay a cache line and a half");
+
+  struct storage {
+    std::uint32_t tags[entry_count] = {};  // upper hash bits, set by set
+    entry entries[entry_count];
+  };
+
+  std::unique_ptr<storage> storage_;
+  std::uint64_t table_id_ = 0;
+  std::uint64_t hits_ = 0;
+  std::uint64_t misses_ = 0;
+  std::uint32_t next_victim_ = 0;  // round-robin over the ways: no pathological cycle
+};
+
+}  // namespace gatewayd::routing

@@ -1,0 +1,237 @@
+#include "routing/routing_table.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+#include "routing/hash.hpp"
+#include "routing/pattern.hpp"
+#include "suppliers/frame_codec.hpp"
+
+namespace gatewayd::routing {
+namespace {
+
+// A valid address has at most this many tokens (one character and a dot each).
+constexpr std::size_t max_tokens = (suppliers::max_address_length + 1) / 2;
+
+std::uint64_t edge_hash(std::uint32_t parent, std::uint64_t token_hash) noexcept {
+  return detail::mix(token_hash ^ (std::uint64_t{parent} * 0x9e3779b97f4a7c15ULL));
+}
+
+}  // namespace
+
+struct routing_table::walk {
+  lookup_scratch& scratch;
+  std::size_t token_count;
+  // Until a second non-empty consumer list matches, the answer is the first one, straight
+  // from the table: the common single-route case needs no merge at all.
+  std::span<const consumer_index> first;
+  bool merging = false;
+
+  void add(std::span<const consumer_index> list) {
+    if (list.empty()) return;
+    if (first.empty()) {
+      first = list;
+      return;
+    }
+    if (!merging) {
+      merging = true;
+      if (++scratch.generation_ == 0) {
+        // Wrapped after 2^32 merges: old stamps could now look current.
+        std::fill(scratch.seen_.begin(), scratch.seen_.end(), 0);
+        scratch.generation_ = 1;
+      }
+      scratch.merged_.clear();
+      take(first);
+    }
+    take(list);
+  }
+
+  void take(std::span<const consumer_index> list) {
+    for (const consumer_index c : list) {
+      if (scratch.seen_[c] == scratch.generation_) continue;
+      scratch.seen_[c] = scratch.generation_;
+      scratch.merged_.push_back(c);
+    }
+  }
+};
+
+std::shared_ptr<const routing_table> routing_table::build(const routing_config& config) {
+  static std::atomic<std::uint64_t> next_id{1};
+  std::shared_ptr<routing_table> table{new routing_table};
+  table->config_ = config;
+  table->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+
+  for (consumer_index i = 0; i < config.consumers.size(); ++i) {
+    if (!table->consumer_by_name_.emplace(config.consumers[i].name, i).second) {
+      throw std::invalid_argument("duplicate consumer \"" + config.consumers[i].name + '"');
+    }
+  }
+  if (config.dead_letter) {
+    table->dead_letter_ = table->find_consumer(*config.dead_letter);
+    if (!table->dead_letter_) {
+      throw std::invalid_argument("unknown dead-letter consumer \"" + *config.dead_letter + '"');
+    }
+    table->dead_letter_list_[0] = *table->dead_letter_;
+  }
+
+  // Grow the trie with ordered maps first; the flat lookup structures are laid out once the
+  // shape is known.
+  struct draft_node {
+    std::uint32_t star = no_node;
+    std::vector<consumer_index> exact;
+    std::vector<consumer_index> tail;
+  };
+  std::vector<draft_node> drafts(1);
+  std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> literal_edges;
+
+  for (const auto& route : config.routes) {
+    if (auto why = pattern_error(route.match)) {
+      throw std::invalid_argument("invalid pattern \"" + route.match + "\": " + *why);
+    }
+    std::vector<consumer_index> targets;
+    for (const auto& name : route.to) {
+      const auto index = table->find_consumer(name);
+      if (!index) throw std::invalid_argument("route names unknown consumer \"" + name + '"');
+      targets.push_back(*index);
+    }
+    std::uint32_t at = 0;
+    bool tail = false;
+    for (const auto token : split_tokens(route.match)) {
+      if (token == tail_wildcard) {
+        tail = true;
+        break;
+      }
+      std::uint32_t next;
+      if (token == one_token_wildcard) {
+        next = drafts[at].star;
+        if (next == no_node) {
+          next = static_cast<std::uint32_t>(drafts.size());
+          drafts[at].star = next;
+          drafts.emplace_back();
+        }
+      } else {
+        auto [it, inserted] = literal_edges.try_emplace({at, std::string{token}}, 0);
+        if (inserted) {
+          it->second = static_cast<std::uint32_t>(drafts.size());
+          drafts.emplace_back();
+        }
+        next = it->second;
+      }
+      at = next;
+    }
+    auto& list = tail ? drafts[at].tail : drafts[at].exact;
+    list.insert(list.end(), targets.begin(), targets.end());
+  }
+
+  auto& t = *table;
+  t.nodes_.resize(drafts.size());
+  auto flatten = [&t](std::vector<consumer_index>& list, std::uint32_t& begin,
+                      std::uint32_t& count) {
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    begin = static_cast<std::uint32_t>(t.consumer_lists_.size());
+    count = static_cast<std::uint32_t>(list.size());
+    t.consumer_lists_.insert(t.consumer_lists_.end(), list.begin(), list.end());
+  };
+  for (std::size_t i = 0; i < drafts.size(); ++i) {
+    t.nodes_[i].star = drafts[i].star;
+    flatten(drafts[i].exact, t.nodes_[i].exact_begin, t.nodes_[i].exact_count);
+    flatten(drafts[i].tail, t.nodes_[i].tail_begin, t.nodes_[i].tail_count);
+  }
+  // At most half full keeps probe sequences short for both hits and misses.
+  t.edges_.resize(std::bit_ceil(std::max<std::size_t>(16, literal_edges.size() * 2)));
+  t.edge_mask_ = t.edges_.size() - 1;
+  for (const auto& [key, child] : literal_edges)
+    t.insert_edge(key.first, key.second, child);
+  return table;
+}
+
+void routing_table::insert_edge(std::uint32_t parent, std::string_view token, std::uint32_t child) {
+  const auto h = edge_hash(parent, detail::hash_bytes(token));
+  std::size_t slot = h & edge_mask_;
+  while (edges_[slot].child != 0)
+    slot = (slot + 1) & edge_mask_;
+  edges_[slot] = edge{static_cast<std::uint32_t>(h >> 32), parent, child,
+                      static_cast<std::uint32_t>(token_pool_.size())};
+  token_pool_ += static_cast<char>(token.size());  // tokens are at most 255 bytes long
+  token_pool_ += token;
+  ++nodes_[parent].literal_children;
+}
+
+std::uint32_t routing_table::find_child(std::uint32_t parent, std::string_view token,
+                                        std::uint64_t token_hash) const noexcept {
+  const auto h = edge_hash(parent, token_hash);
+  const auto tag = static_cast<std::uint32_t>(h >> 32);
+  for (std::size_t slot = h & edge_mask_;; slot = (slot + 1) & edge_mask_) {
+    const edge& e = edges_[slot];
+    if (e.child == 0) return no_node;
+    if (e.tag != tag || e.parent != parent) continue;
+    const char* stored = token_pool_.data() + e.token;
+    if (static_cast<unsigned char>(stored[0]) == token.size() &&
+        std::memcmp(stored + 1, token.data(), token.size()) == 0) {
+      return e.child;
+    }
+  }
+}
+
+void routing_table::collect(std::uint32_t node_id, std::size_t depth, walk& w) const {
+  const node& n = nodes_[node_id];
+  const auto lists = consumer_lists_.data();
+  if (depth == w.token_count) {
+    w.add({lists + n.exact_begin, n.exact_count});
+    return;
+  }
+  w.add({lists + n.tail_begin, n.tail_count});
+  if (n.literal_children != 0) {
+    const auto child =
+        find_child(node_id, w.scratch.tokens_[depth], w.scratch.token_hashes_[depth]);
+    if (child != no_node) collect(child, depth + 1, w);
+  }
+  if (n.star != no_node) collect(n.star, depth + 1, w);
+}
+
+lookup_result routing_table::lookup(std::string_view address, lookup_scratch& scratch) const {
+  auto& tokens = scratch.tokens_;
+  auto& hashes = scratch.token_hashes_;
+  if (tokens.capacity() < max_tokens) {
+    tokens.reserve(max_tokens);
+    hashes.reserve(max_tokens);
+    scratch.merged_.reserve(std::min<std::size_t>(config_.consumers.size(), 64));
+  }
+  if (scratch.seen_.size() < config_.consumers.size()) {
+    scratch.seen_.resize(config_.consumers.size(), 0);
+  }
+  tokens.clear();
+  hashes.clear();
+  std::size_t start = 0;
+  while (true) {
+    const auto dot = address.find('.', start);
+    const auto token = address.substr(start, dot == std::string_view::npos ? dot : dot - start);
+    tokens.push_back(token);
+    hashes.push_back(detail::hash_bytes(token));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+
+  walk w{scratch, tokens.size(), {}, false};
+  collect(0, 0, w);
+  if (w.merging) {
+    std::sort(scratch.merged_.begin(), scratch.merged_.end());
+    return {scratch.merged_, true};
+  }
+  if (!w.first.empty()) return {w.first, true};
+  if (dead_letter_) return {dead_letter_list_, false};
+  return {{}, false};
+}
+
+std::optional<consumer_index> routing_table::find_consumer(std::string_view name) const {
+  const auto it = consumer_by_name_.find(std::string{name});
+  if (it == consumer_by_name_.end()) return std::nullopt;
+  return it->second;
+}
+
+}  // namespace gatewayd::routing

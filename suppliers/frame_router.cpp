@@ -1,0 +1,55 @@
+#include "suppliers/frame_router.hpp"
+
+namespace gatewayd::suppliers {
+
+frame_router& frame_router::for_this_thread(const route_snapshot_holder& routes) {
+  thread_local frame_router router;
+  if (router.holder_ != &routes || router.version_ != routes.version()) router.refresh(routes);
+  return router;
+}
+
+void frame_router::refresh(const route_snapshot_holder& routes) {
+  holder_ = &routes;
+  version_ = routes.version();
+  snapshot_ = routes.load();
+  const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
+  if (batches_.size() < n) batches_.resize(n);
+}
+
+bool frame_router::route(std::string_view address, const frame_slice& slice) {
+  if (!snapshot_) return false;
+  const auto result = cache_.lookup(*snapshot_->table, address, scratch_);
+  if (slice.chunk != refs_chunk_) {
+    take_refs();
+    refs_chunk_ = slice.chunk;
+  }
+  for (const routing::consumer_index i : result.consumers) {
+    auto& batch = batches_[i];
+    if (batch.empty()) touched_.push_back(i);
+    batch.push_back(slice);
+  }
+  pending_refs_ += static_cast<std::uint32_t>(result.consumers.size());
+  return result.matched;
+}
+
+void frame_router::take_refs() noexcept {
+  if (pending_refs_) refs_chunk_->add_refs(pending_refs_);
+  pending_refs_ = 0;
+}
+
+frame_router::flush_result frame_router::flush(
+    const std::shared_ptr<consumers::flow_control_listener>& listener) {
+  // References first: a consumer may send and release a frame before put() even returns.
+  take_refs();
+  refs_chunk_ = nullptr;
+  flush_result r;
+  for (const routing::consumer_index i : touched_) {
+    auto& batch = batches_[i];
+    if (snapshot_->consumers[i]->put(batch, listener).pause_supplier) r.pause = true;
+    batch.clear();
+  }
+  touched_.clear();
+  return r;
+}
+
+}  // namespace gatewayd::suppliers

@@ -1,0 +1,51 @@
+// Routes the frames of one read to their consumers: looks each address up in the current
+// snapshot, batches slices per consumer, and hands each consumer its batch in one put().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "routing/route_cache.hpp"
+#include "routing/routing_table.hpp"
+#include "suppliers/frame_chunk.hpp"
+#include "suppliers/route_snapshot.hpp"
+
+namespace gatewayd::suppliers {
+
+// One per thread: a session's read is routed and flushed inside one handler on one thread,
+// so the scratch space (batches, lookup cache) is shared by all sessions of that thread
+// instead of costing every idle connection its own.
+class frame_router {
+ public:
+  // The router of the calling thread, looking at `routes` (refreshed if a reload happened).
+  static frame_router& for_this_thread(const route_snapshot_holder& routes);
+
+  // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
+  bool route(std::string_view address, const frame_slice& slice);
+
+  struct flush_result {
+    bool pause = false;  // some backpressure consumer asked the supplier to stop reading
+  };
+  // Takes the chunk references the batches need and hands every consumer its batch.
+  flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener);
+
+  std::uint64_t table_version() const noexcept { return snapshot_ ? snapshot_->version : 0; }
+
+ private:
+  void refresh(const route_snapshot_holder& routes);
+  void take_refs() noexcept;
+
+  const route_snapshot_holder* holder_ = nullptr;
+  std::shared_ptr<const route_snapshot> snapshot_;
+  std::uint64_t version_ = 0;
+  routing::lookup_scratch scratch_;
+  routing::route_cache cache_;
+  std::vector<std::vector<frame_slice>> batches_;  // by consumer index
+  std::vector<routing::consumer_index> touched_;
+  frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
+  std::uint32_t pending_refs_ = 0;
+};
+
+}  // namespace gatewayd::suppliers

@@ -1,0 +1,88 @@
+// Incremental GWP/1 decoder over shared chunks: bytes arrive in arbitrary pieces, whole
+// frames come out as slices of reference-counted chunks, a partial frame waits for more.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "suppliers/frame_chunk.hpp"
+#include "suppliers/frame_codec.hpp"
+
+namespace gatewayd::suppliers {
+
+class frame_stream {
+ public:
+  // Reads smaller than this are not worth a syscall; the chunk moves on instead.
+  static constexpr std::size_t min_read = 16 * 1024;
+
+  explicit frame_stream(std::uint32_t max_payload) noexcept : max_payload_(max_payload) {}
+
+  struct buffer {
+    char* data;
+    std::size_t size;
+  };
+  // Writable space for the next read: always room for the pending frame's remaining bytes
+  // (its size is known and checked against max_payload before any allocation).
+  buffer prepare();
+  // `n` bytes were written into the last prepare()d space.
+  void commit(std::size_t n) noexcept { end_ += n; }
+
+  struct stream_error {
+    frame_error reason = frame_error::none;
+    std::uint64_t offset = 0;  // byte offset in the whole stream
+    explicit operator bool() const noexcept { return reason != frame_error::none; }
+  };
+
+  // Calls on_frame(const frame_view&, const frame_slice&) for each whole frame committed so
+  // far. On bad input it stops and returns the error; frames before it were all delivered.
+  template <class OnFrame>
+  stream_error parse(OnFrame&& on_frame);
+
+  // Drops the chunk when no partial frame needs it (idle sessions then hold no buffer).
+  void release_if_idle() noexcept {
+    if (begin_ == end_) {
+      chunk_.reset();
+      consumed_before_ += begin_;
+      begin_ = end_ = 0;
+    }
+  }
+
+  bool has_partial() const noexcept { return begin_ != end_; }
+  std::size_t buffered() const noexcept { return end_ - begin_; }
+  // Bytes of the stream parsed into frames so far.
+  std::uint64_t offset() const noexcept { return consumed_before_ + begin_; }
+  frame_chunk* chunk() const noexcept { return chunk_.get(); }
+
+ private:
+  void move_to_new_chunk(std::size_t capacity);
+
+  std::uint32_t max_payload_;
+  chunk_ptr chunk_;
+  std::size_t begin_ = 0;              // first byte not yet parsed into a frame
+  std::size_t end_ = 0;                // first byte not yet written
+  std::size_t needed_ = header_size;   // bytes the frame at begin_ needs in all
+  std::uint64_t consumed_before_ = 0;  // stream bytes that lived in earlier chunks
+};
+
+template <class OnFrame>
+frame_stream::stream_error frame_stream::parse(OnFrame&& on_frame) {
+  const char* base = chunk_ ? chunk_->data() : nullptr;
+  while (begin_ < end_) {
+    const parse_result r = parse_frame({base + begin_, end_ - begin_}, max_payload_);
+    if (r.state == parse_result::status::need_more) {
+      needed_ = r.needed;
+      return {};
+    }
+    if (r.state == parse_result::status::error) {
+      return {r.error, offset() + r.error_offset};
+    }
+    const frame_slice slice{chunk_.get(), static_cast<std::uint32_t>(begin_),
+                            static_cast<std::uint32_t>(r.frame.bytes.size())};
+    begin_ += r.frame.bytes.size();
+    on_frame(r.frame, slice);
+  }
+  needed_ = header_size;
+  return {};
+}
+
+}  // namespace gatewayd::suppliers

@@ -1,0 +1,45 @@
+// What a supplier session routes by: one routing-table version paired with the live consumer
+// objects its indices name, published whole and swapped atomically on reload.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "consumers/consumer.hpp"
+#include "routing/routing_table.hpp"
+
+namespace gatewayd::suppliers {
+
+struct route_snapshot {
+  std::shared_ptr<const routing::routing_table> table;
+  std::vector<std::shared_ptr<consumers::consumer>> consumers;  // by routing::consumer_index
+  std::uint64_t version = 0;
+};
+
+// Readers poll version() (one relaxed-cost load of a rarely written line) and take the
+// snapshot, under the mutex, only when it changed: the routing path takes no lock per frame.
+class route_snapshot_holder {
+ public:
+  void publish(std::shared_ptr<route_snapshot> next) {
+    std::lock_guard lock(mutex_);
+    next->version = ++published_;
+    current_ = std::move(next);
+    version_.store(published_, std::memory_order_release);
+  }
+  std::shared_ptr<const route_snapshot> load() const {
+    std::lock_guard lock(mutex_);
+    return current_;
+  }
+  std::uint64_t version() const noexcept { return version_.load(std::memory_order_acquire); }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const route_snapshot> current_;
+  std::uint64_t published_ = 0;
+  std::atomic<std::uint64_t> version_{0};
+};
+
+}  // namespace gatewayd::suppliers

@@ -1,0 +1,29 @@
+// Counters of the supplier side, updated once per read (not per frame) and read at scrape time.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string_view>
+
+#include "suppliers/frame_codec.hpp"
+
+namespace gatewayd::suppliers {
+
+// Why a supplier connection was refused or closed by the gateway (not by the peer).
+enum class close_reason : std::uint8_t { connection_limit, not_allowed, idle_timeout };
+inline constexpr std::size_t close_reason_count = 3;
+std::string_view to_string(close_reason r) noexcept;
+
+struct supplier_stats {
+  std::atomic<std::int64_t> connections{0};
+  std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::uint64_t> frames_received{0};
+  std::atomic<std::uint64_t> bytes_received{0};
+  std::atomic<std::uint64_t> unroutable{0};
+  std::atomic<std::uint64_t> backpressure_pauses{0};
+  std::array<std::atomic<std::uint64_t>, frame_error_count> protocol_errors{};
+  std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
+};
+
+}  // namespace gatewayd::suppliers

@@ -1,0 +1,201 @@
+#define BOOST_TEST_MODULE bounded_queue
+#include <boost/test/unit_test.hpp>
+
+#include <vector>
+
+#include "consumers/bounded_queue.hpp"
+
+using namespace gatewayd::consumers;
+using gatewayd::suppliers::frame_chunk;
+using gatewayd::suppliers::frame_slice;
+
+namespace {
+
+// Chunks of a non-standard size are freed, not cached, when their last reference goes, so
+// frame_chunk::live_bytes() shows whether every reference was released exactly once: too few
+// and the chunk outlives the test's own release, too many and it dies before it.
+constexpr std::size_t odd_capacity = frame_chunk::standard_capacity + 64;
+
+struct test_chunk {
+  frame_chunk* chunk = frame_chunk::acquire(odd_capacity);  // the test's own reference
+  std::uint32_t next_offset = 0;
+
+  // A slice of `size` bytes carrying one reference for whoever stores it.
+  frame_slice slice(std::uint32_t size) {
+    chunk->add_refs(1);
+    const frame_slice s{chunk, next_offset, size};
+    next_offset += size;
+    return s;
+  }
+};
+
+struct live_check {
+  std::size_t before = frame_chunk::live_bytes();
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(fifo_order_and_byte_accounting, live_check) {
+  test_chunk c;
+  {
+    bounded_queue q;
+    std::uint64_t total = 0;
+    for (std::uint32_t i = 1; i <= 100; ++i) {
+      q.push_back(c.slice(i));
+      total += i;
+    }
+    BOOST_TEST(q.size() == 100u);
+    BOOST_TEST(q.bytes() == total);
+    for (std::uint32_t i = 1; i <= 50; ++i) {
+      BOOST_TEST(q.front().size == i);
+      BOOST_TEST(q.drop_front() == i);
+      total -= i;
+    }
+    BOOST_TEST(q.bytes() == total);
+    const frame_slice f = q.pop_front();
+    BOOST_TEST(f.size == 51u);
+    f.chunk->release();
+    BOOST_TEST(q.size() == 49u);
+  }  // the destructor releases the rest
+  BOOST_TEST(frame_chunk::live_bytes() == before + odd_capacity);  // ours is still held
+  c.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == before);
+}
+
+BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
+  test_chunk c;
+  bounded_queue q(40);
+  BOOST_TEST(q.slots() == 0u);  // nothing allocated until used
+  q.push_back(c.slice(1));
+  BOOST_TEST(q.slots() == 16u);
+  for (int i = 0; i < 16; ++i)
+    q.push_back(c.slice(1));
+  BOOST_TEST(q.slots() == 32u);
+  for (int i = 0; i < 16; ++i)
+    q.push_back(c.slice(1));
+  BOOST_TEST(q.slots() == 40u);  // clamped to the capacity, not the next power of two
+  for (int i = 0; i < 7; ++i)
+    q.push_back(c.slice(1));
+  BOOST_TEST(q.slots() == 40u);
+  q.push_back(c.slice(1));  // past the capacity (backpressure): doubles again
+  BOOST_TEST(q.slots() == 80u);
+  BOOST_TEST(q.size() == 41u);
+  q.clear();
+  BOOST_TEST(q.slots() == 0u);  // oversized storage goes back once empty
+  c.chunk->release();
+
+  bounded_queue big(10000);
+  test_chunk d;
+  for (int i = 0; i < 5; ++i)
+    big.push_back(d.slice(1));
+  BOOST_TEST(big.slots() == 16u);  // a large capacity costs nothing until it is used
+  big.clear();
+  BOOST_TEST(big.slots() == 16u);  // ordinary storage is kept: no reallocation when refilled
+  d.chunk->release();
+}
+
+BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_check) {
+  test_chunk c;
+  bounded_queue q;
+  std::vector<frame_slice> all;
+  // Wrap the ring: push 12, pop 10, push 14 more so the contents straddle the end.
+  for (int i = 0; i < 12; ++i)
+    q.push_back(c.slice(10));
+  for (int i = 0; i < 10; ++i)
+    q.drop_front();
+  for (int i = 0; i < 14; ++i)
+    q.push_back(c.slice(10));
+  BOOST_TEST(q.slots() == 16u);
+  BOOST_TEST(q.size() == 16u);
+  const std::uint32_t first_offset = q.front().offset;
+
+  std::vector<frame_slice> batch;
+  auto moved = q.take(5, 1'000'000, batch);  // limited by frames
+  BOOST_TEST(moved.frames == 5u);
+  BOOST_TEST(moved.bytes == 50u);
+  moved = q.take(100, 35, batch);  // limited by bytes: 3 frames of 10
+  BOOST_TEST(moved.frames == 3u);
+  BOOST_TEST(batch.size() == 8u);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    BOOST_TEST(batch[i].offset == first_offset + 10 * i);
+  }
+  BOOST_TEST(q.size() == 8u);
+  BOOST_TEST(q.bytes() == 80u);
+
+  // The unsent remainder (the last 6) goes back in front, in order.
+  q.push_front_batch(std::span<const frame_slice>(batch).subspan(2));
+  release_slices(std::span<const frame_slice>(batch).first(2));
+  BOOST_TEST(q.size() == 14u);
+  BOOST_TEST(q.bytes() == 140u);
+  for (std::uint32_t i = 0; i < 14; ++i) {
+    BOOST_TEST(q.front().offset == first_offset + 10 * (i + 2));
+    q.drop_front();
+  }
+  BOOST_TEST(q.empty());
+
+  // A first frame larger than max_bytes still makes a batch of one.
+  q.push_back(c.slice(500));
+  batch.clear();
+  moved = q.take(10, 100, batch);
+  BOOST_TEST(moved.frames == 1u);
+  release_slices(batch);
+
+  // Putting back more than the free room grows the ring and keeps the order.
+  bounded_queue r;
+  std::vector<frame_slice> many;
+  for (int i = 0; i < 40; ++i)
+    many.push_back(c.slice(1));
+  r.push_back(c.slice(7));
+  r.push_front_batch(many);
+  BOOST_TEST(r.size() == 41u);
+  for (const auto& f : many) {
+    BOOST_TEST(r.front().offset == f.offset);
+    r.drop_front();
+  }
+  BOOST_TEST(r.front().size == 7u);
+  r.clear();
+  c.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == before);
+}
+
+BOOST_FIXTURE_TEST_CASE(references_are_released_exactly_once_in_runs, live_check) {
+  test_chunk a;
+  test_chunk b;
+  const frame_counts cleared = [&] {
+    bounded_queue q;
+    // Runs of one chunk interleaved with the other: each run is one release(k).
+    for (int round = 0; round < 5; ++round) {
+      for (int i = 0; i < 3; ++i)
+        q.push_back(a.slice(4));
+      for (int i = 0; i < 2; ++i)
+        q.push_back(b.slice(4));
+    }
+    return q.clear();
+  }();
+  BOOST_TEST(cleared.frames == 25u);
+  BOOST_TEST(cleared.bytes == 100u);
+  BOOST_TEST(frame_chunk::live_bytes() == before + 2 * odd_capacity);
+  a.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == before + odd_capacity);
+  b.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == before);
+
+  // release_slices on its own, across chunks.
+  test_chunk c;
+  test_chunk d;
+  std::vector<frame_slice> v{c.slice(1), c.slice(1), d.slice(1), c.slice(1), d.slice(1)};
+  release_slices(v);
+  c.chunk->release();
+  d.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == before);
+
+  // release_batch flushes on destruction.
+  test_chunk e;
+  {
+    release_batch batch;
+    batch.add(e.slice(1).chunk);
+    batch.add(e.slice(1).chunk);
+  }
+  e.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == before);
+}

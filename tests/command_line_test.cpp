@@ -1,0 +1,232 @@
+#define BOOST_TEST_MODULE command_line
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/command_line.hpp"
+
+extern char** environ;
+
+using namespace gatewayd::gateway;
+namespace fs = std::filesystem;
+using mode = command_line::mode;
+
+namespace {
+
+command_line_result parse(std::vector<std::string_view> args) {
+  return parse_command_line(args);
+}
+
+struct run_result {
+  int exit_code = -1;  // -1: did not exit in time (and was killed)
+  std::string out;
+  std::string err;
+};
+
+// Runs the real gatewayd with `args`, capturing stdout and stderr, for at most `timeout`.
+run_result run_gatewayd(const std::vector<std::string>& args,
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  int out_pipe[2];
+  int err_pipe[2];
+  BOOST_REQUIRE(::pipe2(out_pipe, O_CLOEXEC) == 0);
+  BOOST_REQUIRE(::pipe2(err_pipe, O_CLOEXEC) == 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  std::vector<std::string> argv_storage{GATEWAYD_BINARY};
+  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_storage)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int spawned = ::posix_spawn(&pid, GATEWAYD_BINARY, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  BOOST_REQUIRE_MESSAGE(spawned == 0, "cannot start " GATEWAYD_BINARY);
+
+  run_result result;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
+  std::string* sinks[2] = {&result.out, &result.err};
+  int open_count = 2;
+  while (open_count > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || ::poll(fds, 2, static_cast<int>(left.count())) <= 0) break;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
+      char buf[4096];
+      const auto n = ::read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        sinks[i]->append(buf, static_cast<std::size_t>(n));
+      } else {
+        ::close(fds[i].fd);
+        fds[i].fd = -1;
+        --open_count;
+      }
+    }
+  }
+  for (auto& fd : fds) {
+    if (fd.fd >= 0) ::close(fd.fd);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ::kill(pid, SIGKILL);  // the child we started, by its pid
+      ::waitpid(pid, &status, 0);
+      return result;
+    }
+    ::usleep(1000);
+  }
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  return result;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(parsing)
+
+BOOST_AUTO_TEST_CASE(run_with_config) {
+  const auto r = parse({"--config", "/etc/gatewayd/gatewayd.toml"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST((r.line->what == mode::run));
+  BOOST_TEST(r.line->config == fs::path{"/etc/gatewayd/gatewayd.toml"});
+  BOOST_TEST(r.error.empty());
+}
+
+BOOST_AUTO_TEST_CASE(config_with_equals_sign) {
+  const auto r = parse({"--config=gw.toml"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST(r.line->config == fs::path{"gw.toml"});
+}
+
+BOOST_AUTO_TEST_CASE(check_in_either_order) {
+  for (const auto& args : {std::vector<std::string_view>{"--check", "--config", "x.toml"},
+                           std::vector<std::string_view>{"--config", "x.toml", "--check"}}) {
+    const auto r = parse(args);
+    BOOST_REQUIRE(r.line.has_value());
+    BOOST_TEST((r.line->what == mode::check));
+    BOOST_TEST(r.line->config == fs::path{"x.toml"});
+  }
+}
+
+BOOST_AUTO_TEST_CASE(version_and_help_win) {
+  BOOST_TEST((parse({"--version"}).line->what == mode::version));
+  BOOST_TEST((parse({"--config", "x", "--version"}).line->what == mode::version));
+  BOOST_TEST((parse({"--help"}).line->what == mode::help));
+  BOOST_TEST((parse({"-h"}).line->what == mode::help));
+  BOOST_TEST((parse({"--version", "--help"}).line->what == mode::help));
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments) {
+  const std::pair<std::vector<std::string_view>, std::string> cases[] = {
+      {{}, "--config PATH is required"},
+      {{"--check"}, "--config PATH is required"},
+      {{"--config"}, "--config needs a file path"},
+      {{"--config="}, "--config needs a file path"},
+      {{"--config", ""}, "--config needs a file path"},
+      {{"--config", "a", "--config", "b"}, "--config given more than once"},
+      {{"--verbose"}, "unknown option '--verbose'"},
+      {{"-c", "x"}, "unknown option '-c'"},
+      {{"--config", "a", "b"}, "unexpected argument 'b'"},
+  };
+  for (const auto& [args, error] : cases) {
+    const auto r = parse(args);
+    BOOST_TEST(!r.line.has_value());
+    BOOST_TEST(r.error == error);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(argv_form_skips_the_program_name) {
+  const char* argv[] = {"gatewayd", "--check", "--config", "c.toml", nullptr};
+  const auto r = parse_command_line(4, argv);
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST((r.line->what == mode::check));
+  BOOST_TEST(r.line->config == fs::path{"c.toml"});
+}
+
+BOOST_AUTO_TEST_CASE(usage_names_every_mode) {
+  const auto text = usage("gatewayd");
+  for (const char* s : {"--config PATH", "--check --config PATH", "--version", "--help"}) {
+    BOOST_TEST(text.find(s) != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The real binary: what an operator (and systemd's ExecStartPre) sees.
+BOOST_AUTO_TEST_SUITE(binary)
+
+BOOST_AUTO_TEST_CASE(check_accepts_the_sample_config) {
+  const auto r = run_gatewayd({"--check", "--config", GATEWAYD_SOURCE_DIR "/etc/gatewayd.toml"});
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.out == "configuration OK: 2 consumers, 2 routes\n");
+  BOOST_TEST(r.err.empty());
+}
+
+BOOST_AUTO_TEST_CASE(check_reports_every_error_and_fails) {
+  char pattern[] = "/tmp/command_line_test.XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(pattern) != nullptr);
+  const fs::path dir{pattern};
+  std::ofstream{dir / "gatewayd.toml"}
+      << "[gateway]\nroutes_file = \"routes.toml\"\nthreads = \"x\"\n";
+  std::ofstream{dir / "routes.toml"} << "[consumers.a]\nendpoint = \"127.0.0.1:1\"\n"
+                                        "[[routes]]\nmatch = \"a.>.b\"\nto = [\"b\"]\n";
+  const auto r = run_gatewayd({"--check", "--config", (dir / "gatewayd.toml").string()});
+  fs::remove_all(dir);
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.out.empty());
+  const std::string config = (dir / "gatewayd.toml").string();
+  const std::string routes = (dir / "routes.toml").string();
+  BOOST_TEST(r.err == config + ":3:11: gateway.threads: expected an integer, got a string\n" +
+                          routes +
+                          ":4:9: routes[0].match: invalid pattern \"a.>.b\": '>' is only allowed "
+                          "as the last token at character 3\n" +
+                          routes + ":5:7: routes[0].to[0]: unknown consumer \"b\"\n");
+}
+
+BOOST_AUTO_TEST_CASE(check_of_a_missing_file) {
+  const auto r = run_gatewayd({"--check", "--config", "/nonexistent/gatewayd.toml"});
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err == "/nonexistent/gatewayd.toml: cannot open file: No such file or directory\n");
+}
+
+BOOST_AUTO_TEST_CASE(version) {
+  const auto r = run_gatewayd({"--version"});
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.out.rfind("gatewayd ", 0) == 0u);
+  BOOST_TEST(r.out.size() > std::string_view{"gatewayd \n"}.size());
+  BOOST_TEST(r.out.back() == '\n');
+}
+
+BOOST_AUTO_TEST_CASE(help_goes_to_stdout) {
+  const auto r = run_gatewayd({"--help"});
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.out.find("usage: gatewayd") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_usage) {
+  const auto r = run_gatewayd({"--frobnicate"});
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(r.out.empty());
+  BOOST_TEST(r.err.find("gatewayd: unknown option '--frobnicate'") == 0u);
+  BOOST_TEST(r.err.find("usage: gatewayd") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

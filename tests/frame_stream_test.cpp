@@ -1,0 +1,163 @@
+#define BOOST_TEST_MODULE frame_stream
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "suppliers/frame_stream.hpp"
+
+using namespace gatewayd::suppliers;
+
+namespace {
+
+struct received {
+  std::string address;
+  std::string bytes;
+};
+
+// Feeds `stream` the bytes in pieces of the given sizes; collects frames and the first error.
+struct feeder {
+  frame_stream stream;
+  std::vector<received> frames;
+  std::vector<chunk_ptr> held;  // keeps chunks alive like a consumer queue would
+  frame_stream::stream_error error;
+
+  explicit feeder(std::uint32_t max_payload = default_max_payload) : stream(max_payload) {}
+
+  bool feed(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const auto buf = stream.prepare();
+      BOOST_TEST_REQUIRE(buf.size >= std::min<std::size_t>(bytes.size(), 1));
+      const std::size_t n = std::min(buf.size, bytes.size());
+      std::memcpy(buf.data, bytes.data(), n);
+      stream.commit(n);
+      bytes.remove_prefix(n);
+      error = stream.parse([&](const frame_view& f, const frame_slice& s) {
+        BOOST_TEST(s.bytes() == f.bytes);
+        s.chunk->add_refs(1);
+        held.emplace_back(s.chunk);
+        frames.push_back({std::string(f.address), std::string(f.bytes)});
+      });
+      if (error) return false;
+    }
+    return true;
+  }
+};
+
+std::string many_frames(int n, std::vector<std::string>* each = nullptr) {
+  std::string all;
+  for (int i = 0; i < n; ++i) {
+    const std::string f =
+        encode_frame("t." + std::to_string(i % 7), std::string(i % 300, 'a' + i % 26));
+    if (each) each->push_back(f);
+    all += f;
+  }
+  return all;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(frames_split_at_every_byte_position) {
+  std::vector<std::string> expect;
+  const std::string all = many_frames(3, &expect);
+  for (std::size_t cut = 0; cut <= all.size(); ++cut) {
+    feeder f;
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(all).substr(0, cut)));
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(all).substr(cut)));
+    BOOST_TEST_REQUIRE(f.frames.size() == expect.size());
+    for (std::size_t i = 0; i < expect.size(); ++i)
+      BOOST_TEST(f.frames[i].bytes == expect[i]);
+    BOOST_TEST(!f.stream.has_partial());
+    BOOST_TEST(f.stream.offset() == all.size());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(one_byte_at_a_time) {
+  std::vector<std::string> expect;
+  const std::string all = many_frames(20, &expect);
+  feeder f;
+  for (char c : all)
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(&c, 1)));
+  BOOST_TEST(f.frames.size() == expect.size());
+  for (std::size_t i = 0; i < expect.size(); ++i)
+    BOOST_TEST(f.frames[i].bytes == expect[i]);
+}
+
+BOOST_AUTO_TEST_CASE(thousands_of_frames_in_one_chunk_and_random_splits) {
+  std::vector<std::string> expect;
+  const std::string all = many_frames(5000, &expect);
+  std::mt19937 rng(7);
+  feeder f;
+  std::string_view rest = all;
+  while (!rest.empty()) {
+    const std::size_t n = std::min<std::size_t>(rest.size(), 1 + rng() % 40000);
+    BOOST_TEST_REQUIRE(f.feed(rest.substr(0, n)));
+    rest.remove_prefix(n);
+  }
+  BOOST_TEST_REQUIRE(f.frames.size() == expect.size());
+  BOOST_TEST(std::equal(expect.begin(), expect.end(), f.frames.begin(),
+                        [](const std::string& e, const received& r) { return e == r.bytes; }));
+}
+
+BOOST_AUTO_TEST_CASE(a_frame_larger_than_a_chunk_gets_a_chunk_of_its_size) {
+  const std::string big = encode_frame("big", std::string(frame_chunk::standard_capacity * 3, 'b'));
+  feeder f;
+  BOOST_TEST_REQUIRE(f.feed(encode_frame("small", "s") + big.substr(0, 100)));
+  BOOST_TEST_REQUIRE(f.feed(std::string_view(big).substr(100)));
+  BOOST_TEST_REQUIRE(f.frames.size() == 2u);
+  BOOST_TEST(f.frames[1].bytes == big);
+}
+
+BOOST_AUTO_TEST_CASE(oversized_header_is_refused_before_allocating) {
+  const std::size_t before = frame_chunk::live_bytes();
+  feeder f(1024);
+  std::string h = encode_frame("ok", "1") + encode_frame("a", "");
+  h[h.size() - 4] = char(0xff);  // second frame now announces ~4 GiB
+  BOOST_TEST(!f.feed(h));
+  BOOST_TEST(f.frames.size() == 1u);
+  BOOST_TEST(to_string(f.error.reason) == "payload_too_large");
+  BOOST_TEST(f.error.offset == encode_frame("ok", "1").size() + 6);
+  BOOST_TEST(frame_chunk::live_bytes() - before <= frame_chunk::standard_capacity);
+}
+
+BOOST_AUTO_TEST_CASE(error_offset_counts_the_whole_stream) {
+  std::vector<std::string> expect;
+  const std::string good = many_frames(2000, &expect);  // spans many chunks
+  feeder f;
+  BOOST_TEST_REQUIRE(f.feed(good));
+  std::string bad = encode_frame("abc", "");
+  bad[header_size + 1] = ' ';
+  BOOST_TEST(!f.feed(bad));
+  BOOST_TEST(f.frames.size() == expect.size());
+  BOOST_TEST(to_string(f.error.reason) == "bad_address");
+  BOOST_TEST(f.error.offset == good.size() + header_size + 1);
+}
+
+BOOST_AUTO_TEST_CASE(idle_stream_releases_its_chunk_but_keeps_a_partial_frame) {
+  feeder f;
+  BOOST_TEST_REQUIRE(f.feed(encode_frame("a", "b")));
+  f.held.clear();
+  f.stream.release_if_idle();
+  BOOST_TEST(f.stream.chunk() == nullptr);
+  const std::string next = encode_frame("c", "d");
+  BOOST_TEST_REQUIRE(f.feed(next.substr(0, 5)));
+  f.stream.release_if_idle();
+  BOOST_TEST(f.stream.chunk() != nullptr);
+  BOOST_TEST_REQUIRE(f.feed(next.substr(5)));
+  BOOST_TEST(f.frames.size() == 2u);
+  BOOST_TEST(f.frames[1].bytes == next);
+}
+
+BOOST_AUTO_TEST_CASE(chunks_are_freed_when_the_last_reference_goes) {
+  const std::size_t before = frame_chunk::live_bytes();
+  {
+    feeder f;
+    std::vector<std::string> expect;
+    BOOST_TEST_REQUIRE(f.feed(many_frames(3000, &expect)));
+  }
+  // Everything returned: only the per-thread cache may still hold standard chunks.
+  BOOST_TEST(frame_chunk::live_bytes() <= before + 16 * frame_chunk::standard_capacity);
+}

@@ -1,0 +1,155 @@
+#define BOOST_TEST_MODULE lf_pool
+#include <boost/test/unit_test.hpp>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "gateway/lf_pool.hpp"
+
+using gatewayd::gateway::lf_pool;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct observer {
+  std::atomic<unsigned> processing{0};
+  std::atomic<unsigned> max_processing{0};
+  std::atomic<unsigned> max_leaders{0};
+  std::atomic<unsigned> handled{0};
+  std::mutex mutex;
+  std::set<std::thread::id> threads;
+
+  void enter(const lf_pool& pool) {
+    lf_pool::promote_new_leader();
+    const auto roles = pool.roles();
+    unsigned prev = max_leaders.load();
+    while (roles.leader > prev && !max_leaders.compare_exchange_weak(prev, roles.leader)) {
+    }
+    const unsigned now = ++processing;
+    prev = max_processing.load();
+    while (now > prev && !max_processing.compare_exchange_weak(prev, now)) {
+    }
+    {
+      std::lock_guard lock(mutex);
+      threads.insert(std::this_thread::get_id());
+    }
+  }
+  void leave() {
+    --processing;
+    ++handled;
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_events_processed_concurrently) {
+  asio::io_context ioc;
+  gatewayd::metrics::latency_histogram latency;
+  lf_pool pool(ioc, 4, latency);
+  observer obs;
+  auto work = asio::make_work_guard(ioc);
+  constexpr unsigned events = 400;
+  for (unsigned i = 0; i < events; ++i) {
+    asio::post(ioc, [&] {
+      obs.enter(pool);
+      std::this_thread::sleep_for(200us);  // an event that takes a while to process
+      obs.leave();
+    });
+  }
+  pool.start();
+  BOOST_TEST_REQUIRE([&] {
+    for (int i = 0; i < 500 && obs.handled < events; ++i)
+      std::this_thread::sleep_for(10ms);
+    return obs.handled == events;
+  }());
+  work.reset();
+  pool.join();
+  BOOST_TEST(obs.max_leaders.load() <= 1u);
+  BOOST_TEST(obs.max_processing.load() >= 2u);  // processing overlaps on several threads
+  BOOST_TEST(obs.threads.size() >= 2u);
+}
+
+BOOST_AUTO_TEST_CASE(roles_add_up_and_idle_threads_are_followers) {
+  asio::io_context ioc;
+  gatewayd::metrics::latency_histogram latency;
+  lf_pool pool(ioc, 3, latency);
+  auto work = asio::make_work_guard(ioc);
+  pool.start();
+  const bool settled = [&] {
+    for (int i = 0; i < 200; ++i) {
+      const auto r = pool.roles();
+      if (r.leader == 1 && r.follower == 2 && r.processing == 0) return true;
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }();
+  BOOST_TEST(settled);
+  work.reset();
+  pool.stop();
+  pool.join();
+}
+
+BOOST_AUTO_TEST_CASE(followers_are_promoted_most_recently_idle_first) {
+  asio::io_context ioc;
+  gatewayd::metrics::latency_histogram latency;
+  lf_pool pool(ioc, 3, latency);
+  auto work = asio::make_work_guard(ioc);
+  std::mutex m;
+  std::vector<std::thread::id> order;
+  // Sequential short events: with LIFO promotion the same warm thread pair keeps serving,
+  // the third thread (least recently idle) stays parked at the bottom of the stack.
+  pool.start();
+  std::this_thread::sleep_for(20ms);
+  for (int i = 0; i < 200; ++i) {
+    std::atomic<bool> done{false};
+    asio::post(ioc, [&] {
+      lf_pool::promote_new_leader();
+      std::lock_guard lock(m);
+      order.push_back(std::this_thread::get_id());
+      done = true;
+    });
+    while (!done)
+      std::this_thread::yield();
+    std::this_thread::sleep_for(100us);
+  }
+  work.reset();
+  pool.join();
+  std::set<std::thread::id> used(order.begin(), order.end());
+  BOOST_TEST(order.size() == 200u);
+  BOOST_TEST(used.size() <= 2u);
+  // Every event found an idle follower to promote, and each promotion was measured.
+  BOOST_TEST(latency.read().count >= 200u);
+  BOOST_TEST(pool.promotions_without_follower() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(stop_wakes_every_thread) {
+  asio::io_context ioc;
+  gatewayd::metrics::latency_histogram latency;
+  lf_pool pool(ioc, 4, latency);
+  auto work = asio::make_work_guard(ioc);  // the io_context never runs out of work
+  pool.start();
+  std::this_thread::sleep_for(20ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  pool.stop();
+  pool.join();
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 2s));
+}
+
+BOOST_AUTO_TEST_CASE(pool_leaves_when_the_io_context_runs_out_of_work) {
+  asio::io_context ioc;
+  gatewayd::metrics::latency_histogram latency;
+  lf_pool pool(ioc, 3, latency);
+  std::atomic<int> ran{0};
+  asio::steady_timer timer(ioc, 20ms);
+  timer.async_wait([&](std::error_code) {
+    lf_pool::promote_new_leader();
+    ++ran;
+  });
+  pool.start();
+  pool.join();  // returns by itself: no stop() needed
+  BOOST_TEST(ran.load() == 1);
+}

@@ -1,0 +1,457 @@
+#define BOOST_TEST_MODULE service_config
+#include <boost/test/unit_test.hpp>
+
+#include <stdlib.h>
+
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gateway/service_config.hpp"
+
+using namespace gatewayd::gateway;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A fresh directory for config files, removed afterwards.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "service_config_test.XXXXXX").string();
+    BOOST_REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path write(const std::string& name, const std::string& text) const {
+    const auto file = path / name;
+    fs::create_directories(file.parent_path());
+    std::ofstream{file} << text;
+    return file;
+  }
+};
+
+const std::string valid_routes =
+    "[consumers.a]\nendpoint = \"127.0.0.1:7501\"\n"
+    "[[routes]]\nmatch = \"x.>\"\nto = [\"a\"]\n";
+
+service_load_result parse(const std::string& text) {
+  return parse_service_config(text, "/etc/gatewayd/gatewayd.toml");
+}
+
+struct expected_error {
+  std::uint32_t line;
+  std::uint32_t column;
+  std::string message;
+};
+
+void expect_errors(const std::string& text, const std::vector<expected_error>& want) {
+  const auto result = parse(text);
+  BOOST_TEST(!result.config.has_value());
+  BOOST_TEST_REQUIRE(result.errors.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const auto& e = result.errors[i];
+    BOOST_TEST_INFO("error " << i << ": " << e.to_string());
+    BOOST_TEST(e.file == "/etc/gatewayd/gatewayd.toml");
+    BOOST_TEST_INFO("error " << i << ": " << e.to_string());
+    BOOST_TEST(e.line == want[i].line);
+    BOOST_TEST_INFO("error " << i << ": " << e.to_string());
+    BOOST_TEST(e.column == want[i].column);
+    BOOST_TEST(e.message == want[i].message);
+  }
+}
+
+std::array<std::uint8_t, 4> v4(std::uint8_t a, std::uint8_t b, std::uint8_t c, std::uint8_t d) {
+  return {a, b, c, d};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(values)
+
+BOOST_AUTO_TEST_CASE(defaults) {
+  const auto result = parse("[gateway]\nroutes_file = \"routes.toml\"\n");
+  BOOST_TEST(result.errors.empty());
+  BOOST_REQUIRE(result.config.has_value());
+  const auto& c = *result.config;
+  BOOST_TEST(c.config_file == fs::path{"/etc/gatewayd/gatewayd.toml"});
+  BOOST_TEST(c.routes_file == fs::path{"/etc/gatewayd/routes.toml"});
+  BOOST_TEST(c.supplier_listen.to_string() == "127.0.0.1:7400");
+  BOOST_TEST(c.threads == 0u);
+  BOOST_TEST(c.max_payload == 1048576u);
+  BOOST_TEST(c.idle_timeout.count() == 60000);
+  BOOST_TEST(c.max_supplier_connections == 10000u);
+  BOOST_TEST(to_string(c.concurrency) == "leader-followers");
+  BOOST_TEST(c.drain_timeout.count() == 5000);
+  BOOST_TEST(c.reconnect_initial.count() == 100);
+  BOOST_TEST(c.reconnect_max.count() == 30000);
+  BOOST_TEST(c.max_queued_bytes == 1073741824u);
+  BOOST_TEST(c.allow.empty());
+  BOOST_TEST(c.metrics_listen.to_string() == "127.0.0.1:9464");
+  BOOST_TEST(c.metrics_enabled);
+  BOOST_TEST((c.log_level == gatewayd::log::level::info));
+}
+
+BOOST_AUTO_TEST_CASE(every_key) {
+  const auto result = parse(R"([gateway]
+supplier_listen = "[::1]:0"
+threads = 4
+max_payload = 4096
+routes_file = "../routing/table.toml"
+idle_timeout_ms = 0
+max_supplier_connections = 12
+concurrency = "half-sync-half-async"
+drain_timeout_ms = 0
+reconnect_initial_ms = 250
+reconnect_max_ms = 250
+max_queued_bytes = 0
+allow = ["10.0.0.0/8", "::1", "fd00::/8"]
+
+[metrics]
+listen = "0.0.0.0:9100"
+enabled = false
+
+[log]
+level = "warning"
+)");
+  for (const auto& e : result.errors)
+    BOOST_TEST_MESSAGE(e.to_string());
+  BOOST_REQUIRE(result.config.has_value());
+  const auto& c = *result.config;
+  BOOST_TEST(c.supplier_listen.host == "::1");
+  BOOST_TEST(c.supplier_listen.port == 0);
+  BOOST_TEST(c.threads == 4u);
+  BOOST_TEST(c.max_payload == 4096u);
+  BOOST_TEST(c.routes_file == fs::path{"/etc/routing/table.toml"});
+  BOOST_TEST(c.idle_timeout.count() == 0);
+  BOOST_TEST(c.max_supplier_connections == 12u);
+  BOOST_TEST((c.concurrency == concurrency_model::half_sync_half_async));
+  BOOST_TEST(c.drain_timeout.count() == 0);
+  BOOST_TEST(c.reconnect_initial.count() == 250);
+  BOOST_TEST(c.reconnect_max.count() == 250);
+  BOOST_TEST(c.max_queued_bytes == 0u);
+  BOOST_REQUIRE(c.allow.size() == 3u);
+  BOOST_TEST(c.allow[0].to_string() == "10.0.0.0/8");
+  BOOST_TEST(c.allow[1].to_string() == "::1/128");
+  BOOST_TEST(c.allow[2].to_string() == "fd00::/8");
+  BOOST_TEST(c.metrics_listen.to_string() == "0.0.0.0:9100");
+  BOOST_TEST(!c.metrics_enabled);
+  BOOST_TEST((c.log_level == gatewayd::log::level::warning));
+}
+
+BOOST_AUTO_TEST_CASE(concurrency_models_and_log_levels) {
+  for (const char* model : {"leader-followers", "half-sync-half-async", "asio-threads"}) {
+    const auto r =
+        parse(std::string{"[gateway]\nroutes_file = \"r\"\nconcurrency = \""} + model + "\"\n");
+    BOOST_REQUIRE(r.config.has_value());
+    BOOST_TEST(to_string(r.config->concurrency) == model);
+  }
+  const std::pair<const char*, gatewayd::log::level> levels[] = {
+      {"debug", gatewayd::log::level::debug},
+      {"info", gatewayd::log::level::info},
+      {"warning", gatewayd::log::level::warning},
+      {"error", gatewayd::log::level::error}};
+  for (const auto& [name, level] : levels) {
+    const auto r =
+        parse(std::string{"[gateway]\nroutes_file = \"r\"\n[log]\nlevel = \""} + name + "\"\n");
+    BOOST_REQUIRE(r.config.has_value());
+    BOOST_TEST((r.config->log_level == level));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(routes_file_relative_to_the_config_file) {
+  temp_dir dir;
+  const auto config =
+      dir.write("conf/gatewayd.toml", "[gateway]\nroutes_file = \"sub/../routes.toml\"\n");
+  const auto result = load_service_config(config);
+  BOOST_REQUIRE(result.config.has_value());
+  BOOST_TEST(result.config->routes_file == (dir.path / "conf" / "routes.toml"));
+  BOOST_TEST(result.config->routes_file.is_absolute());
+  BOOST_TEST(result.config->config_file == config);
+
+  // An absolute routes_file stays as written.
+  const auto absolute =
+      dir.write("abs.toml", "[gateway]\nroutes_file = \"/srv/x/../routes.toml\"\n");
+  const auto abs_result = load_service_config(absolute);
+  BOOST_REQUIRE(abs_result.config.has_value());
+  BOOST_TEST(abs_result.config->routes_file == fs::path{"/srv/routes.toml"});
+}
+
+BOOST_AUTO_TEST_CASE(relative_config_path_is_made_absolute) {
+  temp_dir dir;
+  dir.write("gatewayd.toml", "[gateway]\nroutes_file = \"routes.toml\"\n");
+  const auto previous = fs::current_path();
+  fs::current_path(dir.path);
+  const auto result = load_service_config("gatewayd.toml");
+  fs::current_path(previous);
+  BOOST_REQUIRE(result.config.has_value());
+  BOOST_TEST(result.config->config_file == dir.path / "gatewayd.toml");
+  BOOST_TEST(result.config->routes_file == dir.path / "routes.toml");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_AUTO_TEST_CASE(every_error_with_its_position) {
+  expect_errors(
+      R"(title = "gw"
+[gateway]
+supplier_listen = "localhost:7400"
+threads = -1
+max_payload = 0
+routes_file = 5
+idle_timeout_ms = 2147483648
+max_supplier_connections = 0
+concurrency = "thread-per-connection"
+drain_timeout_ms = "5s"
+reconnect_initial_ms = 0
+max_queued_bytes = -1
+allow = ["10.0.0.1/8", 7, "1.2.3.4/33", "nonsense"]
+  threds = 2
+
+[metrics]
+listen = "127.0.0.1"
+enabled = "yes"
+port = 1
+
+[log]
+level = "verbose"
+
+[logging]
+)",
+      {{1, 1, "title: unknown key (expected gateway, metrics, log)"},
+       {3, 19,
+        "gateway.supplier_listen: \"localhost:7400\" is not a literal IPv4:port or "
+        "[IPv6]:port address"},
+       {4, 11, "gateway.threads: -1 is out of range (0..1024)"},
+       {5, 15, "gateway.max_payload: 0 is out of range (1..268435456)"},
+       {6, 15, "gateway.routes_file: expected a string, got an integer"},
+       {7, 19, "gateway.idle_timeout_ms: 2147483648 is out of range (0..2147483647)"},
+       {8, 28, "gateway.max_supplier_connections: 0 is out of range (1..1048576)"},
+       {9, 15,
+        "gateway.concurrency: unknown model \"thread-per-connection\" (expected "
+        "leader-followers, half-sync-half-async or asio-threads)"},
+       {10, 20, "gateway.drain_timeout_ms: expected an integer, got a string"},
+       {11, 24, "gateway.reconnect_initial_ms: 0 is out of range (1..2147483647)"},
+       {12, 20, "gateway.max_queued_bytes: -1 is out of range (0..9223372036854775807)"},
+       {13, 10,
+        "gateway.allow[0]: \"10.0.0.1/8\": host bits are set after the /8 prefix (did "
+        "you mean 10.0.0.0/8?)"},
+       {13, 24, "gateway.allow[1]: expected a CIDR block (a string), got an integer"},
+       {13, 27, "gateway.allow[2]: \"1.2.3.4/33\": prefix length must be 0..32"},
+       {13, 41,
+        "gateway.allow[3]: \"nonsense\": not an IPv4 or IPv6 address (write 10.0.0.0/8, "
+        "fd00::/8 or a single address)"},
+       {14, 3,
+        "gateway.threds: unknown key (expected supplier_listen, threads, max_payload, "
+        "routes_file, idle_timeout_ms, max_supplier_connections, concurrency, "
+        "drain_timeout_ms, reconnect_initial_ms, reconnect_max_ms, max_queued_bytes, "
+        "allow)"},
+       {17, 10,
+        "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
+        "address"},
+       {18, 11, "metrics.enabled: expected a boolean (true or false), got a string"},
+       {19, 1, "metrics.port: unknown key (expected listen, enabled)"},
+       {22, 9, "log.level: unknown level \"verbose\" (expected debug, info, warning or error)"},
+       {24, 2, "logging: unknown key (expected gateway, metrics, log)"}});
+}
+
+BOOST_AUTO_TEST_CASE(missing_routes_file_points_at_gateway_table) {
+  expect_errors("# comment\n\n[gateway]\nthreads = 2\n",
+                {{3, 1, "gateway: missing required key \"routes_file\""}});
+  expect_errors("[gateway]\nroutes_file = \"\"\n",
+                {{2, 15, "gateway.routes_file: must not be empty"}});
+}
+
+BOOST_AUTO_TEST_CASE(missing_gateway_table_is_a_file_error) {
+  const auto result = parse("[metrics]\nenabled = false\n");
+  BOOST_REQUIRE(result.errors.size() == 1u);
+  BOOST_TEST(result.errors[0].to_string() ==
+             "/etc/gatewayd/gatewayd.toml: missing required table [gateway] (it names "
+             "routes_file)");
+  expect_errors("gateway = 1\n", {{1, 11, "gateway: expected a table, got an integer"}});
+}
+
+BOOST_AUTO_TEST_CASE(cross_checks) {
+  expect_errors(
+      "[gateway]\nroutes_file = \"r\"\nreconnect_initial_ms = 500\nreconnect_max_ms = 400\n",
+      {{4, 20, "gateway.reconnect_max_ms: 400 is below reconnect_initial_ms (500)"}});
+  expect_errors("[gateway]\nroutes_file = \"r\"\nreconnect_initial_ms = 60000\n",
+                {{3, 24,
+                  "gateway.reconnect_initial_ms: 60000 is above reconnect_max_ms (30000, its "
+                  "default)"}});
+  // An invalid value is reported once, not again by the cross-check.
+  expect_errors(
+      "[gateway]\nroutes_file = \"r\"\nreconnect_initial_ms = 500\nreconnect_max_ms = 0\n",
+      {{4, 20, "gateway.reconnect_max_ms: 0 is out of range (1..2147483647)"}});
+  expect_errors("[gateway]\nroutes_file = \"r\"\nmax_payload = 4096\nmax_queued_bytes = 4095\n",
+                {{4, 20,
+                  "gateway.max_queued_bytes: 4095 is below max_payload (4096): the largest frame "
+                  "could never be queued"}});
+  expect_errors(
+      "[gateway]\nroutes_file = \"r\"\nsupplier_listen = \"127.0.0.1:9000\"\n[metrics]\nlisten = "
+      "\"127.0.0.1:9000\"\n",
+      {{5, 10, "metrics.listen: 127.0.0.1:9000 is also gateway.supplier_listen"}});
+  // Port 0 twice is fine (two different free ports), and so is a clash with metrics off.
+  BOOST_TEST(parse("[gateway]\nroutes_file = \"r\"\nsupplier_listen = \"127.0.0.1:0\"\n[metrics]\n"
+                   "listen = \"127.0.0.1:0\"\n")
+                 .config.has_value());
+  BOOST_TEST(
+      parse("[gateway]\nroutes_file = \"r\"\nsupplier_listen = \"127.0.0.1:9000\"\n[metrics]\n"
+            "listen = \"127.0.0.1:9000\"\nenabled = false\n")
+          .config.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(syntax_error) {
+  expect_errors("[gateway\nroutes_file = \"r\"\n",
+                {{1, 9, "Error while parsing table header: expected ']', saw '\\n'"}});
+}
+
+BOOST_AUTO_TEST_CASE(unreadable_file) {
+  const auto result = load_service_config("/nonexistent/gatewayd.toml");
+  BOOST_REQUIRE(result.errors.size() == 1u);
+  BOOST_TEST(result.errors[0].to_string() ==
+             "/nonexistent/gatewayd.toml: cannot open file: No such file or directory");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(allow_list)
+
+BOOST_AUTO_TEST_CASE(ipv4_blocks) {
+  const auto block = parse_cidr("10.1.0.0/16").value();
+  BOOST_TEST(!block.ipv6);
+  BOOST_TEST(block.prefix_length == 16);
+  BOOST_TEST(block.contains(v4(10, 1, 2, 3)));
+  BOOST_TEST(block.contains(v4(10, 1, 255, 255)));
+  BOOST_TEST(!block.contains(v4(10, 2, 0, 1)));
+  const auto odd = parse_cidr("192.168.0.128/25").value();
+  BOOST_TEST(odd.contains(v4(192, 168, 0, 200)));
+  BOOST_TEST(!odd.contains(v4(192, 168, 0, 127)));
+  const auto all = parse_cidr("0.0.0.0/0").value();
+  BOOST_TEST(all.contains(v4(8, 8, 8, 8)));
+  const auto host = parse_cidr("127.0.0.1").value();
+  BOOST_TEST(host.prefix_length == 32);
+  BOOST_TEST(host.contains(v4(127, 0, 0, 1)));
+  BOOST_TEST(!host.contains(v4(127, 0, 0, 2)));
+}
+
+BOOST_AUTO_TEST_CASE(ipv6_blocks_and_mapped_ipv4) {
+  const auto block = parse_cidr("fd00::/8").value();
+  BOOST_TEST(block.ipv6);
+  std::array<std::uint8_t, 16> inside{0xfd, 0x12};
+  std::array<std::uint8_t, 16> outside{0xfe, 0x80};
+  BOOST_TEST(block.contains(inside));
+  BOOST_TEST(!block.contains(outside));
+  BOOST_TEST(!block.contains(v4(10, 0, 0, 1)));  // an IPv4 peer is not in an IPv6 block
+
+  // What a dual-stack listener reports for 10.9.8.7: ::ffff:10.9.8.7.
+  std::array<std::uint8_t, 16> mapped{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 9, 8, 7};
+  BOOST_TEST(parse_cidr("10.0.0.0/8").value().contains(mapped));
+  BOOST_TEST(!parse_cidr("11.0.0.0/8").value().contains(mapped));
+  BOOST_TEST(!parse_cidr("10.0.0.0/8").value().contains(inside));
+}
+
+BOOST_AUTO_TEST_CASE(refusals_say_why) {
+  std::string why;
+  BOOST_TEST(!parse_cidr("10.0.0.0/", &why).has_value());
+  BOOST_TEST(why == "prefix length must be 0..32");
+  BOOST_TEST(!parse_cidr("::/129", &why).has_value());
+  BOOST_TEST(why == "prefix length must be 0..128");
+  BOOST_TEST(!parse_cidr("fd00::1/8", &why).has_value());
+  BOOST_TEST(why == "host bits are set after the /8 prefix (did you mean fd00::/8?)");
+  BOOST_TEST(!parse_cidr("10.0.0.0/8x").has_value());
+  BOOST_TEST(!parse_cidr("").has_value());
+  BOOST_TEST(!parse_cidr("host.example/8").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(empty_list_allows_everyone) {
+  service_config c;
+  BOOST_TEST(c.allows(v4(1, 2, 3, 4)));
+  c.allow = {parse_cidr("127.0.0.0/8").value(), parse_cidr("::1").value()};
+  BOOST_TEST(c.allows(v4(127, 0, 0, 9)));
+  BOOST_TEST(!c.allows(v4(10, 0, 0, 1)));
+  std::array<std::uint8_t, 16> loopback6{};
+  loopback6[15] = 1;
+  BOOST_TEST(c.allows(loopback6));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(full)
+
+BOOST_AUTO_TEST_CASE(the_real_sample_files) {
+  const auto result = load_full_config(GATEWAYD_SOURCE_DIR "/etc/gatewayd.toml");
+  for (const auto& e : result.errors)
+    BOOST_TEST_MESSAGE(e.to_string());
+  BOOST_TEST(result.errors.empty());
+  BOOST_REQUIRE(result.config.has_value());
+  const auto& c = *result.config;
+  BOOST_TEST(c.service.routes_file ==
+             fs::path{GATEWAYD_SOURCE_DIR "/etc/routes.toml"}.lexically_normal());
+  BOOST_TEST(c.service.supplier_listen.host == "127.0.0.1");
+  BOOST_TEST(c.service.metrics_listen.host == "127.0.0.1");
+  BOOST_TEST(c.routing.consumers.size() == 2u);
+  BOOST_TEST(c.routing.routes.size() == 2u);
+  // The sample states every default: loading it must give the same as an empty [gateway].
+  auto defaults = parse_service_config("[gateway]\nroutes_file = \"routes.toml\"\n",
+                                       GATEWAYD_SOURCE_DIR "/etc/gatewayd.toml");
+  BOOST_REQUIRE(defaults.config.has_value());
+  BOOST_TEST((defaults.config.value() == c.service));
+}
+
+BOOST_AUTO_TEST_CASE(errors_of_both_files) {
+  temp_dir dir;
+  const auto config =
+      dir.write("gatewayd.toml", "[gateway]\nroutes_file = \"routes.toml\"\nthreads = -2\n");
+  dir.write("routes.toml", "[consumers.a]\nendpoint = \"bad\"\n");
+  const auto result = load_full_config(config);
+  BOOST_TEST(!result.config.has_value());
+  BOOST_REQUIRE(result.errors.size() == 2u);
+  BOOST_TEST(result.errors[0].to_string() ==
+             config.string() + ":3:11: gateway.threads: -2 is out of range (0..1024)");
+  BOOST_TEST(result.errors[1].to_string() ==
+             (dir.path / "routes.toml").string() +
+                 ":2:12: consumers.a.endpoint: \"bad\" is not a literal IPv4:port or [IPv6]:port "
+                 "address");
+}
+
+BOOST_AUTO_TEST_CASE(valid_pair) {
+  temp_dir dir;
+  const auto config =
+      dir.write("etc/gatewayd.toml", "[gateway]\nroutes_file = \"../routes/r.toml\"\n");
+  dir.write("routes/r.toml", valid_routes);
+  const auto result = load_full_config(config);
+  BOOST_TEST(result.errors.empty());
+  BOOST_REQUIRE(result.config.has_value());
+  BOOST_TEST(result.config->routing.consumers.at(0).name == "a");
+  BOOST_TEST(result.config->service.routes_file == dir.path / "routes" / "r.toml");
+}
+
+BOOST_AUTO_TEST_CASE(missing_routes_file) {
+  temp_dir dir;
+  const auto config = dir.write("gatewayd.toml", "[gateway]\nroutes_file = \"nope.toml\"\n");
+  const auto result = load_full_config(config);
+  BOOST_REQUIRE(result.errors.size() == 1u);
+  BOOST_TEST(result.errors[0].to_string() ==
+             (dir.path / "nope.toml").string() + ": cannot open file: No such file or directory");
+}
+
+BOOST_AUTO_TEST_CASE(broken_service_file_stops_there) {
+  temp_dir dir;
+  const auto config = dir.write("gatewayd.toml", "[gateway]\nroutes_file = \n");
+  dir.write("routes.toml", "this is not toml");
+  const auto result = load_full_config(config);
+  BOOST_REQUIRE(result.errors.size() == 1u);
+  BOOST_TEST(result.errors[0].file == config.string());
+  BOOST_TEST(result.errors[0].line == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

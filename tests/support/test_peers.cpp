@@ -1,0 +1,150 @@
+#include "tests/support/test_peers.hpp"
+
+#include <poll.h>
+
+#include <optional>
+
+#include "suppliers/frame_codec.hpp"
+
+namespace gatewayd::test {
+
+using asio::ip::tcp;
+
+test_consumer::test_consumer(unsigned short port) : acceptor_(ioc_) {
+  const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), port);
+  acceptor_.open(ep.protocol());
+  acceptor_.set_option(asio::socket_base::reuse_address(true));
+  acceptor_.bind(ep);
+  acceptor_.listen();
+  port_ = acceptor_.local_endpoint().port();
+  thread_ = std::thread([this] { run(); });
+}
+
+test_consumer::~test_consumer() {
+  stop_ = true;
+  thread_.join();
+}
+
+void test_consumer::stall(bool on) {
+  stalled_ = on;
+}
+void test_consumer::drop_connection() {
+  drop_ = true;
+}
+
+// One thread, plain poll(): accepts and reads with short timeouts so stop/stall/drop are seen.
+void test_consumer::run() {
+  acceptor_.non_blocking(true);
+  std::optional<tcp::socket> conn;
+  std::string buffer;
+  std::vector<char> chunk(256 * 1024);
+  auto close_conn = [&] {
+    if (!buffer.empty()) ++partial_at_close_;
+    buffer.clear();
+    std::error_code ec;
+    conn->close(ec);
+    conn.reset();
+  };
+  while (!stop_) {
+    if (conn && drop_.exchange(false)) close_conn();
+    pollfd fds[2] = {{acceptor_.native_handle(), POLLIN, 0}, {-1, POLLIN, 0}};
+    if (conn && !stalled_) fds[1].fd = conn->native_handle();
+    ::poll(fds, 2, 20);
+    if (fds[0].revents & POLLIN) {
+      std::error_code ec;
+      tcp::socket s = acceptor_.accept(ec);
+      if (!ec) {
+        if (conn) close_conn();  // a new connection replaces the old one
+        conn.emplace(std::move(s));
+        ++connections_;
+      }
+    }
+    if (!conn || stalled_ || !(fds[1].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    std::error_code ec;
+    const std::size_t n = conn->read_some(asio::buffer(chunk), ec);
+    if (ec) {
+      close_conn();
+      continue;
+    }
+    buffer.append(chunk.data(), n);
+    std::size_t pos = 0;
+    std::vector<received_frame> got;
+    for (;;) {
+      const auto r = suppliers::parse_frame(std::string_view(buffer).substr(pos), 0xffffffffu);
+      if (r.state == suppliers::parse_result::status::need_more) break;
+      if (r.state == suppliers::parse_result::status::error) {
+        ++corruptions_;
+        buffer.clear();
+        pos = 0;
+        close_conn();
+        break;
+      }
+      got.push_back({std::string(r.frame.address), std::string(r.frame.payload), connections_});
+      pos += r.frame.bytes.size();
+    }
+    if (conn) buffer.erase(0, pos);
+    if (!got.empty()) {
+      std::lock_guard lock(mutex_);
+      for (auto& f : got)
+        frames_.push_back(std::move(f));
+      changed_.notify_all();
+    }
+  }
+}
+
+std::vector<received_frame> test_consumer::frames() const {
+  std::lock_guard lock(mutex_);
+  return frames_;
+}
+
+std::size_t test_consumer::count() const {
+  std::lock_guard lock(mutex_);
+  return frames_.size();
+}
+
+bool test_consumer::wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return frames_.size() >= n; });
+}
+
+bool test_consumer::wait_for_connections(std::size_t n, std::chrono::milliseconds timeout) const {
+  return eventually([&] { return connections_.load() >= n; }, timeout);
+}
+
+test_supplier::test_supplier(unsigned short port) : socket_(ioc_) {
+  socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  socket_.set_option(tcp::no_delay(true));
+}
+
+void test_supplier::send(const std::string& bytes) {
+  asio::write(socket_, asio::buffer(bytes));
+}
+
+void test_supplier::send_frame(const std::string& address, const std::string& payload) {
+  send(suppliers::encode_frame(address, payload));
+}
+
+bool test_supplier::closed_by_peer(std::chrono::milliseconds timeout) {
+  pollfd fd{socket_.native_handle(), POLLIN, 0};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  char sink[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (::poll(&fd, 1, 20) > 0) {
+      std::error_code ec;
+      socket_.read_some(asio::buffer(sink), ec);
+      if (ec) return true;
+    }
+  }
+  return false;
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!condition()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace gatewayd::test

@@ -1,0 +1,86 @@
+// Real loopback peers for tests: a consumer endpoint that collects and verifies frames, and
+// a blocking supplier that sends them.
+#pragma once
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace gatewayd::test {
+
+struct received_frame {
+  std::string address;
+  std::string payload;
+  std::size_t connection = 0;  // which accepted connection (1-based) it arrived on
+};
+
+// Listens on 127.0.0.1 (port 0 = any), accepts the gateway's connections one after another,
+// parses every byte as GWP/1 and records each whole frame. A partial or malformed frame is
+// recorded as a corruption, which tests assert never happens.
+class test_consumer {
+ public:
+  explicit test_consumer(unsigned short port = 0);
+  ~test_consumer();
+  test_consumer(const test_consumer&) = delete;
+  test_consumer& operator=(const test_consumer&) = delete;
+
+  unsigned short port() const noexcept { return port_; }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // Stops reading (the gateway's writes then back up in the kernel) / starts again.
+  void stall(bool on);
+  // Closes the current connection (the gateway should redial).
+  void drop_connection();
+
+  std::vector<received_frame> frames() const;
+  std::size_t count() const;
+  std::size_t connections() const noexcept { return connections_.load(); }
+  std::size_t corruptions() const noexcept { return corruptions_.load(); }
+  // Frames cut by a closed connection (a partial frame at the end of a stream).
+  std::size_t partial_at_close() const noexcept { return partial_at_close_.load(); }
+  bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const;
+  bool wait_for_connections(std::size_t n, std::chrono::milliseconds timeout) const;
+
+ private:
+  void run();
+
+  asio::io_context ioc_;
+  asio::ip::tcp::acceptor acceptor_;
+  unsigned short port_ = 0;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> stalled_{false};
+  std::atomic<bool> drop_{false};
+  std::atomic<std::size_t> connections_{0};
+  std::atomic<std::size_t> corruptions_{0};
+  std::atomic<std::size_t> partial_at_close_{0};
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::vector<received_frame> frames_;
+};
+
+// A blocking TCP supplier.
+class test_supplier {
+ public:
+  explicit test_supplier(unsigned short port);
+  void send(const std::string& bytes);
+  void send_frame(const std::string& address, const std::string& payload);
+  // True once the gateway closed the connection (reads EOF or an error within `timeout`).
+  bool closed_by_peer(std::chrono::milliseconds timeout);
+  asio::ip::tcp::socket& socket() noexcept { return socket_; }
+
+ private:
+  asio::io_context ioc_;
+  asio::ip::tcp::socket socket_;
+};
+
+// Polls `condition` every 10 ms until it holds or `timeout` passes.
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+}  // namespace gatewayd::test
