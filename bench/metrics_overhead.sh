@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Throughput of gatewayd with [metrics] enabled = true (scraped every second) against
+# enabled = false: 1 supplier -> 1 consumer (backpressure, so nothing is dropped), 128-byte
+# payloads, ROUNDS alternating runs of SECONDS each. Prints each run and the median ratio.
+#   bench/metrics_overhead.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=5]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build/release}
+rounds=${2:-3}
+seconds=${3:-5}
+gatewayd=$build/gateway/gatewayd
+bench=$build/bench/metrics_overhead
+work=$(mktemp -d)
+gw_pid=
+cleanup() {
+  [[ -n $gw_pid ]] && kill "$gw_pid" 2>/dev/null && wait "$gw_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+run_once() {  # $1 = on|off; prints the received frames/s
+  local mode=$1 cport enabled log sport mport args
+  cport=$(free_port)
+  enabled=$([[ $mode == on ]] && echo true || echo false)
+  cat >"$work/routes.toml" <<TOML
+[consumers.bench]
+endpoint = "127.0.0.1:$cport"
+overflow = "backpressure"
+[[routes]]
+match = "bench.>"
+to = ["bench"]
+TOML
+  cat >"$work/gatewayd.toml" <<TOML
+[gateway]
+supplier_listen = "127.0.0.1:0"
+threads = 2
+routes_file = "routes.toml"
+[metrics]
+listen = "127.0.0.1:0"
+enabled = $enabled
+TOML
+  log=$work/gatewayd-$mode.log
+  "$gatewayd" --config "$work/gatewayd.toml" 2>"$log" &
+  gw_pid=$!
+  for _ in $(seq 100); do grep -q "listening for suppliers" "$log" && break; sleep 0.1; done
+  sport=$(grep -o 'suppliers on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
+  args=(--supplier-port "$sport" --consumer-port "$cport" --payload 128 --seconds "$seconds")
+  if [[ $mode == on ]]; then
+    mport=$(grep -o 'metrics on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
+    args+=(--scrape "$mport")
+  fi
+  local out
+  out=$("$bench" "${args[@]}")
+  echo "metrics $mode: $out" >&2
+  kill "$gw_pid"
+  wait "$gw_pid" || true
+  gw_pid=
+  sed -E 's/.*received_frames_per_s=([0-9]+).*/\1/' <<<"$out"
+}
+
+on=() off=()
+for ((i = 0; i < rounds; i++)); do
+  on+=("$(run_once on)")
+  off+=("$(run_once off)")
+done
+median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+m_on=$(median "${on[@]}")
+m_off=$(median "${off[@]}")
+echo "median frames/s: metrics on $m_on, off $m_off, ratio on/off $(awk -v a="$m_on" -v b="$m_off" 'BEGIN {printf "%.3f", a/b}')"
