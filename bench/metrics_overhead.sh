@@ -48,7 +48,8 @@ TOML
   gw_pid=$!
   for _ in $(seq 100); do grep -q "listening for suppliers" "$log" && break; sleep 0.1; done
   sport=$(grep -o 'suppliers on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
-  args=(--supplier-port "$sport" --consumer-port "$cport" --payload 128 --seconds "$seconds")
+  args=(--supplier-port "$sport" --consumer-port "$cport" --payload 128 --seconds "$seconds"
+    --gateway-pid "$gw_pid")
   if [[ $mode == on ]]; then
     mport=$(grep -o 'metrics on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
     args+=(--scrape "$mport")
@@ -59,15 +60,19 @@ TOML
   kill "$gw_pid"
   wait "$gw_pid" || true
   gw_pid=
-  sed -E 's/.*received_frames_per_s=([0-9]+).*/\1/' <<<"$out"
+  sed -E 's/.*received_frames_per_s=([0-9]+) gateway_cpu_ns_per_frame=([0-9.]+).*/\1 \2/' <<<"$out"
 }
 
-on=() off=()
+on=() off=() on_cpu=() off_cpu=()
 for ((i = 0; i < rounds; i++)); do
-  on+=("$(run_once on)")
-  off+=("$(run_once off)")
+  read -r rate cpu <<<"$(run_once on)"
+  on+=("$rate") on_cpu+=("$cpu")
+  read -r rate cpu <<<"$(run_once off)"
+  off+=("$rate") off_cpu+=("$cpu")
 done
-median() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
-m_on=$(median "${on[@]}")
-m_off=$(median "${off[@]}")
-echo "median frames/s: metrics on $m_on, off $m_off, ratio on/off $(awk -v a="$m_on" -v b="$m_off" 'BEGIN {printf "%.3f", a/b}')"
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
+m_on=$(median "${on[@]}") m_off=$(median "${off[@]}")
+c_on=$(median "${on_cpu[@]}") c_off=$(median "${off_cpu[@]}")
+echo "median frames/s: metrics on $m_on, off $m_off, ratio on/off $(ratio "$m_on" "$m_off")"
+echo "median gateway CPU ns/frame: metrics on $c_on, off $c_off, ratio on/off $(ratio "$c_on" "$c_off")"

@@ -22,11 +22,12 @@ struct collector_fixture {
   metrics::latency_histogram promotion;
   metrics::reload_stats reloads;
   consumers::queue_budget budget{0};
-  metrics::gateway_collector collector{{supplier_stats, routes, promotion, reloads, budget,
-                                        [] {
-                                          return metrics::gateway_collector::thread_roles{1, 2, 3};
-                                        },
-                                        "9.9.9-test"}};
+  metrics::gateway_collector collector{
+      {supplier_stats, routes, promotion, reloads, budget,
+       [] {
+         return metrics::gateway_collector::thread_roles{1, 2, 3, 7};
+       },
+       "9.9.9-test"}};
 
   void publish(const std::vector<std::string>& names) {
     routing::routing_config cfg;
@@ -141,6 +142,7 @@ BOOST_AUTO_TEST_CASE(runtime_families_read_their_sources) {
   BOOST_TEST(*sample_value(text, R"(gatewayd_lf_threads{role="leader"})") == 1);
   BOOST_TEST(*sample_value(text, R"(gatewayd_lf_threads{role="processing"})") == 2);
   BOOST_TEST(*sample_value(text, R"(gatewayd_lf_threads{role="follower"})") == 3);
+  BOOST_TEST(*sample_value(text, "gatewayd_lf_promotions_without_follower_total") == 7);
   BOOST_TEST(*sample_value(text, R"(gatewayd_build_info{version="9.9.9-test"})") == 1);
 }
 
