@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Throughput of gatewayd with [metrics] enabled = true (scraped every second) against
 # enabled = false: 1 supplier -> 1 consumer (backpressure, so nothing is dropped), 128-byte
-# payloads, ROUNDS alternating runs of SECONDS each. Prints each run and the median ratio.
+# payloads, ROUNDS rounds of one run each (SECONDS long, the order alternating). Prints each
+# run, and the medians and their ratio for the rate and for the gateway's CPU per frame.
 #   bench/metrics_overhead.sh [BUILD_DIR=build/release] [ROUNDS=3] [SECONDS=5]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,10 +66,17 @@ TOML
 
 on=() off=() on_cpu=() off_cpu=()
 for ((i = 0; i < rounds; i++)); do
-  read -r rate cpu <<<"$(run_once on)"
-  on+=("$rate") on_cpu+=("$cpu")
-  read -r rate cpu <<<"$(run_once off)"
-  off+=("$rate") off_cpu+=("$cpu")
+  # Alternate which goes first: a run right after another must not always be the same mode.
+  order=(on off)
+  ((i % 2)) && order=(off on)
+  for mode in "${order[@]}"; do
+    read -r rate cpu <<<"$(run_once "$mode")"
+    if [[ $mode == on ]]; then
+      on+=("$rate") on_cpu+=("$cpu")
+    else
+      off+=("$rate") off_cpu+=("$cpu")
+    fi
+  done
 done
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a/b}'; }
