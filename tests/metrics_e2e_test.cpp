@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE(values_move_with_traffic) {
   expect_eventually(gw, R"(gatewayd_consumer_connected{consumer="slow"})", 1);
 
   test_supplier supplier(gw.supplier_port);
-  constexpr int fast_frames = 500, unroutable = 20, slow_frames = 300;
+  constexpr int fast_frames = 500, unroutable = 20;
   double bytes = 0;
   const std::string small(128, 'p'), large(60000, 'L');
   for (int i = 0; i < fast_frames; ++i) {
@@ -73,14 +73,26 @@ BOOST_AUTO_TEST_CASE(values_move_with_traffic) {
   }
   for (int i = 0; i < unroutable; ++i) {
     supplier.send_frame("nobody.home", small);
-    bytes += 10 + 11 + small.size();
+    bytes += 10 + 6 + 5 + small.size();
   }
-  // Far more than the stalled consumer's socket buffers and queue can hold.
-  for (int i = 0; i < slow_frames; ++i) {
-    supplier.send_frame("slow.x", large);
-    bytes += 10 + 6 + large.size();
-  }
-  constexpr int total = fast_frames + unroutable + slow_frames;
+  // Fill the stalled consumer a few frames at a time, slower than the gateway drains into the
+  // kernel, until the socket buffers are full and the queue holds its capacity; then
+  // overflow it. (Sending all at once would overflow the queue while the kernel still has
+  // room, and the queue could drain to 0 afterwards.)
+  const std::string slow_depth = R"(gatewayd_consumer_queue_depth{consumer="slow"})";
+  int slow_frames = 0;
+  auto send_slow = [&](int n) {
+    for (int i = 0; i < n; ++i, ++slow_frames) {
+      supplier.send_frame("slow.x", large);
+      bytes += 10 + 6 + large.size();
+    }
+  };
+  while (slow_frames < 2000 && value_of(gw, slow_depth) != slow_capacity)
+    send_slow(3);
+  BOOST_TEST_REQUIRE(value_of(gw, slow_depth) == slow_capacity,
+                     "queue never filled after " << slow_frames << " frames");
+  send_slow(50);
+  const int total = fast_frames + unroutable + slow_frames;
 
   expect_eventually(gw, "gatewayd_supplier_messages_received_total", total);
   expect_eventually(gw, "gatewayd_supplier_bytes_received_total", bytes);
@@ -90,7 +102,20 @@ BOOST_AUTO_TEST_CASE(values_move_with_traffic) {
   expect_eventually(gw, R"(gatewayd_consumer_messages_sent_total{consumer="fast"})", fast_frames);
   expect_eventually(gw, R"(gatewayd_consumer_bytes_sent_total{consumer="fast"})",
                     fast_frames * (10 + 6 + 128.0));
-  // The stalled consumer's queue is full; the batch blocked in the write is not counted.
+  // Once nothing moves any more (the write is blocked on full socket buffers), the stalled
+  // consumer's queue holds exactly its capacity; the batch blocked in the write is not counted.
+  const std::string slow_sent = R"(gatewayd_consumer_messages_sent_total{consumer="slow"})";
+  double previous = -1;
+  const bool blocked = eventually(
+      [&] {
+        const double now = value_of(gw, slow_sent);
+        const bool still = now == previous;
+        previous = now;
+        std::this_thread::sleep_for(300ms);
+        return still;
+      },
+      15s);
+  BOOST_TEST(blocked);
   expect_eventually(gw, R"(gatewayd_consumer_queue_depth{consumer="slow"})", slow_capacity);
   expect_eventually(gw, R"(gatewayd_consumer_queue_bytes{consumer="slow"})",
                     slow_capacity * (10 + 6 + 60000.0));
@@ -129,7 +154,7 @@ BOOST_AUTO_TEST_CASE(values_move_with_traffic) {
         sent = sample_value(text, R"(gatewayd_consumer_messages_sent_total{consumer="slow"})")
                    .value_or(-1);
         lost = sum_samples(text, "gatewayd_consumer_dropped_messages_total", R"(consumer="slow")");
-        return sent + lost == slow_frames &&
+        return sent + lost == static_cast<double>(slow_frames) &&
                sample_value(text, R"(gatewayd_consumer_queue_depth{consumer="slow"})") == 0.0;
       },
       20s);
