@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE metrics_e2e
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -67,10 +69,32 @@ BOOST_AUTO_TEST_CASE(values_move_with_traffic) {
   constexpr int fast_frames = 500, unroutable = 20;
   double bytes = 0;
   const std::string small(128, 'p'), large(60000, 'L');
+  // Scrapes while frames flow: each succeeds and the counters never go backwards.
+  std::atomic<bool> sending{true};
+  std::vector<double> seen;
+  int failed_scrapes = 0;
+  std::thread scraper([&] {
+    do {  // at least once, however fast the sending is
+      const auto r = http_get(gw.metrics_port, "/metrics");
+      if (r.status != 200) {
+        ++failed_scrapes;
+        continue;
+      }
+      seen.push_back(
+          sample_value(r.body, "gatewayd_supplier_messages_received_total").value_or(-1));
+    } while (sending);
+  });
   for (int i = 0; i < fast_frames; ++i) {
     supplier.send_frame("fast.x", small);
     bytes += 10 + 6 + small.size();
   }
+  BOOST_TEST(fast.wait_for_count(fast_frames, 15s));  // not REQUIRE: the scraper must be joined
+  sending = false;
+  scraper.join();
+  BOOST_TEST(failed_scrapes == 0);
+  BOOST_TEST(!seen.empty());
+  BOOST_TEST(std::is_sorted(seen.begin(), seen.end()));
+  BOOST_TEST(seen.front() >= 0);
   for (int i = 0; i < unroutable; ++i) {
     supplier.send_frame("nobody.home", small);
     bytes += 10 + 6 + 5 + small.size();
