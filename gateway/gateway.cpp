@@ -91,7 +91,8 @@ void gateway::start_metrics() {
       supplier_stats_, routes_, promotion_, reloads_, budget_,
       [this] {
         const auto r = pool_.roles();
-        return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower};
+        return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
+                                                        pool_.promotions_without_follower()};
       },
       GATEWAYD_VERSION}));
   metrics_->add(std::make_shared<metrics::process_collector>());

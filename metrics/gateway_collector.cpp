@@ -127,6 +127,12 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
   add_sample(threads, r.processing, {{"role", "processing"}});
   add_sample(threads, r.follower, {{"role", "follower"}});
   out.push_back(std::move(threads));
+  auto saturated = family("gatewayd_lf_promotions_without_follower_total",
+                          "Leader hand-offs that found no idle follower: every pool thread was "
+                          "busy processing (the pool is saturated).",
+                          MetricType::Counter);
+  add_sample(saturated, static_cast<double>(r.promotions_without_follower));
+  out.push_back(std::move(saturated));
 
   auto reloads = family("gatewayd_config_reloads_total", "Routing-table reloads, by result.",
                         MetricType::Counter);

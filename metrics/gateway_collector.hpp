@@ -5,6 +5,7 @@
 #include <prometheus/collectable.h>
 
 #include <array>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -20,6 +21,7 @@ class gateway_collector : public prometheus::Collectable {
  public:
   struct thread_roles {
     unsigned leader = 0, processing = 0, follower = 0;
+    std::uint64_t promotions_without_follower = 0;  // the pool was saturated (a counter)
   };
   struct sources {
     const suppliers::supplier_stats& suppliers;

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,10 +14,14 @@
 namespace gatewayd::metrics {
 namespace {
 
+double number(const std::string& text) {
+  return std::strtod(text.c_str(), nullptr);  // 0 for text that is not a number
+}
+
 double boot_time_seconds() {
   std::ifstream in("/proc/stat");
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind("btime ", 0) == 0) return std::stod(line.substr(6));
+    if (line.rfind("btime ", 0) == 0) return number(line.substr(6));
   }
   return 0;
 }
@@ -29,34 +34,39 @@ std::vector<prometheus::MetricFamily> process_collector::Collect() const {
   const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
 
+  // A scrape must never throw into the HTTP server's thread: unreadable /proc values leave
+  // their families out instead.
   std::ifstream stat_file("/proc/self/stat");
   std::string stat;
   std::getline(stat_file, stat);
+  const auto paren = stat.rfind(')');
   // Fields after the parenthesised command name, which may itself contain spaces.
-  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-  std::string v[24];
+  std::istringstream fields(paren == std::string::npos ? std::string() : stat.substr(paren + 1));
+  std::string v[22];
   for (auto& f : v)
     fields >> f;
   // v[0] is field 3 (state): utime=14, stime=15, starttime=22, vsize=23, rss=24.
-  const double utime = std::stod(v[11]), stime = std::stod(v[12]);
-  const double start = std::stod(v[19]) / ticks + boot_time_seconds();
+  if (fields) {
+    const double utime = number(v[11]), stime = number(v[12]);
+    const double start = number(v[19]) / ticks + boot_time_seconds();
 
-  auto cpu = family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds.",
-                    MetricType::Counter);
-  add_sample(cpu, (utime + stime) / ticks);
-  out.push_back(std::move(cpu));
-  auto rss =
-      family("process_resident_memory_bytes", "Resident memory size in bytes.", MetricType::Gauge);
-  add_sample(rss, std::stod(v[21]) * page);
-  out.push_back(std::move(rss));
-  auto vm =
-      family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge);
-  add_sample(vm, std::stod(v[20]));
-  out.push_back(std::move(vm));
-  auto st = family("process_start_time_seconds",
-                   "Start time of the process since unix epoch in seconds.", MetricType::Gauge);
-  add_sample(st, start);
-  out.push_back(std::move(st));
+    auto cpu = family("process_cpu_seconds_total",
+                      "Total user and system CPU time spent in seconds.", MetricType::Counter);
+    add_sample(cpu, (utime + stime) / ticks);
+    out.push_back(std::move(cpu));
+    auto rss = family("process_resident_memory_bytes", "Resident memory size in bytes.",
+                      MetricType::Gauge);
+    add_sample(rss, number(v[21]) * page);
+    out.push_back(std::move(rss));
+    auto vm =
+        family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge);
+    add_sample(vm, number(v[20]));
+    out.push_back(std::move(vm));
+    auto st = family("process_start_time_seconds",
+                     "Start time of the process since unix epoch in seconds.", MetricType::Gauge);
+    add_sample(st, start);
+    out.push_back(std::move(st));
+  }
 
   std::error_code ec;
   std::size_t fds = 0;
