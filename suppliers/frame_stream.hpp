@@ -38,14 +38,9 @@ class frame_stream {
   template <class OnFrame>
   stream_error parse(OnFrame&& on_frame);
 
-  // Drops the chunk when no partial frame needs it (idle sessions then hold no buffer).
-  void release_if_idle() noexcept {
-    if (begin_ == end_) {
-      chunk_.reset();
-      consumed_before_ += begin_;
-      begin_ = end_ = 0;
-    }
-  }
+  // Lets go of the chunk when no partial frame needs it (idle sessions then hold no buffer):
+  // a chunk with room left is parked for the next read on this thread (frame_chunk::park_tail).
+  void release_if_idle() noexcept;
 
   bool has_partial() const noexcept { return begin_ != end_; }
   std::size_t buffered() const noexcept { return end_ - begin_; }

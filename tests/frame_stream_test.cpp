@@ -161,3 +161,28 @@ BOOST_AUTO_TEST_CASE(chunks_are_freed_when_the_last_reference_goes) {
   // Everything returned: only the per-thread cache may still hold standard chunks.
   BOOST_TEST(frame_chunk::live_bytes() <= before + 16 * frame_chunk::standard_capacity);
 }
+
+BOOST_AUTO_TEST_CASE(an_idle_streams_chunk_tail_is_continued_by_the_next_stream_on_the_thread) {
+  // Two slow suppliers on one thread: the second reads into the tail of the first one's
+  // chunk instead of taking a fresh 64 KiB chunk, and neither sees the other's bytes.
+  feeder a, b;
+  const std::string fa = encode_frame("a.one", "first");
+  BOOST_TEST_REQUIRE(a.feed(fa));
+  frame_chunk* shared = a.stream.chunk();
+  a.stream.release_if_idle();
+  BOOST_TEST(a.stream.chunk() == nullptr);
+
+  const std::string fb = encode_frame("b.one", "second");
+  BOOST_TEST_REQUIRE(b.feed(fb.substr(0, 3)));  // a partial frame keeps the chunk
+  BOOST_TEST(b.stream.chunk() == shared);
+  BOOST_TEST_REQUIRE(b.feed(fb.substr(3)));
+  BOOST_TEST_REQUIRE(b.frames.size() == 1u);
+  BOOST_TEST(b.frames[0].bytes == fb);
+  BOOST_TEST(a.frames[0].bytes == fa);         // untouched by b's writes after it
+  BOOST_TEST(b.stream.offset() == fb.size());  // b's own stream offset, not the chunk's
+
+  // b's next bad byte is reported at b's stream offset.
+  b.stream.release_if_idle();
+  BOOST_TEST(!b.feed("X"));
+  BOOST_TEST(b.error.offset == fb.size());
+}
