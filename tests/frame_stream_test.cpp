@@ -186,3 +186,35 @@ BOOST_AUTO_TEST_CASE(an_idle_streams_chunk_tail_is_continued_by_the_next_stream_
   BOOST_TEST(!b.feed("X"));
   BOOST_TEST(b.error.offset == fb.size());
 }
+
+BOOST_AUTO_TEST_CASE(a_repeated_address_is_still_checked_field_by_field) {
+  // After one frame validated "same.addr", later frames with that address take a shorter
+  // path; every header field must still be checked there, split anywhere.
+  const std::string one = encode_frame("same.addr", "payload-1");
+  const std::string two = encode_frame("same.addr", std::string(300, 'x'));
+  const std::string good = one + two + one;
+  for (std::size_t cut = 0; cut <= good.size(); ++cut) {
+    feeder f;
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(good).substr(0, cut)));
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(good).substr(cut)));
+    BOOST_TEST_REQUIRE(f.frames.size() == 3u);
+    BOOST_TEST(f.frames[1].bytes == two);
+    BOOST_TEST(f.frames[2].address == "same.addr");
+  }
+  struct corruption {
+    std::size_t at;
+    char value;
+    const char* reason;
+  };
+  for (const corruption c : {corruption{0, 'X', "bad_magic"}, corruption{2, 2, "bad_version"},
+                             corruption{3, 1, "bad_flags"}, corruption{4, 1, "address_too_long"},
+                             corruption{6, 0x7f, "payload_too_large"},
+                             corruption{header_size + 3, '.', "bad_address"}}) {
+    feeder f(1024);
+    std::string bad = one;
+    bad[c.at] = c.value;
+    BOOST_TEST(!f.feed(one + one + bad));
+    BOOST_TEST(f.frames.size() == 2u, c.reason);
+    BOOST_TEST(to_string(f.error.reason) == c.reason);
+  }
+}
