@@ -1,0 +1,176 @@
+// gateway-peer end to end: the real tool's binaries against the real gatewayd on 127.0.0.1.
+#define BOOST_TEST_MODULE gateway_peer
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <regex>
+
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/test_peers.hpp"
+
+using namespace gatewayd::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string peer = GATEWAY_PEER_BINARY;
+
+// `gateway-peer recv` on a kernel-chosen port, as a child process logging to `dir`.
+struct peer_receiver {
+  std::unique_ptr<daemon_process> process;
+  unsigned short port = 0;
+
+  peer_receiver(const temp_dir& dir, const std::string& name, std::vector<std::string> args) {
+    args.insert(args.begin(), {"recv", "--listen", "127.0.0.1:0"});
+    process = std::make_unique<daemon_process>(peer, args, dir.path() / (name + ".log"));
+    const auto line = process->wait_for_log("listening on", 10s);
+    BOOST_TEST_REQUIRE(line.has_value(), "gateway-peer recv did not start: " << process->log());
+    port = port_in(*line);
+    BOOST_TEST_REQUIRE(port != 0);
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
+};
+
+// The integer value of "key": N in the receiver's --json summary, or -1.
+long long json_field(const std::string& text, const std::string& key) {
+  const std::regex re("\"" + key + "\": ([0-9]+)");
+  std::smatch m;
+  return std::regex_search(text, m, re) ? std::stoll(m[1]) : -1;
+}
+
+unsigned short closed_port() {
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  return a.local_endpoint().port();  // closed again when `a` goes out of scope
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sent_frames_all_arrive_in_order_without_loss) {
+  temp_dir dir;
+  constexpr int n = 20000;
+  peer_receiver recv(dir, "recv", {"--expect", std::to_string(n), "--duration", "60", "--json"});
+  gateway_fixture gw(consumer_toml("sink", recv.endpoint(), "queue_capacity = 100000") +
+                     route_toml("bench.>", {"sink"}));
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("consumer sink connected", 10s).has_value());
+  const auto sent = run_command(
+      peer,
+      {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port), "--address", "bench.one",
+       "--size", "200", "--count", std::to_string(n), "--connections", "2", "--json"},
+      60s);
+  BOOST_TEST(sent.exit_code == 0, sent.err);
+  BOOST_TEST(json_field(sent.out, "frames") == n);
+  const auto code = recv.process->wait_exit(60s);
+  BOOST_TEST_REQUIRE(code.has_value(), "receiver did not finish: " << recv.process->log());
+  BOOST_TEST(*code == 0, recv.process->log());
+  const auto log = recv.process->log();
+  BOOST_TEST(json_field(log, "frames") == n);
+  BOOST_TEST(json_field(log, "bytes") == n * (10 + 9 + 200));
+  BOOST_TEST(json_field(log, "lost") == 0);
+  BOOST_TEST(json_field(log, "duplicated") == 0);
+  BOOST_TEST(json_field(log, "reordered") == 0);
+  BOOST_TEST(json_field(log, "corrupt") == 0);
+  BOOST_TEST(json_field(log, "count") == n);  // every frame was timed
+}
+
+BOOST_AUTO_TEST_CASE(print_shows_address_size_and_a_printable_preview) {
+  temp_dir dir;
+  peer_receiver recv(dir, "recv", {"--print", "--expect", "3", "--duration", "60"});
+  gateway_fixture gw(consumer_toml("billing", recv.endpoint()) +
+                     route_toml("orders.*.created", {"billing"}));
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("consumer billing connected", 10s).has_value());
+  const auto sent =
+      run_command(peer, {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port),
+                         "--address", "orders.eu.created", "--count", "3", "--size", "40"});
+  BOOST_TEST(sent.exit_code == 0, sent.err);
+  BOOST_TEST(sent.out.find("sent 3 frames") != std::string::npos, sent.out);
+  const auto code = recv.process->wait_exit(60s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, recv.process->log());
+  BOOST_TEST(recv.process->count_in_log("orders.eu.created  40 B  \"") == 3u, recv.process->log());
+  BOOST_TEST(recv.process->count_in_log("hello from gateway-peer") == 3u);
+  BOOST_TEST(recv.process->count_in_log("received 3 frames") == 1u);
+  // Only printable characters reach the terminal.
+  for (char ch : recv.process->log())
+    BOOST_TEST_REQUIRE((ch == '\n' || (ch >= 0x20 && ch < 0x7f)), "byte " << int(ch));
+}
+
+BOOST_AUTO_TEST_CASE(receiver_reaccepts_and_counts_frames_of_the_next_connection) {
+  temp_dir dir;
+  peer_receiver recv(dir, "recv", {"--expect", "10", "--duration", "60", "--json"});
+  {
+    // A first gateway delivers 4 frames and goes away; the second delivers the other 6.
+    gateway_fixture gw(consumer_toml("sink", recv.endpoint()) + route_toml("a", {"sink"}));
+    BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("consumer sink connected", 10s).has_value());
+    const auto s =
+        run_command(peer, {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port),
+                           "--address", "a", "--count", "4"});
+    BOOST_TEST_REQUIRE(s.exit_code == 0, s.err);
+    std::this_thread::sleep_for(300ms);
+    gw.daemon->signal(SIGTERM);
+    BOOST_TEST(gw.daemon->wait_exit(20s).has_value());
+  }
+  gateway_fixture gw(consumer_toml("sink", recv.endpoint()) + route_toml("a", {"sink"}));
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("consumer sink connected", 10s).has_value());
+  const auto s = run_command(peer, {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port),
+                                    "--address", "a", "--count", "6"});
+  BOOST_TEST_REQUIRE(s.exit_code == 0, s.err);
+  const auto code = recv.process->wait_exit(60s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, recv.process->log());
+  BOOST_TEST(json_field(recv.process->log(), "frames") == 10);
+  BOOST_TEST(json_field(recv.process->log(), "connections_accepted") == 2);
+  BOOST_TEST(json_field(recv.process->log(), "corrupt") == 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message_naming_the_problem) {
+  struct bad {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<bad> cases = {
+      {{}, "usage: gateway-peer send"},
+      {{"shout"}, "unknown command 'shout'"},
+      {{"send", "--address", "a"}, "--to HOST:PORT is required"},
+      {{"send", "--to", "127.0.0.1:7400"}, "--address A is required"},
+      {{"send", "--to", "localhost:7400", "--address", "a"}, "is not IPv4:PORT"},
+      {{"send", "--to", "127.0.0.1:7400", "--address", "a..b"}, "is not a GWP/1 address"},
+      {{"send", "--to", "127.0.0.1:7400", "--address", "a", "--size", "8"}, "--size: '8'"},
+      {{"send", "--to", "127.0.0.1:7400", "--address", "a", "--rate", "fast"}, "--rate: 'fast'"},
+      {{"send", "--to", "127.0.0.1:7400", "--address", "a", "--count", "1", "--duration", "1"},
+       "not both"},
+      {{"send", "--to", "127.0.0.1:7400", "--address", "a", "--colour"},
+       "unknown option '--colour'"},
+      {{"recv"}, "--listen HOST:PORT is required"},
+      {{"recv", "--listen", "127.0.0.1:0", "--stall-after"}, "--stall-after needs a value"},
+      {{"recv", "--listen", "127.0.0.1:0", "--duration", "-1"}, "--duration: '-1'"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_command(peer, c.args);
+    BOOST_TEST(r.exit_code == 2, c.message);
+    BOOST_TEST(r.err.find(c.message) != std::string::npos, r.err);
+  }
+  for (const std::string sub : {"send", "recv"}) {
+    const auto r = run_command(peer, {sub, "--help"});
+    BOOST_TEST(r.exit_code == 0);
+    BOOST_TEST(r.out.find("usage: gateway-peer " + sub) != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("exit codes") != std::string::npos);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(unreachable_endpoints_exit_1_with_a_clear_error) {
+  const auto port = std::to_string(closed_port());
+  const auto r =
+      run_command(peer, {"send", "--to", "127.0.0.1:" + port, "--address", "a", "--count", "1"});
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err.find("cannot connect to 127.0.0.1:" + port + ": Connection refused") !=
+                 std::string::npos,
+             r.err);
+
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor taken(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const auto busy = std::to_string(taken.local_endpoint().port());
+  const auto l = run_command(peer, {"recv", "--listen", "127.0.0.1:" + busy, "--duration", "1"});
+  BOOST_TEST(l.exit_code == 1);
+  BOOST_TEST(l.err.find("cannot listen on 127.0.0.1:" + busy) != std::string::npos, l.err);
+}

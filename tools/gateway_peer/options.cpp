@@ -1,0 +1,197 @@
+#include "tools/gateway_peer/options.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "suppliers/frame_codec.hpp"
+#include "tools/gateway_peer/peer_header.hpp"
+
+namespace gatewayd::tools {
+
+const char* const main_help =
+    "usage: gateway-peer send --to HOST:PORT --address A [options]\n"
+    "       gateway-peer recv --listen HOST:PORT [options]\n"
+    "       gateway-peer (send|recv) --help\n"
+    "\n"
+    "Sends GWP/1 frames to a gatewayd supplier listener, or plays a consumer endpoint that\n"
+    "the gateway dials, verifying and timing every frame it receives.\n"
+    "\n"
+    "exit codes: 0 ok, 1 runtime error (cannot connect or listen, connection lost),\n"
+    "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached)\n";
+
+const char* const send_help =
+    "usage: gateway-peer send --to HOST:PORT --address A [--size N] [--rate R]\n"
+    "                         [--count C | --duration D] [--connections K] [--reconnect] [--json]\n"
+    "\n"
+    "  --to HOST:PORT     the gateway's supplier listener (literal IPv4, or [IPv6]:port)\n"
+    "  --address A        the frames' address, e.g. orders.eu.created\n"
+    "  --size N           payload bytes (default 128, at least 16: the first 16 carry the send\n"
+    "                     time, sequence number and sender id the receiver checks)\n"
+    "  --rate R           frames per second over all connections (default: as fast as possible)\n"
+    "  --count C          frames to send over all connections, then exit\n"
+    "  --duration D       seconds to send, then exit (default: until SIGINT/SIGTERM)\n"
+    "  --connections K    supplier connections, one sending thread each (default 1)\n"
+    "  --reconnect        reconnect after a lost connection (default: exit 1)\n"
+    "  --json             print the summary as one JSON object on stdout\n"
+    "\n"
+    "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments\n";
+
+const char* const recv_help =
+    "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--print] [--duration D]\n"
+    "                         [--expect N] [--json]\n"
+    "\n"
+    "Accepts the gateway's consumer connection(s) (and re-accepts after a disconnect), checks\n"
+    "every frame, and prints a live line about once a second on stderr: frames/s, MB/s,\n"
+    "latency p50/p99/p99.9/max, lost, reordered, duplicated. A summary follows at the end.\n"
+    "\n"
+    "  --listen HOST:PORT the consumer endpoint the gateway dials (port 0: any free port,\n"
+    "                     printed on stderr as 'listening on HOST:PORT')\n"
+    "  --stall-after S    stop reading S seconds after the first frame (a flow-controlled\n"
+    "                     consumer); the connection stays open\n"
+    "  --print            show each frame on stdout: address, size, payload preview\n"
+    "  --duration D       run D seconds, then print the summary and exit\n"
+    "  --expect N         exit as soon as N frames arrived (exit 3 if --duration ends first)\n"
+    "  --json             print the summary as one JSON object on stdout\n"
+    "\n"
+    "exit codes: 0 ok, 1 cannot listen, 2 bad arguments,\n"
+    "            3 corrupt frames seen or --expect not reached\n";
+
+namespace {
+
+class arg_reader {
+ public:
+  explicit arg_reader(const std::vector<std::string>& args) : args_(args) {}
+  bool done() const { return i_ >= args_.size(); }
+  const std::string& next_flag() { return args_[i_++]; }
+  const std::string& value(const std::string& flag) {
+    if (i_ >= args_.size()) throw usage_error(flag + " needs a value");
+    return args_[i_++];
+  }
+
+ private:
+  const std::vector<std::string>& args_;
+  std::size_t i_ = 0;
+};
+
+std::uint64_t to_count(const std::string& flag, const std::string& v, std::uint64_t min,
+                       std::uint64_t max) {
+  std::uint64_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || p != v.data() + v.size() || n < min || n > max) {
+    std::string msg = flag;
+    msg += ": '";
+    msg += v;
+    msg += "' is not a whole number in ";
+    msg += std::to_string(min);
+    msg += "..";
+    msg += std::to_string(max);
+    throw usage_error(msg);
+  }
+  return n;
+}
+
+double to_seconds(const std::string& flag, const std::string& v, bool allow_zero) {
+  std::size_t used = 0;
+  double d = -1;
+  try {
+    d = std::stod(v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != v.size() || !std::isfinite(d) || d < 0 || (!allow_zero && d == 0)) {
+    std::string msg = flag;
+    msg += ": '";
+    msg += v;
+    msg += allow_zero ? "' is not a number >= 0" : "' is not a number > 0";
+    throw usage_error(msg);
+  }
+  return d;
+}
+
+routing::endpoint to_endpoint(const std::string& flag, const std::string& v) {
+  auto ep = routing::parse_endpoint(v);
+  if (!ep) {
+    std::string msg = flag;
+    msg += ": '";
+    msg += v;
+    msg += "' is not IPv4:PORT or [IPv6]:PORT (a literal address, no host names)";
+    throw usage_error(msg);
+  }
+  return *ep;
+}
+
+}  // namespace
+
+send_options parse_send(const std::vector<std::string>& args) {
+  send_options o;
+  bool have_to = false, have_address = false;
+  arg_reader r(args);
+  while (!r.done()) {
+    const std::string flag = r.next_flag();
+    if (flag == "--to") {
+      o.to = to_endpoint(flag, r.value(flag));
+      if (o.to.port == 0) throw usage_error("--to: port 0 cannot be dialled");
+      have_to = true;
+    } else if (flag == "--address") {
+      o.address = r.value(flag);
+      if (!suppliers::valid_address(o.address) ||
+          o.address.size() > suppliers::max_address_length) {
+        throw usage_error("--address: '" + o.address +
+                          "' is not a GWP/1 address (tokens of A-Z a-z 0-9 _ - joined by '.', "
+                          "at most 255 bytes)");
+      }
+      have_address = true;
+    } else if (flag == "--size") {
+      o.size = to_count(flag, r.value(flag), peer_header_size, 256u << 20);
+    } else if (flag == "--rate") {
+      o.rate = to_seconds(flag, r.value(flag), false);
+    } else if (flag == "--count") {
+      o.count = to_count(flag, r.value(flag), 1, max_sequence);
+    } else if (flag == "--duration") {
+      o.duration = to_seconds(flag, r.value(flag), false);
+    } else if (flag == "--connections") {
+      o.connections = static_cast<unsigned>(to_count(flag, r.value(flag), 1, 10000));
+    } else if (flag == "--reconnect") {
+      o.reconnect = true;
+    } else if (flag == "--json") {
+      o.json = true;
+    } else {
+      throw usage_error("unknown option '" + flag + "'");
+    }
+  }
+  if (!have_to) throw usage_error("--to HOST:PORT is required");
+  if (!have_address) throw usage_error("--address A is required");
+  if (o.count != 0 && o.duration != 0) throw usage_error("give --count or --duration, not both");
+  if (o.count != 0 && o.count < o.connections)
+    throw usage_error("--count must be at least --connections");
+  return o;
+}
+
+recv_options parse_recv(const std::vector<std::string>& args) {
+  recv_options o;
+  bool have_listen = false;
+  arg_reader r(args);
+  while (!r.done()) {
+    const std::string flag = r.next_flag();
+    if (flag == "--listen") {
+      o.listen = to_endpoint(flag, r.value(flag));
+      have_listen = true;
+    } else if (flag == "--stall-after") {
+      o.stall_after = to_seconds(flag, r.value(flag), true);
+    } else if (flag == "--print") {
+      o.print = true;
+    } else if (flag == "--duration") {
+      o.duration = to_seconds(flag, r.value(flag), false);
+    } else if (flag == "--expect") {
+      o.expect = to_count(flag, r.value(flag), 1, max_sequence);
+    } else if (flag == "--json") {
+      o.json = true;
+    } else {
+      throw usage_error("unknown option '" + flag + "'");
+    }
+  }
+  if (!have_listen) throw usage_error("--listen HOST:PORT is required");
+  return o;
+}
+
+}  // namespace gatewayd::tools

@@ -1,0 +1,53 @@
+// gateway-peer's command line: the two subcommands' options, their parsing and their --help.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "routing/endpoint.hpp"
+
+namespace gatewayd::tools {
+
+// Exit codes of gateway-peer (also in its --help and in docs/benchmarks.md).
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_runtime_error = 1;  // cannot connect/listen, connection lost
+inline constexpr int exit_usage = 2;          // bad arguments
+inline constexpr int exit_verify_failed = 3;  // corrupt frames, or --expect not reached
+
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct send_options {
+  routing::endpoint to;
+  std::string address;
+  std::size_t size = 128;   // payload bytes, at least peer_header_size
+  double rate = 0;          // frames/s over all connections; 0 = as fast as possible
+  std::uint64_t count = 0;  // frames over all connections; 0 = no limit
+  double duration = 0;      // seconds; 0 = no limit
+  unsigned connections = 1;
+  bool reconnect = false;
+  bool json = false;
+};
+
+struct recv_options {
+  routing::endpoint listen;
+  double stall_after = -1;  // seconds after the first frame; < 0 = never
+  bool print = false;
+  double duration = 0;       // seconds; 0 = until SIGINT/SIGTERM (or --expect)
+  std::uint64_t expect = 0;  // exit once this many frames arrived; 0 = no such goal
+  bool json = false;
+};
+
+// Throw usage_error with a message that names the offending option.
+send_options parse_send(const std::vector<std::string>& args);
+recv_options parse_recv(const std::vector<std::string>& args);
+
+extern const char* const main_help;
+extern const char* const send_help;
+extern const char* const recv_help;
+
+}  // namespace gatewayd::tools
