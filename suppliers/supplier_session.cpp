@@ -67,9 +67,16 @@ void supplier_session::pause_reading() {
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     lf_pool::promote_new_leader();
-    if (self->closed_ || self->held_ || !self->paused_) return;
+    if (self->closed_ || self->held_) return;
+    // Half-Sync/Half-Async: the worker may have asked for the pause (flush) but its completion,
+    // which sets paused_, has not run yet; remember the resume for it.
+    if (self->handed_off_) {
+      self->resumed_while_handed_off_ = true;
+      return;
+    }
+    if (!self->paused_) return;
     self->paused_ = false;
-    if (!self->waiting_ && !self->handed_off_) self->do_wait();
+    if (!self->waiting_) self->do_wait();
   });
 }
 
@@ -191,10 +198,12 @@ void supplier_session::process_handoff() {
 
 void supplier_session::on_handoff_done() {
   handed_off_ = false;
+  const bool resumed = resumed_while_handed_off_;
+  resumed_while_handed_off_ = false;
   if (handoff_frames_) last_progress_ = std::chrono::steady_clock::now();
   if (closed_) return stream_.release_if_idle();
   if (handoff_error_) return fail_protocol(handoff_error_);
-  if (handoff_pause_) {
+  if (handoff_pause_ && !resumed) {
     paused_ = true;
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
     return;

@@ -76,6 +76,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   bool handed_off_ = false;
   std::uint64_t handoff_frames_ = 0;
   bool handoff_pause_ = false;
+  bool resumed_while_handed_off_ = false;  // a consumer resumed us before the pause landed
   frame_stream::stream_error handoff_error_;
 };
 

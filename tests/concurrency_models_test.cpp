@@ -216,6 +216,33 @@ void sigterm_drains_every_queued_frame(const std::string& model) {
              gw.daemon->log());
 }
 
+void backpressure_pauses_and_resumes_without_loss(const std::string& model) {
+  test_consumer c;
+  c.stall(true);
+  gateway_fixture gw(
+      consumer_toml("c", c.endpoint(), "queue_capacity = 100\noverflow = \"backpressure\"") +
+          route_toml("bp.>", {"c"}),
+      with_model(model));
+  BOOST_TEST_REQUIRE(c.wait_for_connections(1, 5s));
+  constexpr int frames = 20000;
+  std::thread sender([&] {
+    test_supplier s(gw.supplier_port);
+    for (int i = 0; i < frames; ++i)
+      s.send_frame("bp.x", payload(1, i, 2000));
+  });
+  std::this_thread::sleep_for(1s);  // the supplier is now held by backpressure and TCP
+  c.stall(false);
+  sender.join();
+  BOOST_TEST_REQUIRE(c.wait_for_count(frames, 60s), "got " << c.count());
+  const auto got = of_supplier(c, 1);
+  BOOST_TEST_REQUIRE(got.size() == static_cast<std::size_t>(frames));
+  bool in_order = true;
+  for (int i = 0; i < frames; ++i)
+    in_order &= got[static_cast<std::size_t>(i)] == "bp.x|" + payload(1, i, 2000);
+  BOOST_TEST(in_order);
+  BOOST_TEST(c.corruptions() == 0u);
+}
+
 void both_drain_models_deliver_byte_for_byte_in_order(const std::string& drain,
                                                       const std::string& model) {
   test_consumer one, two;
@@ -304,6 +331,15 @@ BOOST_AUTO_TEST_CASE(half_sync_half_async_drains_on_sigterm) {
 }
 BOOST_AUTO_TEST_CASE(asio_threads_drains_on_sigterm) {
   sigterm_drains_every_queued_frame("asio-threads");
+}
+BOOST_AUTO_TEST_CASE(leader_followers_backpressure_is_lossless) {
+  backpressure_pauses_and_resumes_without_loss("leader-followers");
+}
+BOOST_AUTO_TEST_CASE(half_sync_half_async_backpressure_is_lossless) {
+  backpressure_pauses_and_resumes_without_loss("half-sync-half-async");
+}
+BOOST_AUTO_TEST_CASE(asio_threads_backpressure_is_lossless) {
+  backpressure_pauses_and_resumes_without_loss("asio-threads");
 }
 BOOST_AUTO_TEST_CASE(strand_drain_delivers_in_order_under_leader_followers) {
   both_drain_models_deliver_byte_for_byte_in_order("strand", "leader-followers");
