@@ -44,7 +44,15 @@ void half_sync_half_async::end_workers() {
 void half_sync_half_async::run_io() {
   // A chunk out with a worker counts as work (see submit), so run() returns only once the
   // gateway has really stopped: then nothing is left for the workers either.
+  {
+    std::lock_guard lock(mutex_);
+    io_running_ = true;
+  }
   ioc_.run();
+  {
+    std::lock_guard lock(mutex_);
+    io_running_ = false;
+  }
   end_workers();
 }
 
@@ -85,7 +93,7 @@ void half_sync_half_async::run_worker() {
 execution_model::role_counts half_sync_half_async::roles() const {
   std::lock_guard lock(mutex_);
   role_counts r;
-  r.leader = io_thread_.joinable() ? 1 : 0;
+  r.leader = io_running_ ? 1 : 0;
   r.processing = busy_;
   r.follower = idle_;
   return r;

@@ -54,6 +54,7 @@ class half_sync_half_async final : public execution_model, public suppliers::ses
   unsigned idle_ = 0;
   std::uint64_t queued_behind_busy_ = 0;
   bool done_ = false;
+  bool io_running_ = false;
 
   std::thread io_thread_;
   std::vector<std::thread> workers_;
