@@ -18,8 +18,11 @@ struct chunk_cache {
   static constexpr std::size_t max_cached = 16;
   frame_chunk* head = nullptr;
   std::size_t count = 0;
+  frame_chunk* parked = nullptr;  // see park_tail()
+  std::size_t parked_end = 0;
 
   ~chunk_cache() {
+    if (parked) parked->release();  // may recycle into this cache: freed just below
     while (head) {
       frame_chunk* c = head;
       head = c->next_free_;
@@ -61,6 +64,21 @@ void frame_chunk::recycle(frame_chunk* c) noexcept {
     return;
   }
   chunk_cache::destroy(c);
+}
+
+void frame_chunk::park_tail(frame_chunk* c, std::size_t end) noexcept {
+  frame_chunk* old = cache.parked;
+  cache.parked = c;
+  cache.parked_end = end;
+  if (old) old->release();
+}
+
+frame_chunk* frame_chunk::take_tail(std::size_t min_free, std::size_t& end) noexcept {
+  frame_chunk* c = cache.parked;
+  if (c == nullptr || c->capacity_ - cache.parked_end < min_free) return nullptr;
+  cache.parked = nullptr;
+  end = cache.parked_end;
+  return c;
 }
 
 std::size_t frame_chunk::live_bytes() noexcept {

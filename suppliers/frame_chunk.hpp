@@ -28,6 +28,15 @@ class frame_chunk {
   const char* data() const noexcept { return reinterpret_cast<const char*>(this + 1); }
   std::size_t capacity() const noexcept { return capacity_; }
 
+  // A session with no partial frame parks its chunk's unwritten tail here (taking over its
+  // reference), and the next session that reads on this thread continues in it: slow
+  // suppliers then pack their frames densely instead of pinning a mostly empty 64 KiB chunk
+  // per read in every queue that holds one of their frames. One parked chunk per thread.
+  static void park_tail(frame_chunk* c, std::size_t end) noexcept;
+  // The parked chunk with its reference, and where its tail starts, if it has at least
+  // `min_free` bytes free; nullptr otherwise.
+  static frame_chunk* take_tail(std::size_t min_free, std::size_t& end) noexcept;
+
   // Bytes of chunks alive in this process (for tests and the memory budget).
   static std::size_t live_bytes() noexcept;
 
@@ -82,6 +91,12 @@ class chunk_ptr {
   void reset() noexcept {
     if (c_) c_->release();
     c_ = nullptr;
+  }
+  // Gives up ownership of the reference without releasing it.
+  frame_chunk* detach() noexcept {
+    frame_chunk* c = c_;
+    c_ = nullptr;
+    return c;
   }
   frame_chunk* get() const noexcept { return c_; }
   frame_chunk* operator->() const noexcept { return c_; }

@@ -1,5 +1,7 @@
 #include "suppliers/frame_router.hpp"
 
+#include <cstring>
+
 namespace gatewayd::suppliers {
 
 frame_router& frame_router::for_this_thread(const route_snapshot_holder& routes) {
@@ -12,13 +14,20 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   holder_ = &routes;
   version_ = routes.version();
   snapshot_ = routes.load();
+  last_address_length_ = 0;  // answers of the old table must not be reused
   const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
   if (batches_.size() < n) batches_.resize(n);
 }
 
 bool frame_router::route(std::string_view address, const frame_slice& slice) {
   if (!snapshot_) return false;
-  const auto result = cache_.lookup(*snapshot_->table, address, scratch_);
+  if (address.size() != last_address_length_ ||
+      std::memcmp(address.data(), last_address_, address.size()) != 0) {
+    last_result_ = cache_.lookup(*snapshot_->table, address, scratch_);
+    last_address_length_ = address.size() <= last_address_capacity ? address.size() : 0;
+    std::memcpy(last_address_, address.data(), last_address_length_);
+  }
+  const auto& result = last_result_;
   if (slice.chunk != refs_chunk_) {
     take_refs();
     refs_chunk_ = slice.chunk;

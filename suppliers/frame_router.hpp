@@ -46,6 +46,13 @@ class frame_router {
   std::vector<routing::consumer_index> touched_;
   frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
   std::uint32_t pending_refs_ = 0;
+  // The last address looked up and its answer: a supplier usually repeats one address
+  // frame after frame, and a memcmp is much cheaper than hashing it into the route cache.
+  // The answer's span stays valid because nothing else looks up through cache_/scratch_.
+  static constexpr std::size_t last_address_capacity = 64;
+  char last_address_[last_address_capacity] = {};
+  std::size_t last_address_length_ = 0;  // 0 = no memo (addresses are never empty)
+  routing::lookup_result last_result_{};
 };
 
 }  // namespace gatewayd::suppliers

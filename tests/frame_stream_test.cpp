@@ -161,3 +161,60 @@ BOOST_AUTO_TEST_CASE(chunks_are_freed_when_the_last_reference_goes) {
   // Everything returned: only the per-thread cache may still hold standard chunks.
   BOOST_TEST(frame_chunk::live_bytes() <= before + 16 * frame_chunk::standard_capacity);
 }
+
+BOOST_AUTO_TEST_CASE(an_idle_streams_chunk_tail_is_continued_by_the_next_stream_on_the_thread) {
+  // Two slow suppliers on one thread: the second reads into the tail of the first one's
+  // chunk instead of taking a fresh 64 KiB chunk, and neither sees the other's bytes.
+  feeder a, b;
+  const std::string fa = encode_frame("a.one", "first");
+  BOOST_TEST_REQUIRE(a.feed(fa));
+  frame_chunk* shared = a.stream.chunk();
+  a.stream.release_if_idle();
+  BOOST_TEST(a.stream.chunk() == nullptr);
+
+  const std::string fb = encode_frame("b.one", "second");
+  BOOST_TEST_REQUIRE(b.feed(fb.substr(0, 3)));  // a partial frame keeps the chunk
+  BOOST_TEST(b.stream.chunk() == shared);
+  BOOST_TEST_REQUIRE(b.feed(fb.substr(3)));
+  BOOST_TEST_REQUIRE(b.frames.size() == 1u);
+  BOOST_TEST(b.frames[0].bytes == fb);
+  BOOST_TEST(a.frames[0].bytes == fa);         // untouched by b's writes after it
+  BOOST_TEST(b.stream.offset() == fb.size());  // b's own stream offset, not the chunk's
+
+  // b's next bad byte is reported at b's stream offset.
+  b.stream.release_if_idle();
+  BOOST_TEST(!b.feed("X"));
+  BOOST_TEST(b.error.offset == fb.size());
+}
+
+BOOST_AUTO_TEST_CASE(a_repeated_address_is_still_checked_field_by_field) {
+  // After one frame validated "same.addr", later frames with that address take a shorter
+  // path; every header field must still be checked there, split anywhere.
+  const std::string one = encode_frame("same.addr", "payload-1");
+  const std::string two = encode_frame("same.addr", std::string(300, 'x'));
+  const std::string good = one + two + one;
+  for (std::size_t cut = 0; cut <= good.size(); ++cut) {
+    feeder f;
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(good).substr(0, cut)));
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(good).substr(cut)));
+    BOOST_TEST_REQUIRE(f.frames.size() == 3u);
+    BOOST_TEST(f.frames[1].bytes == two);
+    BOOST_TEST(f.frames[2].address == "same.addr");
+  }
+  struct corruption {
+    std::size_t at;
+    char value;
+    const char* reason;
+  };
+  for (const corruption c : {corruption{0, 'X', "bad_magic"}, corruption{2, 2, "bad_version"},
+                             corruption{3, 1, "bad_flags"}, corruption{4, 1, "address_too_long"},
+                             corruption{6, 0x7f, "payload_too_large"},
+                             corruption{header_size + 3, '.', "bad_address"}}) {
+    feeder f(1024);
+    std::string bad = one;
+    bad[c.at] = c.value;
+    BOOST_TEST(!f.feed(one + one + bad));
+    BOOST_TEST(f.frames.size() == 2u, c.reason);
+    BOOST_TEST(to_string(f.error.reason) == c.reason);
+  }
+}
