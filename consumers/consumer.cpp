@@ -88,9 +88,18 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   admission a{refused};
   bool post_drain = false;
   bool post_close = false;
+  bool write_now = false;
   std::uint64_t close_conn = 0;
   {
-    std::lock_guard lock(mutex_);
+    // Contention is timed only when it happens: the uncontended path reads no clock.
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      lock.lock();
+      stats_.blocked_lock_ns.fetch_add(
+          static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
+          std::memory_order_relaxed);
+    }
     if (closing_) {
       for (const auto& f : frames)
         refused.add(f.chunk);
@@ -112,7 +121,9 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           waiters_.push_back(listener);
         }
       }
-      if (connected_ && !writing_ && !queue_.empty()) {
+      if (opts_.drain == drain_model::mutex) {
+        write_now = connected_ && !queue_.empty();
+      } else if (connected_ && !writing_ && !queue_.empty()) {
         writing_ = true;
         post_drain = true;
       }
@@ -135,6 +146,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       self->do_drain();
     });
   }
+  if (write_now) write_in_caller();
   return result;
 }
 
@@ -318,10 +330,12 @@ void consumer::on_connect(std::error_code ec, std::uint64_t dial) {
   {
     std::lock_guard lock(mutex_);
     conn = ++conn_id_;
-    connected_ = true;
+    // The mutex model lets other threads write only once the read below is started: both
+    // touch the socket's state.
+    connected_ = opts_.drain == drain_model::strand;
     // A write of the previous connection still on its way back (aborted) resumes the drain
     // itself in on_written.
-    if (!writing_) {
+    if (!writing_ && connected_) {
       writing_ = true;
       start = take_batch_locked();
     }
@@ -329,6 +343,7 @@ void consumer::on_connect(std::error_code ec, std::uint64_t dial) {
   stats_.connected.store(true, std::memory_order_relaxed);
   GW_LOG(info) << "consumer " << name_ << " connected to " << link_endpoint_.to_string();
   do_read(conn);
+  if (opts_.drain == drain_model::mutex) publish_connected_for_callers(conn);
   resume_collected();
   if (start) {
     write_batch();
@@ -392,12 +407,11 @@ void consumer::close_slow(std::uint64_t conn, std::uint64_t discarded) {
 // Closing cancels the pending read and write; their handlers come back with
 // operation_aborted, and on_written puts the unsent part of its batch back.
 void consumer::drop_link() {
-  std::error_code ignored;
-  socket_.close(ignored);
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
   }
+  close_link_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
   was_connected_ = true;
   state_ = link_state::waiting;
@@ -666,12 +680,11 @@ void consumer::finish_drain() {
   ++dial_id_;
   redial_timer_.cancel();
   drain_timer_.cancel();
-  std::error_code ignored;
-  socket_.close(ignored);
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
   }
+  close_link_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
   check_drain();
 }

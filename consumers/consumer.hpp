@@ -27,10 +27,17 @@ namespace gatewayd::consumers {
 
 class consumer : public std::enable_shared_from_this<consumer> {
  public:
+  // Who writes the queue to the socket. `strand` (the design): gathered async writes on the
+  // consumer's strand, put() never waits for the network. `mutex` (the strands article's
+  // baseline, for the benchmark): the thread that queued frames writes them at once with
+  // blocking writes under a per-consumer mutex.
+  enum class drain_model : std::uint8_t { strand, mutex };
+
   struct options {
     std::chrono::milliseconds reconnect_initial{100};
     std::chrono::milliseconds reconnect_max{30000};
     queue_budget* budget = nullptr;  // gateway-wide byte cap shared by all consumers; may be null
+    drain_model drain = drain_model::strand;
   };
 
   struct put_result {
@@ -95,6 +102,14 @@ class consumer : public std::enable_shared_from_this<consumer> {
   void write_batch();
   void on_written(std::error_code ec, std::size_t n, std::uint64_t conn);
 
+  // The mutex drain model (any thread, write_mutex_ taken inside).
+  void write_in_caller();
+  bool take_sync_batch_locked(std::uint64_t& conn);
+  void publish_connected_for_callers(std::uint64_t conn);
+  // Closes the socket on the strand; under the mutex model first wakes and waits out a
+  // blocking write in another thread.
+  void close_link_socket();
+
   // Backpressure: waiters leave under the lock, are resumed outside it (strand).
   bool below_low_water_locked() const noexcept;
   void collect_resumable_locked();
@@ -154,6 +169,11 @@ class consumer : public std::enable_shared_from_this<consumer> {
   drop_reason drain_reason_ = drop_reason::shutdown;
   std::chrono::steady_clock::time_point drain_deadline_{};
   std::vector<std::function<void(std::uint64_t)>> done_;
+
+  // The mutex drain model: held by the one thread writing to the socket (taken before mutex_).
+  std::mutex write_mutex_;
+  std::vector<suppliers::frame_slice> sync_batch_;  // under write_mutex_; a ref per frame
+  std::vector<asio::const_buffer> sync_buffers_;    // under write_mutex_
 };
 
 }  // namespace gatewayd::consumers

@@ -30,6 +30,11 @@ struct consumer_stats {
   std::atomic<std::uint64_t> reconnects{0};
   std::atomic<bool> connected{false};
   std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped{};
+  // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total):
+  // waiting for its locks (the queue lock in put(); the writer mutex of the "mutex" drain
+  // model), and inside the blocking writes of that model.
+  std::atomic<std::uint64_t> blocked_lock_ns{0};
+  std::atomic<std::uint64_t> blocked_write_ns{0};
 
   std::uint64_t dropped_total() const noexcept {
     std::uint64_t sum = 0;

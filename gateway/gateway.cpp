@@ -51,6 +51,8 @@ gateway::gateway(service_config service, const routing::routing_config& routes)
       signals_(ioc_),
       control_(asio::make_strand(ioc_)),
       watchdog_(ioc_, notify_) {
+  model_ = make_execution_model(service_.concurrency, ioc_, pool_, service_.threads);
+  session_ctx_.handoff = model_->handoff();
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
@@ -75,12 +77,15 @@ gateway::gateway(service_config service, const routing::routing_config& routes)
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
-               << " (" << pool_.size() << " threads, leader-followers)";
+               << " (" << model_->size() << " threads, " << to_string(service_.concurrency)
+               << (service_.consumer_drain == consumer_drain_model::mutex ? ", consumer drain mutex"
+                                                                          : "")
+               << ")";
 }
 
 gateway::~gateway() {
-  pool_.stop();
-  pool_.join();
+  model_->stop();
+  model_->join();
 }
 
 void gateway::apply_routing(const routing::routing_config& routes) {
@@ -95,6 +100,9 @@ void gateway::publish_routing(const routing::routing_config& routes,
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
   options.budget = &budget_;
+  if (service_.consumer_drain == consumer_drain_model::mutex) {
+    options.drain = consumers::consumer::drain_model::mutex;
+  }
 
   std::map<std::string, std::shared_ptr<consumers::consumer>> next;
   for (const auto& spec : routes.consumers) {
@@ -129,7 +137,7 @@ void gateway::start_metrics() {
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
       supplier_stats_, routes_, promotion_, reloads_, budget_,
       [this] {
-        const auto r = pool_.roles();
+        const auto r = model_->roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
                                                         pool_.promotions_without_follower()};
       },
@@ -158,8 +166,8 @@ void gateway::run() {
   }
   // The listeners were bound in the constructor: connections are accepted from here on.
   notify_.ready(serving_status());
-  pool_.start();
-  pool_.join();
+  model_->start();
+  model_->join();
   GW_LOG(info) << "gatewayd stopped";
 }
 

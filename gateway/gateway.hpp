@@ -12,6 +12,7 @@
 #include "consumers/consumer.hpp"
 #include "consumers/queue_budget.hpp"
 #include "gateway/config_watcher.hpp"
+#include "gateway/execution_model.hpp"
 #include "gateway/lf_pool.hpp"
 #include "gateway/service_config.hpp"
 #include "gateway/systemd_notify.hpp"
@@ -78,6 +79,7 @@ class gateway {
   suppliers::session_registry sessions_;
   suppliers::route_snapshot_holder routes_;
   suppliers::session_context session_ctx_;
+  std::unique_ptr<execution_model> model_;  // runs the handlers: pool_ or another model
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
   asio::strand<asio::io_context::executor_type> control_;  // reloads and shutdown, one at a time

@@ -118,7 +118,7 @@ class service_reader {
         t, "gateway",
         {"supplier_listen", "threads", "max_payload", "routes_file", "idle_timeout_ms",
          "max_supplier_connections", "concurrency", "drain_timeout_ms", "reconnect_initial_ms",
-         "reconnect_max_ms", "max_queued_bytes", "allow"});
+         "reconnect_max_ms", "max_queued_bytes", "allow", "consumer_drain"});
     if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
     if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
       config_.threads = static_cast<std::uint32_t>(*v);
@@ -148,6 +148,15 @@ class service_reader {
         check_.error(*t.get("concurrency"),
                      "gateway.concurrency: unknown model " + in_quotes(*text) +
                          " (expected leader-followers, half-sync-half-async or asio-threads)");
+      }
+    }
+    if (auto text = check_.string(t, "gateway", "consumer_drain")) {
+      if (auto model = parse_consumer_drain_model(*text)) {
+        config_.consumer_drain = *model;
+      } else {
+        check_.error(*t.get("consumer_drain"), "gateway.consumer_drain: unknown model " +
+                                                   in_quotes(*text) +
+                                                   " (expected strand or mutex)");
       }
     }
     milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
@@ -251,6 +260,16 @@ std::optional<concurrency_model> parse_concurrency_model(std::string_view text) 
                  concurrency_model::asio_threads}) {
     if (text == to_string(m)) return m;
   }
+  return std::nullopt;
+}
+
+std::string_view to_string(consumer_drain_model m) noexcept {
+  return m == consumer_drain_model::mutex ? "mutex" : "strand";
+}
+
+std::optional<consumer_drain_model> parse_consumer_drain_model(std::string_view text) noexcept {
+  if (text == "strand") return consumer_drain_model::strand;
+  if (text == "mutex") return consumer_drain_model::mutex;
   return std::nullopt;
 }
 

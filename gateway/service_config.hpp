@@ -29,6 +29,12 @@ enum class concurrency_model : std::uint8_t {
 std::string_view to_string(concurrency_model m) noexcept;  // "leader-followers", ...
 std::optional<concurrency_model> parse_concurrency_model(std::string_view text) noexcept;
 
+// Who writes a consumer's queue to its socket: its strand (the design) or, for the benchmark's
+// comparison, the enqueuing thread under a per-consumer mutex with blocking writes.
+enum class consumer_drain_model : std::uint8_t { strand, mutex };
+std::string_view to_string(consumer_drain_model m) noexcept;  // "strand", "mutex"
+std::optional<consumer_drain_model> parse_consumer_drain_model(std::string_view text) noexcept;
+
 // An IPv4 or IPv6 network such as "10.0.0.0/8" or "fd00::/8" (a bare address is a /32 or
 // /128) that suppliers may connect from.
 struct cidr_block {
@@ -60,6 +66,7 @@ struct service_config {
   std::chrono::milliseconds idle_timeout{60000};  // 0 = never
   std::uint32_t max_supplier_connections = 10000;
   concurrency_model concurrency = concurrency_model::leader_followers;
+  consumer_drain_model consumer_drain = consumer_drain_model::strand;
   std::chrono::milliseconds drain_timeout{5000};
   std::chrono::milliseconds reconnect_initial{100};
   std::chrono::milliseconds reconnect_max{30000};

@@ -41,6 +41,10 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
   auto reconnects =
       family("gatewayd_consumer_reconnects_total",
              "Times the gateway dialled the consumer again after losing it.", MetricType::Counter);
+  auto blocked = family("gatewayd_consumer_blocked_seconds_total",
+                        "Thread time spent waiting for the consumer's locks (cause=lock) and in "
+                        "its blocking writes (cause=write, mutex drain model only).",
+                        MetricType::Counter);
   if (const auto snap = s_.routes.load()) {
     for (const auto& c : snap->consumers) {
       const auto& st = c->stats();
@@ -53,6 +57,8 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_sample(sent, value(st.sent_frames), {{"consumer", n}});
       add_sample(sent_bytes, value(st.sent_bytes), {{"consumer", n}});
       add_sample(reconnects, value(st.reconnects), {{"consumer", n}});
+      add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
+      add_sample(blocked, value(st.blocked_write_ns) / 1e9, {{"consumer", n}, {"cause", "write"}});
       for (std::size_t r = 0; r < consumers::drop_reason_count; ++r) {
         add_sample(dropped, value(st.dropped[r]),
                    {{"consumer", n},
@@ -60,7 +66,8 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       }
     }
   }
-  for (auto* f : {&depth, &bytes, &capacity, &connected, &sent, &sent_bytes, &dropped, &reconnects})
+  for (auto* f :
+       {&depth, &bytes, &capacity, &connected, &sent, &sent_bytes, &dropped, &reconnects, &blocked})
     out.push_back(std::move(*f));
 }
 

@@ -67,7 +67,14 @@ void supplier_session::pause_reading() {
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     lf_pool::promote_new_leader();
-    if (self->closed_ || self->held_ || !self->paused_) return;
+    if (self->closed_ || self->held_) return;
+    // Half-Sync/Half-Async: the worker may have asked for the pause (flush) but its completion,
+    // which sets paused_, has not run yet; remember the resume for it.
+    if (self->handed_off_) {
+      self->resumed_while_handed_off_ = true;
+      return;
+    }
+    if (!self->paused_) return;
     self->paused_ = false;
     if (!self->waiting_) self->do_wait();
   });
@@ -88,7 +95,9 @@ void supplier_session::on_readable(std::error_code ec) {
     if (ec != asio::error::operation_aborted) close();
     return;
   }
-  if (!paused_) read_and_route();
+  if (paused_) return;
+  if (ctx_.handoff) return read_for_handoff();
+  read_and_route();
 }
 
 void supplier_session::read_and_route() {
@@ -146,6 +155,64 @@ void supplier_session::read_and_route() {
   do_wait();
 }
 
+// Half-Sync/Half-Async, on the I/O thread: one read, then the chunk goes to a worker. The
+// session stays unarmed until the worker is done, so its frames keep their order.
+void supplier_session::read_for_handoff() {
+  const auto buf = stream_.prepare();
+  std::error_code ec;
+  const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) return do_wait();
+  if (ec) {
+    if (stream_.has_partial()) {
+      GW_LOG(info) << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset()
+                   << " (" << stream_.buffered() << " bytes of a partial frame discarded)";
+    }
+    return close();
+  }
+  stream_.commit(n);
+  ctx_.stats.bytes_received.fetch_add(n, std::memory_order_relaxed);
+  handed_off_ = true;
+  ctx_.handoff->submit(shared_from_this());
+}
+
+void supplier_session::process_handoff() {
+  auto& router = frame_router::for_this_thread(ctx_.routes);
+  const std::shared_ptr<consumers::flow_control_listener> listener(
+      shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
+  std::uint64_t frames = 0;
+  std::uint64_t unroutable = 0;
+  handoff_error_ = stream_.parse([&](const frame_view& f, const frame_slice& s) {
+    ++frames;
+    if (!router.route(f.address, s)) ++unroutable;
+  });
+  // Frames that arrived whole before a protocol error are still routed.
+  handoff_pause_ = router.flush(listener).pause;
+  handoff_frames_ = frames;
+  if (frames) ctx_.stats.frames_received.fetch_add(frames, std::memory_order_relaxed);
+  if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    lf_pool::promote_new_leader();
+    self->on_handoff_done();
+  });
+}
+
+void supplier_session::on_handoff_done() {
+  handed_off_ = false;
+  const bool resumed = resumed_while_handed_off_;
+  resumed_while_handed_off_ = false;
+  if (handoff_frames_) last_progress_ = std::chrono::steady_clock::now();
+  if (closed_) return stream_.release_if_idle();
+  if (handoff_error_) return fail_protocol(handoff_error_);
+  if (handoff_pause_ && !resumed) {
+    paused_ = true;
+    ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (paused_) return;  // held by the gateway (drain) while the worker ran
+  stream_.release_if_idle();
+  do_wait();
+}
+
 void supplier_session::fail_protocol(const frame_stream::stream_error& e) {
   ctx_.stats.protocol_errors[static_cast<std::size_t>(e.reason)].fetch_add(
       1, std::memory_order_relaxed);
@@ -161,7 +228,7 @@ void supplier_session::close() {
   idle_timer_.cancel();
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  stream_.release_if_idle();
+  if (!handed_off_) stream_.release_if_idle();  // else a worker still parses it
 }
 
 void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after) {

@@ -9,6 +9,7 @@
 #include "consumers/flow_control.hpp"
 #include "suppliers/frame_stream.hpp"
 #include "suppliers/route_snapshot.hpp"
+#include "suppliers/session_handoff.hpp"
 #include "suppliers/supplier_stats.hpp"
 
 namespace gatewayd::suppliers {
@@ -22,6 +23,9 @@ struct session_context {
   session_registry& registry;
   std::uint32_t max_payload;
   std::chrono::milliseconds idle_timeout;  // 0 = never
+  // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
+  // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
+  session_handoff* handoff = nullptr;
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
@@ -42,10 +46,16 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
 
   const std::string& peer() const noexcept { return peer_; }
 
+  // Half-Sync/Half-Async, on a worker: parses and routes the chunk the I/O thread read, then
+  // posts on_handoff_done() back to the session's strand.
+  void process_handoff();
+
  private:
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
+  void read_for_handoff();
+  void on_handoff_done();
   void fail_protocol(const frame_stream::stream_error& e);
   void close();
   void arm_idle_timer(std::chrono::steady_clock::duration after);
@@ -61,6 +71,13 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   bool paused_ = false;   // backpressure or drain: no new wait until resumed
   bool held_ = false;     // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
+  // Half-Sync/Half-Async: a worker owns stream_ until on_handoff_done (strand-only flag); the
+  // worker's results travel back with the completion it posts.
+  bool handed_off_ = false;
+  std::uint64_t handoff_frames_ = 0;
+  bool handoff_pause_ = false;
+  bool resumed_while_handed_off_ = false;  // a consumer resumed us before the pause landed
+  frame_stream::stream_error handoff_error_;
 };
 
 }  // namespace gatewayd::suppliers
