@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/gateway_fixture.hpp"
@@ -42,6 +43,9 @@ std::string lossless(const std::string& name, const std::string& endpoint) {
   return consumer_toml(name, endpoint, "queue_capacity = 100000\noverflow = \"backpressure\"");
 }
 
+// GATEWAYD_STORM_ROUNDS overrides the 100 reloads (for a quick look while debugging).
+const int storm_rounds =
+    std::getenv("GATEWAYD_STORM_ROUNDS") ? std::atoi(std::getenv("GATEWAYD_STORM_ROUNDS")) : 100;
 const std::string fast_redial = "reconnect_initial_ms = 50\nreconnect_max_ms = 200\n";
 
 }  // namespace
@@ -181,7 +185,7 @@ boost::test_tools::assertion_result daemon_reloads(boost::unit_test::test_unit_i
   const bool ok = eventually(
       [&] {
         return scrape_metric(gw.metrics_port,
-                             "gatewayd_config_reloads_total{result=\"success\"}") == 1;
+                             "gatewayd_config_reloads_total{result=\"success\"}") >= 1;
       },
       5s);
   boost::test_tools::assertion_result r(ok && gw.daemon->running());
@@ -228,13 +232,29 @@ BOOST_AUTO_TEST_CASE(a_reload_storm_under_traffic_loses_misroutes_and_duplicates
   BOOST_TEST_REQUIRE(
       eventually([&] { return consumers[n - 1]->tally().frames.load() > 5000; }, 30s));
 
+  // 100 SIGHUPs, each with a changed table. The daemon also reloads on its own when it sees
+  // the file change (after a quiet moment), so a round may count two reloads: wait for at
+  // least one more each time.
   const std::string reloaded = "gatewayd_config_reloads_total{result=\"success\"}";
-  for (int round = 1; round <= 100; ++round) {
+  for (int round = 1; round <= storm_rounds; ++round) {
+    const double before = scrape_metric(gw.metrics_port, reloaded);
     gw.dir.write("routes.toml", storm_routes(n, ports, round));
     gw.daemon->signal(SIGHUP);
     BOOST_TEST_REQUIRE(
-        eventually([&] { return scrape_metric(gw.metrics_port, reloaded) == round; }, 10s));
+        eventually([&] { return scrape_metric(gw.metrics_port, reloaded) > before; }, 10s),
+        "round " << round);
+    if (round % 10 == 0) {
+      std::uint64_t sent = 0, got = 0;
+      for (auto& s : suppliers)
+        sent += s->sent();
+      for (auto& c : consumers)
+        got += c->tally().frames.load();
+      BOOST_TEST_MESSAGE("reload storm: round " << round << ": sent " << sent << ", received "
+                                                << got);
+    }
   }
+  const double reloads = scrape_metric(gw.metrics_port, reloaded);
+  BOOST_TEST(reloads >= storm_rounds);
   for (auto& s : suppliers)
     s->stop();
   for (unsigned k = 0; k < n; ++k) {
@@ -247,6 +267,24 @@ BOOST_AUTO_TEST_CASE(a_reload_storm_under_traffic_loses_misroutes_and_duplicates
     BOOST_TEST(t.duplicates.load() == 0u);
     BOOST_TEST(t.misrouted.load() == 0u);
     BOOST_TEST(t.corrupt.load() == 0u);
+    BOOST_TEST_MESSAGE("reload storm: consumer " << k << " got " << t.frames.load()
+                                                 << " frames, expected " << expected);
+  }
+  BOOST_TEST_MESSAGE("reload storm: " << reloads << " successful reloads under traffic");
+  {
+    std::istringstream in(gw.daemon->log());
+    for (std::string line; std::getline(in, line);)
+      if (line.find("reloaded") == std::string::npos)
+        BOOST_TEST_MESSAGE("reload storm: gatewayd: " << line);
+  }
+  if (const auto body = http_get(gw.metrics_port)) {
+    std::istringstream in(*body);
+    for (std::string line; std::getline(in, line);)
+      if ((line.rfind("gatewayd_consumer_dropped", 0) == 0 ||
+           line.rfind("gatewayd_supplier_connections_closed", 0) == 0 ||
+           line.rfind("gatewayd_supplier_protocol", 0) == 0) &&
+          line.substr(line.size() - 2) != " 0")
+        BOOST_TEST_MESSAGE("reload storm: " << line);
   }
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"failure\"}") ==
              0);
