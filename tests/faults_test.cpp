@@ -1,0 +1,291 @@
+#define BOOST_TEST_MODULE faults
+#include <boost/test/unit_test.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/rel_http.hpp"
+#include "tests/support/rel_traffic.hpp"
+#include "tests/support/test_peers.hpp"
+
+using namespace gatewayd::test;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+// A port nobody listens on right now (bound by the kernel's choice, then released).
+unsigned short free_port() {
+  const int fd = listen_loopback(0);
+  const unsigned short port = local_port(fd);
+  ::close(fd);
+  return port;
+}
+
+// The largest TCP send plus receive buffer the kernel may use: what a consumer that dies can
+// take with it after the gateway counted it as sent (docs/consumers.md).
+std::uint64_t kernel_buffer_bound() {
+  auto max_of = [](const char* file) {
+    std::ifstream in(file);
+    std::uint64_t lo = 0, def = 0, hi = 0;
+    in >> lo >> def >> hi;
+    return hi ? hi : std::uint64_t{8} << 20;
+  };
+  return max_of("/proc/sys/net/ipv4/tcp_wmem") + max_of("/proc/sys/net/ipv4/tcp_rmem");
+}
+
+std::string lossless(const std::string& name, const std::string& endpoint) {
+  return consumer_toml(name, endpoint, "queue_capacity = 100000\noverflow = \"backpressure\"");
+}
+
+// GATEWAYD_STORM_ROUNDS overrides the 100 reloads (for a quick look while debugging).
+const int storm_rounds =
+    std::getenv("GATEWAYD_STORM_ROUNDS") ? std::atoi(std::getenv("GATEWAYD_STORM_ROUNDS")) : 100;
+const std::string fast_redial = "reconnect_initial_ms = 50\nreconnect_max_ms = 200\n";
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_only_what_the_kernel_held) {
+  shared_tally before_kill, after_restart;
+  const unsigned short port = free_port();
+  pid_t consumer = fork_traffic_consumer(port, 0, *before_kill);
+  gateway_fixture gw(
+      lossless("c0", "127.0.0.1:" + std::to_string(port)) + route_toml("t.>", {"c0"}), fast_redial);
+  constexpr std::size_t payload = 256;
+  traffic_supplier s(
+      gw.supplier_port,
+      {.id = 0, .consumers = 1, .payload_size = payload, .batch = 16, .rate = 50000});
+  BOOST_TEST_REQUIRE(eventually([&] { return before_kill->frames.load() > 20000; }, 30s));
+  kill_consumer_process(consumer);  // SIGKILL, mid-stream
+  std::this_thread::sleep_for(300ms);
+  consumer = fork_traffic_consumer(port, 0, *after_restart);
+  BOOST_TEST(eventually([&] { return after_restart->frames.load() > 20000; }, 30s));
+  s.stop();
+  const std::uint64_t sent = s.sent();
+  // Everything still queued in the gateway arrives at the restarted consumer.
+  BOOST_TEST(eventually(
+      [&] { return after_restart->last_seq[0].load() + 1 == static_cast<std::int64_t>(sent); },
+      30s));
+  kill_consumer_process(consumer);
+
+  // Whole frames only, in order, never twice, on both sides of the cut.
+  for (const consumer_tally* t : {&*before_kill, &*after_restart}) {
+    BOOST_TEST(t->corrupt.load() == 0u);
+    BOOST_TEST(t->misrouted.load() == 0u);
+    BOOST_TEST(t->duplicates.load() == 0u);
+  }
+  BOOST_TEST(before_kill->gaps.load() == 0u);
+  const auto received = before_kill->frames.load() + after_restart->frames.load();
+  BOOST_TEST_REQUIRE(received <= sent);
+  const std::uint64_t lost = sent - received;
+  // The loss is one run at the cut: the restarted consumer's only hole is before its first
+  // frame, right after the last frame the killed one read.
+  BOOST_TEST(after_restart->gaps.load() == before_kill->frames.load() + lost);
+  const std::uint64_t frame_size = 10 + 5 + payload;
+  BOOST_TEST_MESSAGE("consumer SIGKILLed: sent " << sent << ", received " << received
+                                                 << ", lost at the cut " << lost << " frames ("
+                                                 << lost * frame_size << " bytes; bound "
+                                                 << kernel_buffer_bound() << ")");
+  BOOST_TEST(lost * frame_size <= kernel_buffer_bound());
+  BOOST_TEST(after_restart->connections.load() == 1u);
+  BOOST_TEST(
+      scrape_metric(gw.metrics_port, "gatewayd_consumer_reconnects_total{consumer=\"c0\"}") >= 1);
+  BOOST_TEST(gw.daemon->count_in_log("consumer c0 connected") == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_consumer_down_at_start_gets_everything_once_it_comes_up) {
+  const unsigned short port = free_port();
+  gateway_fixture gw(
+      lossless("late", "127.0.0.1:" + std::to_string(port)) + route_toml("t.>", {"late"}),
+      fast_redial);
+  const std::string connected = "gatewayd_consumer_connected{consumer=\"late\"}";
+  std::uint64_t sent = 0;
+  {
+    traffic_supplier s(gw.supplier_port, {.id = 0, .consumers = 1, .batch = 10});
+    BOOST_TEST_REQUIRE(eventually([&] { return s.sent() >= 5000; }, 30s));
+    s.stop();
+    sent = s.sent();
+  }
+  std::this_thread::sleep_for(1s);  // several failed dials
+  BOOST_TEST(scrape_metric(gw.metrics_port, connected) == 0);
+  traffic_consumer late(0, port);
+  BOOST_TEST(eventually([&] { return late.tally().frames.load() == sent; }, 30s));
+  BOOST_TEST(late.tally().gaps.load() == 0u);
+  BOOST_TEST(late.tally().duplicates.load() == 0u);
+  BOOST_TEST(late.tally().corrupt.load() == 0u);
+  BOOST_TEST(scrape_metric(gw.metrics_port, connected) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(gatewayd_killed_under_load_and_restarted_on_its_port_resumes) {
+  traffic_consumer sink(0);
+  gateway_fixture gw(lossless("c0", sink.endpoint()) + route_toml("t.>", {"c0"}), fast_redial);
+  const unsigned short port = gw.supplier_port;
+  // Pin the port the kernel chose, so the restarted daemon listens where suppliers redial.
+  std::string config = "[gateway]\nsupplier_listen = \"127.0.0.1:";
+  config += std::to_string(port);
+  config += "\"\nthreads = 2\nroutes_file = \"routes.toml\"\n";
+  config += fast_redial;
+  config += "[metrics]\nlisten = \"127.0.0.1:0\"\n";
+  gw.dir.write("gatewayd.toml", config);
+
+  traffic_supplier::options o{
+      .id = 0, .consumers = 1, .batch = 16, .rate = 20000, .reconnect = true};
+  traffic_supplier s1(port, o);
+  o.id = 1;
+  traffic_supplier s2(port, o);
+  BOOST_TEST_REQUIRE(eventually([&] { return sink.tally().frames.load() > 20000; }, 30s));
+
+  const auto killed_at = clock_type::now();
+  gw.daemon->signal(SIGKILL);
+  BOOST_TEST_REQUIRE(gw.daemon->wait_exit(10s).has_value());
+  const auto frames_at_kill = sink.tally().frames.load();
+  gw.daemon = std::make_unique<daemon_process>(
+      GATEWAYD_BINARY, std::vector<std::string>{"--config", gw.config_path()},
+      gw.dir.path() / "gatewayd-restarted.log");
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("listening for suppliers on", 20s).has_value());
+  const auto listening_at = clock_type::now();
+  // The old connection's last bytes may still arrive; wait for clearly new traffic.
+  BOOST_TEST_REQUIRE(
+      eventually([&] { return sink.tally().frames.load() > frames_at_kill + 1000; }, 30s));
+  const auto resumed_at = clock_type::now();
+  const auto ms = [](auto d) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
+  };
+  BOOST_TEST_MESSAGE("gatewayd SIGKILLed under load: restarted and listening after "
+                     << ms(listening_at - killed_at) << " ms; traffic resumed after "
+                     << ms(resumed_at - killed_at) << " ms; suppliers' longest outage "
+                     << std::max(s1.longest_outage(), s2.longest_outage()).count() << " ms");
+  BOOST_TEST(ms(resumed_at - killed_at) < 15000);
+  BOOST_TEST(s1.reconnects() >= 1u);
+  BOOST_TEST(s2.reconnects() >= 1u);
+  s1.stop();
+  s2.stop();
+  // Frames queued in the killed daemon are gone (it had no disk); what arrives is whole,
+  // in order and never twice.
+  const auto& t = sink.tally();
+  BOOST_TEST(t.corrupt.load() == 0u);
+  BOOST_TEST(t.duplicates.load() == 0u);
+  BOOST_TEST(t.misrouted.load() == 0u);
+  BOOST_TEST(t.partial_at_close.load() <= 1u);  // the killed daemon's connection may end mid-frame
+}
+
+namespace {
+
+// The reload storm needs SIGHUP reload (being built on branch `ops`). Probe the daemon: it
+// must survive a SIGHUP and count one successful reload.
+boost::test_tools::assertion_result daemon_reloads(boost::unit_test::test_unit_id) {
+  test_consumer c;
+  gateway_fixture gw(consumer_toml("c", c.endpoint()) + route_toml("a.>", {"c"}));
+  gw.daemon->signal(SIGHUP);
+  const bool ok = eventually(
+      [&] {
+        return scrape_metric(gw.metrics_port,
+                             "gatewayd_config_reloads_total{result=\"success\"}") >= 1;
+      },
+      5s);
+  boost::test_tools::assertion_result r(ok && gw.daemon->running());
+  r.message() << "gatewayd does not reload its routing table on SIGHUP yet (branch ops)";
+  return r;
+}
+
+std::string storm_routes(unsigned consumers, const std::vector<unsigned short>& ports, int round) {
+  std::string routes;
+  for (unsigned k = 0; k < consumers; ++k) {
+    std::string name = "c";
+    name += std::to_string(k);
+    // Each round changes the table (a capacity, an extra route) but never where t.K.* goes.
+    routes += consumer_toml(
+        name, "127.0.0.1:" + std::to_string(ports[k]),
+        "queue_capacity = " + std::to_string(100000 + round % 7) + "\noverflow = \"backpressure\"");
+    std::string match = "t.";
+    match += static_cast<char>('0' + k);
+    match += ".>";
+    routes += route_toml(match, {name});
+  }
+  std::string extra = "unused.r";
+  extra += std::to_string(round);
+  routes += route_toml(extra, {"c0"});
+  return routes;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_reload_storm_under_traffic_loses_misroutes_and_duplicates_nothing,
+                     *boost::unit_test::precondition(daemon_reloads)) {
+  constexpr unsigned n = 4;  // S3: 4 suppliers -> 4 consumers, every supplier feeds every consumer
+  std::vector<std::unique_ptr<traffic_consumer>> consumers;
+  std::vector<unsigned short> ports;
+  for (unsigned k = 0; k < n; ++k) {
+    consumers.push_back(std::make_unique<traffic_consumer>(k));
+    ports.push_back(consumers.back()->port());
+  }
+  gateway_fixture gw(storm_routes(n, ports, 0));
+  std::vector<std::unique_ptr<traffic_supplier>> suppliers;
+  for (unsigned i = 0; i < n; ++i)
+    suppliers.push_back(std::make_unique<traffic_supplier>(
+        gw.supplier_port, traffic_supplier::options{.id = i, .consumers = n, .rate = 20000}));
+  BOOST_TEST_REQUIRE(
+      eventually([&] { return consumers[n - 1]->tally().frames.load() > 5000; }, 30s));
+
+  // 100 SIGHUPs, each with a changed table. The daemon also reloads on its own when it sees
+  // the file change (after a quiet moment), so a round may count two reloads: wait for at
+  // least one more each time.
+  const std::string reloaded = "gatewayd_config_reloads_total{result=\"success\"}";
+  for (int round = 1; round <= storm_rounds; ++round) {
+    const double before = scrape_metric(gw.metrics_port, reloaded);
+    gw.dir.write("routes.toml", storm_routes(n, ports, round));
+    gw.daemon->signal(SIGHUP);
+    BOOST_TEST_REQUIRE(
+        eventually([&] { return scrape_metric(gw.metrics_port, reloaded) > before; }, 10s),
+        "round " << round);
+    if (round % 10 == 0) {
+      std::uint64_t sent = 0, got = 0;
+      for (auto& s : suppliers)
+        sent += s->sent();
+      for (auto& c : consumers)
+        got += c->tally().frames.load();
+      BOOST_TEST_MESSAGE("reload storm: round " << round << ": sent " << sent << ", received "
+                                                << got);
+    }
+  }
+  const double reloads = scrape_metric(gw.metrics_port, reloaded);
+  BOOST_TEST(reloads >= storm_rounds);
+  for (auto& s : suppliers)
+    s->stop();
+  for (unsigned k = 0; k < n; ++k) {
+    std::uint64_t expected = 0;
+    for (auto& s : suppliers)
+      expected += s->sent_to(k);
+    const auto& t = consumers[k]->tally();
+    BOOST_TEST(eventually([&] { return t.frames.load() == expected; }, 30s), "consumer " << k);
+    BOOST_TEST(t.gaps.load() == 0u);
+    BOOST_TEST(t.duplicates.load() == 0u);
+    BOOST_TEST(t.misrouted.load() == 0u);
+    BOOST_TEST(t.corrupt.load() == 0u);
+    BOOST_TEST_MESSAGE("reload storm: consumer " << k << " got " << t.frames.load()
+                                                 << " frames, expected " << expected);
+  }
+  BOOST_TEST_MESSAGE("reload storm: " << reloads << " successful reloads under traffic");
+  {
+    std::istringstream in(gw.daemon->log());
+    for (std::string line; std::getline(in, line);)
+      if (line.find("reloaded") == std::string::npos)
+        BOOST_TEST_MESSAGE("reload storm: gatewayd: " << line);
+  }
+  if (const auto body = http_get(gw.metrics_port)) {
+    std::istringstream in(*body);
+    for (std::string line; std::getline(in, line);)
+      if ((line.rfind("gatewayd_consumer_dropped", 0) == 0 ||
+           line.rfind("gatewayd_supplier_connections_closed", 0) == 0 ||
+           line.rfind("gatewayd_supplier_protocol", 0) == 0) &&
+          line.substr(line.size() - 2) != " 0")
+        BOOST_TEST_MESSAGE("reload storm: " << line);
+  }
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"failure\"}") ==
+             0);
+}
