@@ -1,0 +1,57 @@
+# Runs at install time (from cmake/install.cmake): installs the systemd unit with its paths
+# fitted to the prefix, and the sample configuration unless an operator's copy is there.
+# Inputs: gatewayd_unit_source, gatewayd_unit_staging, gatewayd_config_sources,
+# gatewayd_system_unit_dir, gatewayd_sbindir, gatewayd_sysconfdir, gatewayd_docdir.
+
+function(gatewayd_full_path out dir)
+  if(IS_ABSOLUTE "${dir}")
+    set(${out} "${dir}" PARENT_SCOPE)
+  elseif(CMAKE_INSTALL_PREFIX STREQUAL "/")
+    set(${out} "/${dir}" PARENT_SCOPE)
+  else()
+    set(${out} "${CMAKE_INSTALL_PREFIX}/${dir}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+# A system install (/usr or /) puts configuration in /etc and the unit where systemd looks
+# for packaged units, as GNUInstallDirs does for CMAKE_INSTALL_FULL_SYSCONFDIR.
+if(CMAKE_INSTALL_PREFIX STREQUAL "/usr" OR CMAKE_INSTALL_PREFIX STREQUAL "/")
+  set(system_install TRUE)
+else()
+  set(system_install FALSE)
+endif()
+
+gatewayd_full_path(sbindir "${gatewayd_sbindir}")
+gatewayd_full_path(docdir "${gatewayd_docdir}")
+if(system_install AND NOT IS_ABSOLUTE "${gatewayd_sysconfdir}")
+  set(sysconfdir "/${gatewayd_sysconfdir}")
+else()
+  gatewayd_full_path(sysconfdir "${gatewayd_sysconfdir}")
+endif()
+if(system_install)
+  set(unitdir "${gatewayd_system_unit_dir}")
+else()
+  gatewayd_full_path(unitdir "lib/systemd/system")
+endif()
+
+# The unit names /usr/sbin/gatewayd and /etc/gatewayd/; point it at this layout.
+file(READ "${gatewayd_unit_source}" unit)
+string(REPLACE "/usr/sbin/gatewayd" "${sbindir}/gatewayd" unit "${unit}")
+string(REPLACE "/etc/gatewayd/" "${sysconfdir}/gatewayd/" unit "${unit}")
+string(REPLACE "/usr/share/doc/gatewayd/" "${docdir}/" unit "${unit}")
+file(WRITE "${gatewayd_unit_staging}" "${unit}")
+file(INSTALL DESTINATION "${unitdir}" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ
+     WORLD_READ FILES "${gatewayd_unit_staging}")
+
+# An operator's configuration is never overwritten: a sample is installed only where no file
+# of that name exists yet (packages mark them as conffiles instead).
+foreach(source IN LISTS gatewayd_config_sources)
+  get_filename_component(name "${source}" NAME)
+  set(target "$ENV{DESTDIR}${sysconfdir}/gatewayd/${name}")
+  if(EXISTS "${target}")
+    message(STATUS "Keeping existing: ${target}")
+  else()
+    file(INSTALL DESTINATION "${sysconfdir}/gatewayd" TYPE FILE PERMISSIONS OWNER_READ
+         OWNER_WRITE GROUP_READ WORLD_READ FILES "${source}")
+  endif()
+endforeach()
