@@ -56,6 +56,8 @@ string(CONCAT CPACK_PACKAGE_DESCRIPTION
   "from TOML (wildcards, fan-out) and forwards it to consumers, each with its\n"
   "own bounded queue and overflow policy. It runs under systemd (notify,\n"
   "watchdog, live reload of the routing table) and exports Prometheus metrics.")
+# A package installs under /usr whatever prefix the build tree was configured with.
+set(CPACK_INSTALL_PREFIX /usr)
 set(CPACK_STRIP_FILES ON)
 set(CPACK_OUTPUT_FILE_PREFIX ${PROJECT_BINARY_DIR})
 
