@@ -3,6 +3,8 @@
 #include <csignal>
 
 #include <chrono>
+#include <exception>
+#include <sstream>
 
 #include "gateway/log.hpp"
 #include "metrics/gateway_collector.hpp"
@@ -10,6 +12,33 @@
 #include "routing/routing_table.hpp"
 
 namespace gatewayd::gateway {
+namespace {
+
+std::string text_of(const routing::endpoint& e) {
+  return e.to_string();
+}
+std::string text_of(std::uint64_t v) {
+  return std::to_string(v);
+}
+std::string text_of(bool v) {
+  return v ? "true" : "false";
+}
+std::string text_of(concurrency_model m) {
+  return std::string(to_string(m));
+}
+std::string text_of(std::chrono::milliseconds ms) {
+  return std::to_string(ms.count());
+}
+std::string text_of(const std::vector<cidr_block>& blocks) {
+  std::string s = "[";
+  for (const auto& b : blocks) {
+    if (s.size() > 1) s += ", ";
+    s += b.to_string();
+  }
+  return s + "]";
+}
+
+}  // namespace
 
 gateway::gateway(service_config service, const routing::routing_config& routes)
     : service_(std::move(service)),
@@ -20,7 +49,12 @@ gateway::gateway(service_config service, const routing::routing_config& routes)
       session_ctx_{routes_, supplier_stats_, sessions_, service_.max_payload,
                    service_.idle_timeout},
       signals_(ioc_),
-      control_(asio::make_strand(ioc_)) {
+      control_(asio::make_strand(ioc_)),
+      watchdog_(ioc_, notify_) {
+  // Signals are ours from here on: a SIGHUP during start-up must not end the process.
+  signals_.add(SIGINT);
+  signals_.add(SIGTERM);
+  signals_.add(SIGHUP);
   apply_routing(routes);
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -50,8 +84,13 @@ gateway::~gateway() {
 }
 
 void gateway::apply_routing(const routing::routing_config& routes) {
+  publish_routing(routes, routing::routing_table::build(routes));
+}
+
+void gateway::publish_routing(const routing::routing_config& routes,
+                              std::shared_ptr<const routing::routing_table> table) {
   auto snapshot = std::make_shared<suppliers::route_snapshot>();
-  snapshot->table = routing::routing_table::build(routes);
+  snapshot->table = std::move(table);
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
@@ -100,10 +139,24 @@ void gateway::start_metrics() {
 }
 
 void gateway::run() {
-  signals_.add(SIGINT);
-  signals_.add(SIGTERM);
   wait_for_signal();
+  try {
+    watcher_ = std::make_unique<config_watcher>(ioc_, [this] { reload("file changed"); });
+    watcher_->watch({service_.config_file, service_.routes_file});
+  } catch (const std::exception& e) {
+    GW_LOG(warning) << "not watching the configuration files (" << e.what()
+                    << "); reload with SIGHUP";
+  }
   acceptor_->start();
+  watchdog_.start();
+  if (watchdog_.period().count()) {
+    GW_LOG(info)
+        << "systemd watchdog: pinging every "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_.period()).count()
+        << " ms";
+  }
+  // The listeners were bound in the constructor: connections are accepted from here on.
+  notify_.ready(serving_status());
   pool_.start();
   pool_.join();
   GW_LOG(info) << "gatewayd stopped";
@@ -117,6 +170,10 @@ void gateway::wait_for_signal() {
 }
 
 void gateway::on_signal(int signo) {
+  if (signo == SIGHUP) {
+    do_reload("SIGHUP");
+    return wait_for_signal();
+  }
   GW_LOG(info) << "received " << (signo == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
   begin_shutdown();
 }
@@ -133,10 +190,17 @@ void gateway::begin_shutdown() {
   shutting_down_ = true;
   std::error_code ignored;
   signals_.cancel(ignored);
+  if (watcher_) watcher_->stop();
   acceptor_->stop();
   // No new frames come in while the queues drain: suppliers stay connected but unread.
   sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
   draining_ = consumers_.size();
+  std::string status = "stopping: draining ";
+  status += std::to_string(draining_);
+  status += " consumer queues for up to ";
+  status += std::to_string(service_.drain_timeout.count());
+  status += " ms";
+  notify_.stopping(status);
   if (draining_ == 0) return finish_shutdown();
   for (auto& [name, c] : consumers_) {
     c->drain_and_close(service_.drain_timeout, consumers::drop_reason::shutdown,
@@ -157,8 +221,105 @@ void gateway::begin_shutdown() {
 void gateway::finish_shutdown() {
   GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
-  // With the acceptor, sessions, consumers and signals closed, the io_context runs out of
-  // work and the pool's threads leave on their own.
+  // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
+  watchdog_.stop();
+  // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
+  // runs out of work and the pool's threads leave on their own.
+}
+
+void gateway::reload(std::string trigger) {
+  asio::post(control_, [this, trigger = std::move(trigger)] {
+    lf_pool::promote_new_leader();
+    do_reload(trigger);
+  });
+}
+
+// On the control strand. Validates both files whole and builds the new table off to the side
+// before touching anything: a failure leaves the running table, consumers and settings as
+// they were.
+void gateway::do_reload(std::string_view trigger) {
+  if (shutting_down_) return;
+  std::string status = "reloading the configuration (";
+  status += trigger;
+  status += ')';
+  notify_.reloading(status);
+  auto loaded = load_full_config(service_.config_file);
+  if (!loaded.config) {
+    for (const auto& e : loaded.errors)
+      GW_LOG(error) << e.to_string();
+    return reload_failed(trigger, loaded.errors.size());
+  }
+  auto& next = *loaded.config;
+  std::shared_ptr<const routing::routing_table> table;
+  try {
+    table = routing::routing_table::build(next.routing);
+  } catch (const std::exception& e) {
+    GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
+    return reload_failed(trigger, 1);
+  }
+  warn_restart_only(next.service);
+  // The settings that can change live (docs/configuration.md, column "reload"); they are
+  // read on this strand only, so plain assignment is enough.
+  service_.routes_file = next.service.routes_file;
+  service_.drain_timeout = next.service.drain_timeout;
+  if (service_.log_level != next.service.log_level) {
+    service_.log_level = next.service.log_level;
+    log::set_level(service_.log_level);
+  }
+  publish_routing(next.routing, std::move(table));
+  if (watcher_) watcher_->watch({service_.config_file, service_.routes_file});
+  reloads_.succeeded.fetch_add(1);
+  reloads_.last_successful.store(true);
+  reloads_.last_success_unix_seconds.store(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+  GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
+               << " consumers, " << next.routing.routes.size() << " routes";
+  notify_.ready(serving_status());
+}
+
+void gateway::reload_failed(std::string_view trigger, std::size_t errors) {
+  reloads_.failed.fetch_add(1);
+  reloads_.last_successful.store(false);
+  GW_LOG(error) << "reload (" << trigger << ") failed with " << errors
+                << " configuration error(s); the running routing table stays in force";
+  std::string status = serving_status();
+  status += "; the last reload failed with ";
+  status += std::to_string(errors);
+  status += " error(s), see the journal";
+  notify_.ready(status);
+}
+
+// Settings bound into running parts (listeners, the thread pool, open sessions, the queue
+// budget, consumers' backoff) keep their start-up value; an operator is told, not ignored.
+void gateway::warn_restart_only(const service_config& next) const {
+  const auto& now = service_;
+  auto check = [&](const char* key, const auto& running, const auto& wanted) {
+    if (running == wanted) return;
+    GW_LOG(warning) << now.config_file.string() << ": " << key << " changed from "
+                    << text_of(running) << " to " << text_of(wanted)
+                    << ": needs a restart; keeping " << text_of(running) << " until then";
+  };
+  check("gateway.supplier_listen", now.supplier_listen, next.supplier_listen);
+  check("gateway.threads", std::uint64_t{now.threads}, std::uint64_t{next.threads});
+  check("gateway.concurrency", now.concurrency, next.concurrency);
+  check("gateway.max_payload", std::uint64_t{now.max_payload}, std::uint64_t{next.max_payload});
+  check("gateway.idle_timeout_ms", now.idle_timeout, next.idle_timeout);
+  check("gateway.max_supplier_connections", std::uint64_t{now.max_supplier_connections},
+        std::uint64_t{next.max_supplier_connections});
+  check("gateway.allow", now.allow, next.allow);
+  check("gateway.reconnect_initial_ms", now.reconnect_initial, next.reconnect_initial);
+  check("gateway.reconnect_max_ms", now.reconnect_max, next.reconnect_max);
+  check("gateway.max_queued_bytes", now.max_queued_bytes, next.max_queued_bytes);
+  check("metrics.enabled", now.metrics_enabled, next.metrics_enabled);
+  check("metrics.listen", now.metrics_listen, next.metrics_listen);
+}
+
+std::string gateway::serving_status() const {
+  const auto snapshot = routes_.load();
+  std::ostringstream s;
+  s << "serving: " << consumers_.size() << " consumers, "
+    << (snapshot && snapshot->table ? snapshot->table->route_count() : 0) << " routes";
+  return s.str();
 }
 
 }  // namespace gatewayd::gateway

@@ -7,11 +7,15 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "consumers/consumer.hpp"
 #include "consumers/queue_budget.hpp"
+#include "gateway/config_watcher.hpp"
 #include "gateway/lf_pool.hpp"
 #include "gateway/service_config.hpp"
+#include "gateway/systemd_notify.hpp"
+#include "gateway/watchdog.hpp"
 #include "metrics/latency_histogram.hpp"
 #include "metrics/metrics_server.hpp"
 #include "metrics/reload_stats.hpp"
@@ -31,13 +35,17 @@ class gateway {
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
 
-  // Runs until SIGINT/SIGTERM (or shutdown()) has drained and stopped everything.
+  // Runs until SIGINT/SIGTERM (or shutdown()) has drained and stopped everything. SIGHUP
+  // and a change of the configuration files reload (see reload()).
   void run();
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
   // Replaces the routing table and the consumer set (diffing consumers by name).
   void apply_routing(const routing::routing_config& routes);
+  // Re-reads both configuration files from any thread, on the control strand: all or
+  // nothing (an error keeps the running table), settings that cannot change live warned.
+  void reload(std::string trigger);
 
   asio::ip::tcp::endpoint supplier_endpoint() const { return acceptor_->local_endpoint(); }
   const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
@@ -54,6 +62,12 @@ class gateway {
   void begin_shutdown();
   void finish_shutdown();
   void start_metrics();
+  void do_reload(std::string_view trigger);
+  void reload_failed(std::string_view trigger, std::size_t errors);
+  void warn_restart_only(const service_config& next) const;
+  void publish_routing(const routing::routing_config& routes,
+                       std::shared_ptr<const routing::routing_table> table);
+  std::string serving_status() const;
 
   service_config service_;
   asio::io_context ioc_;
@@ -67,6 +81,9 @@ class gateway {
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
   asio::strand<asio::io_context::executor_type> control_;  // reloads and shutdown, one at a time
+  systemd_notify notify_;
+  watchdog watchdog_;
+  std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;

@@ -1,0 +1,113 @@
+#include "gateway/config_watcher.hpp"
+
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
+#include "gateway/lf_pool.hpp"
+#include "gateway/log.hpp"
+
+namespace gatewayd::gateway {
+namespace {
+
+// A write that finished, a rename into place (editors, `mv`), a new file, a change of
+// content by a writer that keeps the file open. Deletions alone are not a change to load.
+constexpr std::uint32_t watched_events =
+    IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY | IN_ATTRIB;
+
+int open_inotify() {
+  const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "inotify_init1");
+  return fd;
+}
+
+}  // namespace
+
+config_watcher::config_watcher(asio::io_context& ioc, on_change changed,
+                               std::chrono::milliseconds quiet)
+    : strand_(asio::make_strand(ioc)),
+      inotify_(strand_, open_inotify()),
+      debounce_(strand_),
+      changed_(std::move(changed)),
+      quiet_(quiet) {}
+
+config_watcher::~config_watcher() = default;
+
+void config_watcher::watch(const std::vector<std::filesystem::path>& files) {
+  asio::post(strand_, [this, files] {
+    lf_pool::promote_new_leader();
+    if (stopped_) return;
+    for (const auto& [wd, names] : names_)
+      ::inotify_rm_watch(inotify_.native_handle(), wd);
+    names_.clear();
+    for (const auto& file : files) {
+      const auto dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+      const int wd =
+          ::inotify_add_watch(inotify_.native_handle(), dir.c_str(), watched_events | IN_ONLYDIR);
+      if (wd < 0) {
+        GW_LOG(warning) << "cannot watch " << dir.string()
+                        << " for changes: " << std::generic_category().message(errno)
+                        << " (reload with SIGHUP instead)";
+        continue;
+      }
+      // inotify hands back the same descriptor for a directory watched twice.
+      names_[wd].insert(file.filename().string());
+    }
+    if (!waiting_) do_wait();
+  });
+}
+
+void config_watcher::stop() {
+  asio::post(strand_, [this] {
+    lf_pool::promote_new_leader();
+    stopped_ = true;
+    std::error_code ignored;
+    debounce_.cancel();
+    inotify_.close(ignored);
+  });
+}
+
+void config_watcher::do_wait() {
+  waiting_ = true;
+  inotify_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
+    lf_pool::promote_new_leader();
+    on_readable(ec);
+  });
+}
+
+void config_watcher::on_readable(std::error_code ec) {
+  waiting_ = false;
+  if (ec || stopped_) return;
+  bool relevant = false;
+  alignas(inotify_event) char buffer[8192];
+  for (;;) {
+    const ssize_t n = ::read(inotify_.native_handle(), buffer, sizeof buffer);
+    if (n <= 0) break;  // EAGAIN: drained
+    for (ssize_t at = 0; at < n;) {
+      const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+      at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      if (event->mask & IN_Q_OVERFLOW) relevant = true;  // events lost: assume ours was one
+      if (event->len == 0) continue;
+      const auto it = names_.find(event->wd);
+      if (it != names_.end() && it->second.count(event->name)) relevant = true;
+    }
+  }
+  if (relevant) {
+    // Every event restarts the quiet period: one reload per save, after the last write.
+    debounce_.expires_after(quiet_);
+    debounce_.async_wait([this](std::error_code e) {
+      lf_pool::promote_new_leader();
+      on_quiet(e);
+    });
+  }
+  do_wait();
+}
+
+void config_watcher::on_quiet(std::error_code ec) {
+  if (ec || stopped_) return;
+  changed_();
+}
+
+}  // namespace gatewayd::gateway

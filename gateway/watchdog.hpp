@@ -1,0 +1,33 @@
+// Pings the systemd watchdog from the gateway's own event loop, so that a wedged thread pool
+// (no thread left to run handlers) stops the pings and systemd restarts the daemon.
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+
+#include "gateway/systemd_notify.hpp"
+
+namespace gatewayd::gateway {
+
+class watchdog {
+ public:
+  watchdog(asio::io_context& ioc, const systemd_notify& notify);
+
+  // Pings every half of the watchdog timeout systemd asked for; nothing when it asked none.
+  void start();
+  // Stops pinging (the io_context may then run out of work); callable from any thread.
+  void stop();
+  std::chrono::microseconds period() const noexcept { return period_; }
+
+ private:
+  void do_wait();
+  void on_wait(std::error_code ec);
+
+  asio::strand<asio::io_context::executor_type> strand_;  // the timer is touched only here
+  asio::steady_timer timer_;
+  const systemd_notify& notify_;
+  std::chrono::microseconds period_;
+  bool stopped_ = false;
+};
+
+}  // namespace gatewayd::gateway
