@@ -1,6 +1,7 @@
 #include "metrics/process_collector.hpp"
 
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,12 +14,14 @@
 namespace gatewayd::metrics {
 namespace {
 
+// Wall-clock time of boot, from the clocks rather than /proc/stat's btime: /proc/stat is
+// hidden under the unit's ProcSubset=pid, /proc/self/stat is not.
 double boot_time_seconds() {
-  std::ifstream in("/proc/stat");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("btime ", 0) == 0) return std::stod(line.substr(6));
-  }
-  return 0;
+  timespec real{}, boot{};
+  clock_gettime(CLOCK_REALTIME, &real);
+  clock_gettime(CLOCK_BOOTTIME, &boot);
+  return static_cast<double>(real.tv_sec - boot.tv_sec) +
+         static_cast<double>(real.tv_nsec - boot.tv_nsec) / 1e9;
 }
 
 }  // namespace
