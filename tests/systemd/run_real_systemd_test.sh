@@ -65,6 +65,7 @@ cleanup() {
   if [[ -n $unshare_pid ]]; then
     for _ in $(seq 100); do kill -0 "$unshare_pid" 2>/dev/null || break; sleep 0.1; done
     wait "$unshare_pid" 2>/dev/null
+    log "the namespace's unshare exited"
   fi
   # Nothing of the namespace may survive its init.
   if [[ -n $pidns ]]; then
@@ -81,6 +82,7 @@ cleanup() {
       rc=1
     fi
   fi
+  log "no process of the namespace is left"
   local new_mounts
   new_mounts=$(comm -13 <(echo "$mounts_before") <(mount_table))
   if grep -qF -e "$work" -e "$lower" <<<"$new_mounts"; then
