@@ -36,9 +36,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${gatewayd_docs} DESTINATION ${gat
 if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/etc/grafana)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/etc/grafana DESTINATION ${CMAKE_INSTALL_DATADIR}/gatewayd)
 endif()
-if(EXISTS ${PROJECT_SOURCE_DIR}/etc/prometheus.yml)
-  install(FILES ${PROJECT_SOURCE_DIR}/etc/prometheus.yml DESTINATION ${CMAKE_INSTALL_DATADIR}/gatewayd)
-endif()
+# The scrape config and the alert rules it names sit side by side, as in etc/.
+foreach(sample prometheus.yml gatewayd_alerts.yml)
+  if(EXISTS ${PROJECT_SOURCE_DIR}/etc/${sample})
+    install(FILES ${PROJECT_SOURCE_DIR}/etc/${sample} DESTINATION ${CMAKE_INSTALL_DATADIR}/gatewayd)
+  endif()
+endforeach()
 
 # The configs are conffiles: dpkg keeps an operator's edits over an upgrade and asks.
 file(WRITE ${gatewayd_pkg_out}/conffiles "/etc/gatewayd/gatewayd.toml\n/etc/gatewayd/routes.toml\n")

@@ -22,7 +22,7 @@ log() { echo "[real-systemd $(date -u +%T) +$((SECONDS - started))s] $*" >&2; }
 skip() { log "SKIP: $*"; exit 77; }
 
 [[ $(id -u) -eq 0 ]] || skip "needs root (namespaces, mounts)"
-for tool in unshare nsenter pivot_root mount python3 flock; do
+for tool in unshare nsenter pivot_root setpriv mount python3 flock; do
   command -v "$tool" >/dev/null || skip "$tool is not installed"
 done
 unshare --pid --fork --mount --uts --ipc --propagation private true 2>/dev/null ||
@@ -123,7 +123,9 @@ mount --make-rshared /
 exec /lib/systemd/systemd --system
 BOOT
 log "booting systemd in private PID+mount namespaces"
-unshare --pid --fork --mount --uts --ipc --propagation private \
+# If this script is killed outright (no trap runs), the kernel still ends the namespace:
+# unshare gets SIGKILL when its parent dies, and --kill-child passes that on to systemd.
+setpriv --pdeathsig KILL unshare --pid --kill-child --mount --uts --ipc --propagation private \
   sh "$work/boot.sh" "$root" "$lower" "$work" "$archives" "$deb" >"$work/boot.log" 2>&1 &
 unshare_pid=$!
 for _ in $(seq 100); do
