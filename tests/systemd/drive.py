@@ -360,18 +360,24 @@ to = ["audit"]
                       float(v[:-3]) * 60 if v.endswith("min") else float(v.rstrip("s")))
     watchdog, restart_sec = usec(p["WatchdogUSec"]), usec(p["RestartUSec"])
     cursor = journal_cursor()
+    # The journal stamps lines with CLOCK_MONOTONIC, the same clock as time.monotonic() here
+    # (one kernel): systemd's own timestamps measure the watchdog, not this test's polling.
+    t_stop = time.monotonic()
     in_root("systemctl", "kill", "--kill-who=main", "--signal=SIGSTOP", UNIT)
-    t = time.monotonic()
     limit = watchdog + restart_sec
     st = eventually(lambda: (lambda s: s if s["MainPID"] not in ("0", main_pid) else None)(
-                    show("MainPID", "NRestarts")), limit + 30, "restart after SIGSTOP")
-    took = time.monotonic() - t
-    check(int(st["NRestarts"]) == int(p["NRestarts"]) + 1 and "Watchdog timeout" in journal(cursor),
-          f"SIGSTOP: the watchdog killed it ({p['WatchdogUSec']})")
-    # The new process is spawned after the watchdog fires and RestartSec passes; allow 3 s
-    # for this loaded machine's scheduling and for systemctl's polling.
-    check(took <= limit + 3, f"restarted {took:.1f} s after SIGSTOP, within WatchdogSec "
-          f"{watchdog:g} s + RestartSec {restart_sec:g} s (+3 s polling slack)")
+                    show("MainPID", "NRestarts")), limit + 60, "restart after SIGSTOP")
+    lines = journal(cursor).splitlines()
+    first = lambda pattern: next((mono(l) for l in lines if re.search(pattern, l)), None)
+    fired = first(r"Watchdog timeout")
+    restarted = first(r"systemd\[1\]: Starting gatewayd")
+    check(fired is not None and restarted is not None and
+          int(st["NRestarts"]) == int(p["NRestarts"]) + 1,
+          f"SIGSTOP: the watchdog ({p['WatchdogUSec']}) killed it and systemd restarted it")
+    # 0.5 s for systemd's timer slack and journald's stamping on this loaded machine.
+    check(fired - t_stop <= watchdog + 0.5 and restarted - t_stop <= limit + 0.5,
+          f"watchdog fired {fired - t_stop:.1f} s and the restart began {restarted - t_stop:.1f} s "
+          f"after SIGSTOP: within WatchdogSec {watchdog:g} s + RestartSec {restart_sec:g} s")
     eventually(lambda: show("ActiveState")["ActiveState"] == "active", 30, "active again")
     delivered(supplier_port, "orders.eu.created", billing, 30, "after-watchdog")
     check(True, "traffic resumes after the watchdog restart")
