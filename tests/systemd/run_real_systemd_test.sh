@@ -52,6 +52,20 @@ work=$(mktemp -d /var/tmp/gatewayd-systemd-test.XXXXXX)
 root="$work/root"
 mkdir -p "$work/upper" "$work/ovlwork" "$root"
 
+# How many processes live in the PID namespace $1 (one pass over /proc, no fork per process).
+ns_members() {
+  python3 - "$1" <<'PY'
+import os, sys
+n = 0
+for p in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        n += os.readlink(f"/proc/{p}/ns/pid") == sys.argv[1]
+    except OSError:
+        pass
+print(n)
+PY
+}
+
 unshare_pid=
 systemd_pid=
 pidns=
@@ -69,20 +83,18 @@ cleanup() {
   fi
   # Nothing of the namespace may survive its init.
   if [[ -n $pidns ]]; then
-    for _ in $(seq 50); do
-      leftover=0
-      for ns in /proc/[0-9]*/ns/pid; do
-        [[ $(readlink "$ns" 2>/dev/null) == "$pidns" ]] && leftover=$((leftover + 1))
-      done
+    for _ in $(seq 100); do
+      leftover=$(ns_members "$pidns")
       ((leftover == 0)) && break
-      sleep 0.1
+      sleep 0.2
     done
     if ((leftover > 0)); then
       log "FAIL: $leftover processes of the test's PID namespace are still running"
       rc=1
+    else
+      log "no process of the namespace is left"
     fi
   fi
-  log "no process of the namespace is left"
   local new_mounts
   new_mounts=$(comm -13 <(echo "$mounts_before") <(mount_table))
   if grep -qF -e "$work" -e "$lower" <<<"$new_mounts"; then
