@@ -29,7 +29,7 @@ endif()
 # Variables for the install-time script, then the script itself.
 install(CODE "
 set(gatewayd_unit_source \"${PROJECT_SOURCE_DIR}/systemd/gatewayd.service\")
-set(gatewayd_unit_staging \"${PROJECT_BINARY_DIR}/install/gatewayd.service\")
+set(gatewayd_unit_staging \"${PROJECT_BINARY_DIR}/install\")
 set(gatewayd_config_sources \"${PROJECT_SOURCE_DIR}/etc/gatewayd.toml;${PROJECT_SOURCE_DIR}/etc/routes.toml\")
 set(gatewayd_system_unit_dir \"${gatewayd_system_unit_dir}\")
 set(gatewayd_sbindir \"${CMAKE_INSTALL_SBINDIR}\")

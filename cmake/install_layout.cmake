@@ -1,6 +1,6 @@
 # Runs at install time (from cmake/install.cmake): installs the systemd unit with its paths
 # fitted to the prefix, and the sample configuration unless an operator's copy is there.
-# Inputs: gatewayd_unit_source, gatewayd_unit_staging, gatewayd_config_sources,
+# Inputs: gatewayd_unit_source, gatewayd_unit_staging (a directory), gatewayd_config_sources,
 # gatewayd_system_unit_dir, gatewayd_sbindir, gatewayd_sysconfdir, gatewayd_docdir.
 
 function(gatewayd_full_path out dir)
@@ -39,9 +39,12 @@ file(READ "${gatewayd_unit_source}" unit)
 string(REPLACE "/usr/sbin/gatewayd" "${sbindir}/gatewayd" unit "${unit}")
 string(REPLACE "/etc/gatewayd/" "${sysconfdir}/gatewayd/" unit "${unit}")
 string(REPLACE "/usr/share/doc/gatewayd/" "${docdir}/" unit "${unit}")
-file(WRITE "${gatewayd_unit_staging}" "${unit}")
+# Staged per destination: installs of one build tree to different places may run at once.
+string(MD5 destination "$ENV{DESTDIR}|${CMAKE_INSTALL_PREFIX}")
+set(staged "${gatewayd_unit_staging}/${destination}/gatewayd.service")
+file(WRITE "${staged}" "${unit}")
 file(INSTALL DESTINATION "${unitdir}" TYPE FILE PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ
-     WORLD_READ FILES "${gatewayd_unit_staging}")
+     WORLD_READ FILES "${staged}")
 
 # An operator's configuration is never overwritten: a sample is installed only where no file
 # of that name exists yet (packages mark them as conffiles instead).

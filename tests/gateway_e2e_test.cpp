@@ -231,3 +231,34 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_queued_frames_then_exits_zero) {
   BOOST_TEST(c.corruptions() == 0u);
   BOOST_TEST(gw.daemon->count_in_log("0 frames undelivered") >= 1u, gw.daemon->log());
 }
+
+BOOST_AUTO_TEST_CASE(a_drain_that_times_out_logs_what_each_consumer_left) {
+  test_consumer fast, stuck;
+  stuck.stall(true);
+  gateway_fixture gw(consumer_toml("fast", fast.endpoint(), "queue_capacity = 100000") +
+                         consumer_toml("stuck", stuck.endpoint(), "queue_capacity = 100000") +
+                         route_toml("d.>", {"fast", "stuck"}),
+                     "drain_timeout_ms = 500");
+  BOOST_TEST_REQUIRE(fast.wait_for_connections(1, 5s));
+  BOOST_TEST_REQUIRE(stuck.wait_for_connections(1, 5s));
+  test_supplier s(gw.supplier_port);
+  constexpr int frames = 20000;  // ~20 MB: far more than the kernel buffers hold for `stuck`
+  for (int i = 0; i < frames; ++i)
+    s.send_frame("d.x", payload(1, i, 1000));
+  BOOST_TEST_REQUIRE(fast.wait_for_count(frames, 10s));
+  gw.daemon->signal(SIGTERM);
+  const auto code = gw.daemon->wait_exit(15s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0);
+  // The stuck consumer's leftovers are named and counted; the fast one left nothing.
+  const auto left = gw.daemon->wait_for_log("consumer stuck: ", 1s);
+  BOOST_TEST_REQUIRE(left.has_value(), gw.daemon->log());
+  BOOST_TEST(left->find("frames undelivered at shutdown") != std::string::npos, *left);
+  const auto n = std::stoul(left->substr(left->find("consumer stuck: ") + 16));
+  BOOST_TEST(n > 0u);
+  BOOST_TEST(n <= std::size_t(frames));
+  BOOST_TEST(gw.daemon->count_in_log("consumer fast: ") == 0u);
+  BOOST_TEST(
+      gw.daemon->count_in_log("drain finished: " + std::to_string(n) + " frames undelivered") == 1u,
+      gw.daemon->log());
+}
