@@ -396,6 +396,18 @@ to = ["audit"]
                          "the drain summary in the journal")
     check(True, f"the journal shows the drain summary: {drained.group(0)}")
     check(not billing.corrupt and not audit.corrupt, "consumers never saw a malformed byte")
+
+    # --- the operator's configuration survives a reinstall (conffiles) ---------------------
+    conffiles = in_root("dpkg-query", "-W", "-f=${Conffiles}", "gatewayd").stdout
+    check("/etc/gatewayd/gatewayd.toml" in conffiles and "/etc/gatewayd/routes.toml" in conffiles,
+          "both configuration files are conffiles")
+    deb = "/var/tmp/" + next(n for n in os.listdir(ROOT + "/var/tmp") if n.endswith(".deb"))
+    in_root("dpkg", "-i", deb, timeout=300)
+    kept = open(ROOT + "/etc/gatewayd/routes.toml").read()
+    check(kept.startswith("# written by tests/systemd/drive.py"),
+          "reinstalling the package keeps the edited routes.toml")
+    check(show("ActiveState")["ActiveState"] == "inactive",
+          "reinstalling does not start a stopped service")
     billing.close()
     audit.close()
 

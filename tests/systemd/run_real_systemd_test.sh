@@ -2,9 +2,9 @@
 # The packaged unit under a real systemd: builds the .deb (scripts/package), installs it with
 # apt into a copy of a cached minimal Debian root, boots systemd there in private PID and
 # mount namespaces (the real-systemd.md recipe, with pivot_root for PrivateUsers=), and lets
-# drive.py check start, traffic, reload, hardening, restarts, watchdog and stop from the
-# host. Everything it starts dies with the namespace's init, which it kills by PID; it checks
-# that no process and no mount is left behind.
+# drive.py check start, traffic, reload, hardening, restarts, watchdog, stop and conffiles
+# from the host. Everything it starts dies with the namespace's init, which it kills by PID;
+# it checks that no process and no mount is left behind.
 #
 # Usage: tests/systemd/run_real_systemd_test.sh      (root; exit 77 = skipped: no namespaces)
 #   GATEWAYD_DEB=path           use this .deb instead of building one
