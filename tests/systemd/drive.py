@@ -374,8 +374,8 @@ to = ["audit"]
     check(fired is not None and restarted is not None and
           int(st["NRestarts"]) == int(p["NRestarts"]) + 1,
           f"SIGSTOP: the watchdog ({p['WatchdogUSec']}) killed it and systemd restarted it")
-    # 0.5 s for systemd's timer slack and journald's stamping on this loaded machine.
-    check(fired - t_stop <= watchdog + 0.5 and restarted - t_stop <= limit + 0.5,
+    # 1 s for systemd's timer accuracy and journald's stamping on a loaded machine.
+    check(fired - t_stop <= watchdog + 1 and restarted - t_stop <= limit + 1,
           f"watchdog fired {fired - t_stop:.1f} s and the restart began {restarted - t_stop:.1f} s "
           f"after SIGSTOP: within WatchdogSec {watchdog:g} s + RestartSec {restart_sec:g} s")
     eventually(lambda: show("ActiveState")["ActiveState"] == "active", 30, "active again")

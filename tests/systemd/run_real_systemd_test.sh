@@ -102,6 +102,8 @@ cleanup() {
     rc=1
   elif [[ -n $new_mounts ]]; then
     log "note: mounts appeared on the host meanwhile, none of this test's:"$'\n'"$new_mounts"
+  else
+    log "the host's mount table is as before"
   fi
   if [[ -z ${GATEWAYD_KEEP_WORK:-} ]]; then rm -rf "$work"; else log "kept $work"; fi
   log "done in $((SECONDS - started)) s, exit $rc"
