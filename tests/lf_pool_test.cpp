@@ -102,8 +102,17 @@ BOOST_AUTO_TEST_CASE(followers_are_promoted_most_recently_idle_first) {
   std::vector<std::thread::id> order;
   // Sequential short events: with LIFO promotion the same warm thread pair keeps serving,
   // the third thread (least recently idle) stays parked at the bottom of the stack.
+  // Each event starts from the same settled pool (one leader, two followers), however
+  // slowly a loaded machine gets the threads there.
+  auto settle = [&] {
+    for (int spin = 0; spin < 40000; ++spin) {
+      const auto r = pool.roles();
+      if (r.leader == 1 && r.follower == 2 && r.processing == 0) return;
+      std::this_thread::sleep_for(50us);
+    }
+  };
   pool.start();
-  std::this_thread::sleep_for(20ms);
+  settle();
   for (int i = 0; i < 200; ++i) {
     std::atomic<bool> done{false};
     asio::post(ioc, [&] {
@@ -114,7 +123,7 @@ BOOST_AUTO_TEST_CASE(followers_are_promoted_most_recently_idle_first) {
     });
     while (!done)
       std::this_thread::yield();
-    std::this_thread::sleep_for(100us);
+    settle();
   }
   work.reset();
   pool.join();
