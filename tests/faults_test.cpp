@@ -9,7 +9,8 @@
 #include <thread>
 
 #include "tests/support/gateway_fixture.hpp"
-#include "tests/support/rel_http.hpp"
+#include "tests/support/http_get.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/rel_traffic.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -277,8 +278,8 @@ BOOST_AUTO_TEST_CASE(a_reload_storm_under_traffic_loses_misroutes_and_duplicates
       if (line.find("reloaded") == std::string::npos)
         BOOST_TEST_MESSAGE("reload storm: gatewayd: " << line);
   }
-  if (const auto body = http_get(gw.metrics_port)) {
-    std::istringstream in(*body);
+  if (const auto reply = http_get(gw.metrics_port, "/metrics"); reply.status == 200) {
+    std::istringstream in(reply.body);
     for (std::string line; std::getline(in, line);)
       if ((line.rfind("gatewayd_consumer_dropped", 0) == 0 ||
            line.rfind("gatewayd_supplier_connections_closed", 0) == 0 ||

@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "tests/support/gateway_fixture.hpp"
-#include "tests/support/rel_http.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/rel_traffic.hpp"
 #include "tests/support/test_peers.hpp"
 

@@ -12,7 +12,7 @@
 
 #include "suppliers/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
-#include "tests/support/rel_http.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/rel_traffic.hpp"
 #include "tests/support/test_peers.hpp"
 
