@@ -50,6 +50,16 @@ struct connection {
 class receiver {
  public:
   explicit receiver(const recv_options& o) : o_(o), buffer_(read_size) {}
+  ~receiver() {
+    for (auto* c : connections_) {
+      ::close(c->fd);
+      delete c;
+    }
+    if (epoll_ >= 0) ::close(epoll_);
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+  }
+  receiver(const receiver&) = delete;
+  receiver& operator=(const receiver&) = delete;
 
   int run() {
     install_stop_handlers();
