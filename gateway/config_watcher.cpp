@@ -12,10 +12,11 @@
 namespace gatewayd::gateway {
 namespace {
 
-// A write that finished, a rename into place (editors, `mv`), a new file, a change of
-// content by a writer that keeps the file open. Deletions alone are not a change to load.
-constexpr std::uint32_t watched_events =
-    IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_MODIFY | IN_ATTRIB;
+// Only a file that is whole: a write that finished (close after writing), a rename into place
+// (editors, `mv`), or `touch`. IN_MODIFY and IN_CREATE fire while a writer is still halfway
+// through, and a half-written routes file can be valid TOML that routes nothing (an empty
+// file removes every consumer): the reload storm test lost frames that way.
+constexpr std::uint32_t watched_events = IN_CLOSE_WRITE | IN_MOVED_TO | IN_ATTRIB;
 
 int open_inotify() {
   const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
