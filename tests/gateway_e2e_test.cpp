@@ -158,30 +158,8 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_does_not_slow_the_healthy_ones) {
   BOOST_TEST(stalled.frames().back().payload == payload(1, frames - 1, 1000));
 }
 
-BOOST_AUTO_TEST_CASE(backpressure_is_lossless_for_its_consumer) {
-  test_consumer c;
-  c.stall(true);
-  gateway_fixture gw(
-      consumer_toml("c", c.endpoint(), "queue_capacity = 100\noverflow = \"backpressure\"") +
-      route_toml("bp.>", {"c"}));
-  BOOST_TEST_REQUIRE(c.wait_for_connections(1, 5s));
-  constexpr int frames = 20000;
-  std::thread sender([&] {
-    test_supplier s(gw.supplier_port);
-    for (int i = 0; i < frames; ++i)
-      s.send_frame("bp.x", payload(1, i, 2000));
-  });
-  std::this_thread::sleep_for(1s);  // the supplier is now blocked by TCP flow control
-  c.stall(false);
-  sender.join();
-  BOOST_TEST_REQUIRE(c.wait_for_count(frames, 30s));
-  const auto got = c.frames();
-  bool in_order = true;
-  for (int i = 0; i < frames; ++i)
-    in_order &= got[i].payload == payload(1, i, 2000);
-  BOOST_TEST(in_order);
-  BOOST_TEST(c.corruptions() == 0u);
-}
+// Backpressure being lossless is tested for every concurrency model, Leader/Followers
+// included, in concurrency_models_test.
 
 BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
   test_consumer c;
