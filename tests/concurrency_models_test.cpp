@@ -27,16 +27,6 @@ std::string with_model(const std::string& model) {
   return s;
 }
 
-std::string payload(int supplier, int seq, std::size_t size = 32) {
-  std::string p(1, 's');
-  p += std::to_string(supplier);
-  p += '-';
-  p += std::to_string(seq);
-  p += ':';
-  p.resize(std::max(size, p.size()), char('a' + seq % 26));
-  return p;
-}
-
 // The frames of supplier `s` in the order they arrived ("address|payload").
 std::vector<std::string> of_supplier(const test_consumer& c, int s) {
   std::string tag(1, 's');
@@ -120,7 +110,7 @@ void routes_every_frame_in_per_supplier_order(const std::string& model) {
     senders.push_back(std::make_unique<test_supplier>(gw.supplier_port));
     for (int seq = 0; seq < frames; ++seq) {
       const auto& addr = addresses[static_cast<std::size_t>(seq + s) % addresses.size()];
-      const auto p = payload(s, seq, 1 + static_cast<std::size_t>(seq * 7 % 300));
+      const auto p = numbered_payload(s, seq, 1 + static_cast<std::size_t>(seq * 7 % 300));
       const std::string line = addr + "|" + p;
       if (addr[0] == 'a' || addr == "both.x") expect["a"][s].push_back(line);
       if (addr[0] == 'b') expect["b"][s].push_back(line);
@@ -134,7 +124,7 @@ void routes_every_frame_in_per_supplier_order(const std::string& model) {
       for (int seq = 0; seq < frames; ++seq) {
         const auto& addr = addresses[static_cast<std::size_t>(seq + s) % addresses.size()];
         batch += gatewayd::suppliers::encode_frame(
-            addr, payload(s, seq, 1 + static_cast<std::size_t>(seq * 7 % 300)));
+            addr, numbered_payload(s, seq, 1 + static_cast<std::size_t>(seq * 7 % 300)));
         if (seq % 97 == 0) {
           senders[static_cast<std::size_t>(s - 1)]->send(batch);
           batch.clear();
@@ -167,7 +157,7 @@ void a_protocol_error_closes_only_that_supplier(const std::string& model) {
   test_supplier good(gw.supplier_port), bad(gw.supplier_port);
   std::thread sender([&] {
     for (int i = 0; i < 2000; ++i)
-      good.send_frame("t.good", payload(1, i));
+      good.send_frame("t.good", numbered_payload(1, i));
   });
   bad.send(gatewayd::suppliers::encode_frame("t.bad", "s2-0:before") +
            gatewayd::suppliers::encode_frame("t.bad", "s2-1:before") + "XXXXgarbage");
@@ -177,7 +167,7 @@ void a_protocol_error_closes_only_that_supplier(const std::string& model) {
   const auto from_good = of_supplier(c, 1);
   BOOST_TEST_REQUIRE(from_good.size() == 2000u);
   for (int i = 0; i < 2000; ++i)
-    BOOST_TEST(from_good[static_cast<std::size_t>(i)] == "t.good|" + payload(1, i));
+    BOOST_TEST(from_good[static_cast<std::size_t>(i)] == "t.good|" + numbered_payload(1, i));
   BOOST_TEST(
       (of_supplier(c, 2) == std::vector<std::string>{"t.bad|s2-0:before", "t.bad|s2-1:before"}));
   BOOST_TEST(gw.daemon->wait_for_log("protocol error bad_magic at byte offset", 5s).has_value());
@@ -197,7 +187,7 @@ void sigterm_drains_every_queued_frame(const std::string& model) {
   test_supplier s(gw.supplier_port);
   constexpr int frames = 4000;
   for (int i = 0; i < frames; ++i)
-    s.send_frame("d.x", payload(1, i, 1000));
+    s.send_frame("d.x", numbered_payload(1, i, 1000));
   // Everything read (so it sits in the gateway's queue or the kernel's buffers) before SIGTERM.
   std::this_thread::sleep_for(500ms);
   gw.daemon->signal(SIGTERM);
@@ -210,7 +200,7 @@ void sigterm_drains_every_queued_frame(const std::string& model) {
   const auto got = of_supplier(c, 1);
   BOOST_TEST_REQUIRE(got.size() == static_cast<std::size_t>(frames));
   for (int i = 0; i < frames; ++i)
-    BOOST_TEST(got[static_cast<std::size_t>(i)] == "d.x|" + payload(1, i, 1000));
+    BOOST_TEST(got[static_cast<std::size_t>(i)] == "d.x|" + numbered_payload(1, i, 1000));
   BOOST_TEST(c.corruptions() == 0u);
   BOOST_TEST(gw.daemon->count_in_log("drain finished: 0 frames undelivered") == 1u,
              gw.daemon->log());
@@ -228,7 +218,7 @@ void backpressure_pauses_and_resumes_without_loss(const std::string& model) {
   std::thread sender([&] {
     test_supplier s(gw.supplier_port);
     for (int i = 0; i < frames; ++i)
-      s.send_frame("bp.x", payload(1, i, 2000));
+      s.send_frame("bp.x", numbered_payload(1, i, 2000));
   });
   std::this_thread::sleep_for(1s);  // the supplier is now held by backpressure and TCP
   c.stall(false);
@@ -238,7 +228,7 @@ void backpressure_pauses_and_resumes_without_loss(const std::string& model) {
   BOOST_TEST_REQUIRE(got.size() == static_cast<std::size_t>(frames));
   bool in_order = true;
   for (int i = 0; i < frames; ++i)
-    in_order &= got[static_cast<std::size_t>(i)] == "bp.x|" + payload(1, i, 2000);
+    in_order &= got[static_cast<std::size_t>(i)] == "bp.x|" + numbered_payload(1, i, 2000);
   BOOST_TEST(in_order);
   BOOST_TEST(c.corruptions() == 0u);
 }
@@ -259,13 +249,13 @@ void both_drain_models_deliver_byte_for_byte_in_order(const std::string& drain,
   std::vector<std::string> sent1, sent2;
   std::thread t([&] {
     for (int i = 0; i < frames; ++i) {
-      const auto p = payload(1, i, static_cast<std::size_t>(1 + i * 13 % 3000));
+      const auto p = numbered_payload(1, i, static_cast<std::size_t>(1 + i * 13 % 3000));
       s1.send_frame("f.x", p);
       sent1.push_back("f.x|" + p);
     }
   });
   for (int i = 0; i < frames; ++i) {
-    const auto p = payload(2, i, static_cast<std::size_t>(1 + i * 31 % 5000));
+    const auto p = numbered_payload(2, i, static_cast<std::size_t>(1 + i * 31 % 5000));
     const std::string addr = i % 2 ? "f.y" : "o.y";
     s2.send_frame(addr, p);
     sent2.push_back(addr + "|" + p);

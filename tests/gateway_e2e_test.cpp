@@ -14,17 +14,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string payload(int supplier, int seq, std::size_t size = 32) {
-  // Built piecewise: GCC 12 warns falsely (-Wrestrict) on a chain of string operator+.
-  std::string p(1, 's');
-  p += std::to_string(supplier);
-  p += '-';
-  p += std::to_string(seq);
-  p += ':';
-  p.resize(std::max(size, p.size()), char('a' + seq % 26));
-  return p;
-}
-
 std::vector<std::string> payloads_of(const test_consumer& c) {
   std::vector<std::string> out;
   for (const auto& f : c.frames())
@@ -64,7 +53,7 @@ BOOST_AUTO_TEST_CASE(routes_exact_wildcard_fanout_and_unroutable_byte_for_byte) 
   for (int seq = 0; seq < 300; ++seq) {
     for (int s = 1; s <= 2; ++s) {
       const auto& a = addresses[(seq + s) % addresses.size()];
-      const auto p = payload(s, seq, 1 + seq % 200);
+      const auto p = numbered_payload(s, seq, 1 + seq % 200);
       (s == 1 ? s1 : s2).send_frame(a, p);
       for (const auto& c : expected_for(a))
         expect[c].push_back(a + "|" + p);
@@ -99,7 +88,7 @@ BOOST_AUTO_TEST_CASE(malformed_frame_closes_only_that_supplier) {
            gatewayd::suppliers::encode_frame("t.bad", "before-2") + "XXXXgarbage");
   BOOST_TEST(bad.closed_by_peer(5s));
   for (int i = 0; i < 100; ++i)
-    good.send_frame("t.good", payload(1, i));
+    good.send_frame("t.good", numbered_payload(1, i));
   BOOST_TEST_REQUIRE(c.wait_for_count(102, 5s));
   const auto got = payloads_of(c);
   BOOST_TEST(std::count(got.begin(), got.end(), "t.bad|before-1") == 1);
@@ -129,7 +118,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_does_not_slow_the_healthy_ones) {
   test_supplier s(gw.supplier_port);
   std::string batch;
   for (int i = 0; i < frames; ++i) {
-    batch += gatewayd::suppliers::encode_frame("feed.x", payload(1, i, 1000));
+    batch += gatewayd::suppliers::encode_frame("feed.x", numbered_payload(1, i, 1000));
     if (batch.size() > 256 * 1024) {
       s.send(batch);
       batch.clear();
@@ -155,7 +144,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_does_not_slow_the_healthy_ones) {
   BOOST_TEST(stalled.count() < std::size_t(frames));
   BOOST_TEST(stalled.corruptions() == 0u);
   // drop-oldest: what the stalled consumer finally gets ends with the newest frame.
-  BOOST_TEST(stalled.frames().back().payload == payload(1, frames - 1, 1000));
+  BOOST_TEST(stalled.frames().back().payload == numbered_payload(1, frames - 1, 1000));
 }
 
 // Backpressure being lossless is tested for every concurrency model, Leader/Followers
@@ -170,7 +159,7 @@ BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
   test_supplier s(gw.supplier_port);
   constexpr int frames = 30000;
   for (int i = 0; i < frames; ++i) {
-    s.send_frame("r.x", payload(1, i, 500));
+    s.send_frame("r.x", numbered_payload(1, i, 500));
     if (i == 10000 || i == 20000) c.drop_connection();
   }
   BOOST_TEST(c.wait_for_connections(3, 10s));
@@ -180,7 +169,7 @@ BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
   std::this_thread::sleep_for(500ms);
   const auto got = c.frames();
   BOOST_TEST(c.corruptions() == 0u);
-  BOOST_TEST(got.back().payload == payload(1, frames - 1, 500));
+  BOOST_TEST(got.back().payload == numbered_payload(1, frames - 1, 500));
   // No duplicates and order kept within what arrived.
   int last = -1;
   bool increasing = true;
@@ -202,7 +191,7 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_queued_frames_then_exits_zero) {
   test_supplier s(gw.supplier_port);
   constexpr int frames = 5000;
   for (int i = 0; i < frames; ++i)
-    s.send_frame("d.x", payload(1, i, 1000));
+    s.send_frame("d.x", numbered_payload(1, i, 1000));
   std::this_thread::sleep_for(300ms);
   gw.daemon->signal(SIGTERM);
   std::this_thread::sleep_for(300ms);
@@ -227,7 +216,7 @@ BOOST_AUTO_TEST_CASE(a_drain_that_times_out_logs_what_each_consumer_left) {
   test_supplier s(gw.supplier_port);
   constexpr int frames = 20000;  // ~20 MB: far more than the kernel buffers hold for `stuck`
   for (int i = 0; i < frames; ++i)
-    s.send_frame("d.x", payload(1, i, 1000));
+    s.send_frame("d.x", numbered_payload(1, i, 1000));
   BOOST_TEST_REQUIRE(fast.wait_for_count(frames, 10s));
   gw.daemon->signal(SIGTERM);
   const auto code = gw.daemon->wait_exit(15s);

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "suppliers/frame_codec.hpp"
@@ -136,6 +137,17 @@ bool test_supplier::closed_by_peer(std::chrono::milliseconds timeout) {
     }
   }
   return false;
+}
+
+std::string numbered_payload(int supplier, int seq, std::size_t size) {
+  // Built piecewise: GCC 12 warns falsely (-Wrestrict) on a chain of string operator+.
+  std::string p(1, 's');
+  p += std::to_string(supplier);
+  p += '-';
+  p += std::to_string(seq);
+  p += ':';
+  p.resize(std::max(size, p.size()), char('a' + seq % 26));
+  return p;
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
