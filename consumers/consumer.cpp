@@ -326,22 +326,27 @@ void consumer::write_batch() {
                     }));
 }
 
-void consumer::on_written(std::error_code ec, std::size_t n, std::uint64_t conn) {
-  // Frames the kernel took whole count as sent; the frame cut by an error and everything
-  // after it go back to the front of the queue, to be sent whole on the next connection.
+frame_counts consumer::settle_written(std::span<const frame_slice> batch, std::size_t n) {
   std::size_t sent = 0;
   std::uint64_t sent_bytes = 0;
-  while (sent < in_flight_.size() && sent_bytes + in_flight_[sent].size <= n) {
-    sent_bytes += in_flight_[sent].size;
+  while (sent < batch.size() && sent_bytes + batch[sent].size <= n) {
+    sent_bytes += batch[sent].size;
     ++sent;
   }
-  const std::span<const frame_slice> batch(in_flight_);
   release_slices(batch.first(sent));
   if (opts_.budget) opts_.budget->release(sent_bytes);
   if (sent) {
     stats_.sent_frames.fetch_add(sent, std::memory_order_relaxed);
     stats_.sent_bytes.fetch_add(sent_bytes, std::memory_order_relaxed);
   }
+  return {sent, sent_bytes};
+}
+
+void consumer::on_written(std::error_code ec, std::size_t n, std::uint64_t conn) {
+  // Frames the kernel took whole count as sent; the frame cut by an error and everything
+  // after it go back to the front of the queue, to be sent whole on the next connection.
+  const std::span<const frame_slice> batch(in_flight_);
+  const auto [sent, sent_bytes] = settle_written(batch, n);
   // Before deciding on the next batch: a broken link must not get another write.
   if (ec && ec != asio::error::operation_aborted) connection_lost(conn, ec);
 

@@ -101,6 +101,9 @@ class consumer : public std::enable_shared_from_this<consumer> {
   bool take_batch_locked();
   void write_batch();
   void on_written(std::error_code ec, std::size_t n, std::uint64_t conn);
+  // After a write of `batch` that moved `n` bytes (both drain models): the frames the kernel
+  // took whole are released, their budget returned and counted as sent. Returns them.
+  frame_counts settle_written(std::span<const suppliers::frame_slice> batch, std::size_t n);
 
   // The mutex drain model (any thread, write_mutex_ taken inside).
   void write_in_caller();

@@ -61,19 +61,8 @@ void consumer::write_in_caller() {
     const std::size_t n = asio::write(socket_, sync_buffers_, ec);
     write_ns += nanoseconds_since(t0);
 
-    std::size_t sent = 0;
-    std::uint64_t sent_bytes = 0;
-    while (sent < sync_batch_.size() && sent_bytes + sync_batch_[sent].size <= n) {
-      sent_bytes += sync_batch_[sent].size;
-      ++sent;
-    }
     const std::span<const frame_slice> batch(sync_batch_);
-    release_slices(batch.first(sent));
-    if (opts_.budget) opts_.budget->release(sent_bytes);
-    if (sent) {
-      stats_.sent_frames.fetch_add(sent, std::memory_order_relaxed);
-      stats_.sent_bytes.fetch_add(sent_bytes, std::memory_order_relaxed);
-    }
+    const auto [sent, sent_bytes] = settle_written(batch, n);
     const auto rest = batch.subspan(sent);
     std::uint64_t discarded = 0;
     {
