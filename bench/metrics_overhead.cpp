@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 
 namespace {
 
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
   supplier.set_option(tcp::no_delay(true));
   // 64 KiB of whole frames per write: the supplier side is never the bottleneck.
   const std::string frame =
-      gatewayd::suppliers::encode_frame("bench.metrics", std::string(o.payload, 'x'));
+      gatewayd::protocol::encode_frame("bench.metrics", std::string(o.payload, 'x'));
   std::string block;
   while (block.size() + frame.size() <= 65536)
     block += frame;

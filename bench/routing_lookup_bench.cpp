@@ -119,15 +119,10 @@ std::string random_address(std::mt19937& rng, const vocabulary& v) {
 workload make_workload(std::size_t route_count) {
   static const vocabulary v;
   std::mt19937 rng{static_cast<std::mt19937::result_type>(route_count)};
-  routing_config config;
-  for (int i = 0; i < 32; ++i) {
-    config.consumers.push_back(
-        consumer_spec{cat({"consumer", std::to_string(i)}),
-                      endpoint{"127.0.0.1", static_cast<std::uint16_t>(7500 + i)}});
-  }
-  std::vector<std::string> names;
-  for (const auto& c : config.consumers)
-    names.push_back(c.name);
+  routing_rules config;
+  for (int i = 0; i < 32; ++i)
+    config.consumers.push_back(cat({"consumer", std::to_string(i)}));
+  const std::vector<std::string>& names = config.consumers;
   std::set<std::string> seen;
   while (config.routes.size() < route_count) {
     auto pattern = random_pattern(rng, v);

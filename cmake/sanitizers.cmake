@@ -1,4 +1,13 @@
 # Sanitizer builds apply to every target, so the whole program is instrumented alike.
+if(GATEWAYD_FUZZ AND NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  message(FATAL_ERROR "GATEWAYD_FUZZ needs clang++ (libFuzzer): -DCMAKE_CXX_COMPILER=clang++")
+endif()
+if(GATEWAYD_FUZZ)
+  # Coverage for libFuzzer in every library; the fuzz targets add -fsanitize=fuzzer (main).
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
 if(GATEWAYD_ASAN AND GATEWAYD_TSAN)
   message(FATAL_ERROR "GATEWAYD_ASAN and GATEWAYD_TSAN cannot be combined")
 endif()

@@ -10,21 +10,21 @@ namespace {
 constexpr std::size_t min_slots = 16;
 }  // namespace
 
-void release_slices(std::span<const suppliers::frame_slice> slices) noexcept {
+void release_slices(std::span<const protocol::frame_slice> slices) noexcept {
   release_batch batch;
   for (const auto& s : slices)
     batch.add(s.chunk);
 }
 
-void bounded_queue::push_back(const suppliers::frame_slice& f) {
+void bounded_queue::push_back(const protocol::frame_slice& f) {
   grow_to_fit(size_ + 1);
   ring_[index(size_)] = f;
   ++size_;
   bytes_ += f.size;
 }
 
-suppliers::frame_slice bounded_queue::pop_front() noexcept {
-  const suppliers::frame_slice f = ring_[head_];
+protocol::frame_slice bounded_queue::pop_front() noexcept {
+  const protocol::frame_slice f = ring_[head_];
   head_ = index(1);
   --size_;
   bytes_ -= f.size;
@@ -33,17 +33,17 @@ suppliers::frame_slice bounded_queue::pop_front() noexcept {
 }
 
 std::uint32_t bounded_queue::drop_front() noexcept {
-  const suppliers::frame_slice f = pop_front();
+  const protocol::frame_slice f = pop_front();
   f.chunk->release();
   return f.size;
 }
 
 frame_counts bounded_queue::take(std::size_t max_frames, std::uint64_t max_bytes,
-                                 std::vector<suppliers::frame_slice>& out) {
+                                 std::vector<protocol::frame_slice>& out) {
   frame_counts moved;
   const std::size_t limit = std::min(max_frames, size_);
   while (moved.frames < limit) {
-    const suppliers::frame_slice& f = ring_[index(moved.frames)];
+    const protocol::frame_slice& f = ring_[index(moved.frames)];
     if (moved.frames > 0 && moved.bytes + f.size > max_bytes) break;
     out.push_back(f);
     moved.bytes += f.size;
@@ -56,7 +56,7 @@ frame_counts bounded_queue::take(std::size_t max_frames, std::uint64_t max_bytes
   return moved;
 }
 
-void bounded_queue::push_front_batch(std::span<const suppliers::frame_slice> frames) {
+void bounded_queue::push_front_batch(std::span<const protocol::frame_slice> frames) {
   if (frames.empty()) return;
   grow_to_fit(size_ + frames.size());
   head_ = (head_ + slots_ - frames.size()) % slots_;
@@ -86,7 +86,7 @@ void bounded_queue::grow_to_fit(std::size_t needed) {
   // capacity slots, not the next power of two.
   if (slots_ < hint_ && next > hint_) next = hint_;
   next = std::max(next, needed);
-  auto ring = std::make_unique_for_overwrite<suppliers::frame_slice[]>(next);
+  auto ring = std::make_unique_for_overwrite<protocol::frame_slice[]>(next);
   for (std::size_t i = 0; i < size_; ++i)
     ring[i] = ring_[index(i)];
   ring_ = std::move(ring);

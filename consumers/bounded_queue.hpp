@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "suppliers/frame_chunk.hpp"
+#include "protocol/frame_chunk.hpp"
 
 namespace gatewayd::consumers {
 
@@ -20,7 +20,7 @@ class release_batch {
   release_batch& operator=(const release_batch&) = delete;
   ~release_batch() { flush(); }
 
-  void add(suppliers::frame_chunk* chunk) noexcept {
+  void add(protocol::frame_chunk* chunk) noexcept {
     if (chunk != chunk_) {
       flush();
       chunk_ = chunk;
@@ -34,12 +34,12 @@ class release_batch {
   }
 
  private:
-  suppliers::frame_chunk* chunk_ = nullptr;
+  protocol::frame_chunk* chunk_ = nullptr;
   std::uint32_t count_ = 0;
 };
 
 // Gives back the one reference each slice owns, in runs.
-void release_slices(std::span<const suppliers::frame_slice> slices) noexcept;
+void release_slices(std::span<const protocol::frame_slice> slices) noexcept;
 
 // Frames and bytes moved or released by one operation.
 struct frame_counts {
@@ -69,10 +69,10 @@ class bounded_queue {
   void set_capacity_hint(std::size_t hint) noexcept { hint_ = hint; }
 
   // Takes over the one reference `f` owns.
-  void push_back(const suppliers::frame_slice& f);
-  const suppliers::frame_slice& front() const noexcept { return ring_[head_]; }
+  void push_back(const protocol::frame_slice& f);
+  const protocol::frame_slice& front() const noexcept { return ring_[head_]; }
   // Hands the oldest frame and its reference to the caller.
-  suppliers::frame_slice pop_front() noexcept;
+  protocol::frame_slice pop_front() noexcept;
   // Releases the oldest frame; returns its size in bytes.
   std::uint32_t drop_front() noexcept;
 
@@ -80,9 +80,9 @@ class bounded_queue {
   // frame alone is larger (a batch is never empty while the queue is not), to the end of `out`
   // together with their references.
   frame_counts take(std::size_t max_frames, std::uint64_t max_bytes,
-                    std::vector<suppliers::frame_slice>& out);
+                    std::vector<protocol::frame_slice>& out);
   // Puts frames taken earlier back in front of everything, in their order, with their refs.
-  void push_front_batch(std::span<const suppliers::frame_slice> frames);
+  void push_front_batch(std::span<const protocol::frame_slice> frames);
   // Releases every frame; returns what was released.
   frame_counts clear() noexcept;
 
@@ -94,7 +94,7 @@ class bounded_queue {
   void grow_to_fit(std::size_t needed);
   void maybe_shrink() noexcept;
 
-  std::unique_ptr<suppliers::frame_slice[]> ring_;
+  std::unique_ptr<protocol::frame_slice[]> ring_;
   std::size_t slots_ = 0;
   std::size_t head_ = 0;
   std::size_t size_ = 0;

@@ -2,13 +2,11 @@
 
 #include <algorithm>
 
-#include "gateway/lf_pool.hpp"
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 
 namespace gatewayd::consumers {
 
-using gateway::lf_pool;
-using suppliers::frame_slice;
+using protocol::frame_slice;
 
 namespace {
 
@@ -33,10 +31,10 @@ struct consumer::admission {
   bool over_budget = false;     // backpressure queued past the global budget
 };
 
-consumer::consumer(asio::io_context& ioc, routing::consumer_spec spec, options opts)
+consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
     : name_(std::move(spec.name)),
       opts_(opts),
-      strand_(asio::make_strand(ioc)),
+      strand_(runtime::make_strand(ex)),
       socket_(strand_),
       redial_timer_(strand_),
       drain_timer_(strand_),
@@ -60,13 +58,12 @@ std::uint32_t consumer::capacity() const noexcept {
   return capacity_view_.load(std::memory_order_relaxed);
 }
 
-routing::overflow_policy consumer::policy() const noexcept {
+overflow_policy consumer::policy() const noexcept {
   return policy_view_.load(std::memory_order_relaxed);
 }
 
 void consumer::start() {
   asio::post(strand_, [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
     if (self->state_ == link_state::idle) self->do_connect();
   });
 }
@@ -112,7 +109,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         post_close = true;
         close_conn = conn_id_;
       }
-      if (policy_ == routing::overflow_policy::backpressure &&
+      if (policy_ == overflow_policy::backpressure &&
           (queue_.size() >= capacity_ || (byte_cap_ && queue_.bytes() >= byte_cap_) ||
            a.over_budget)) {
         result.pause_supplier = true;
@@ -136,15 +133,11 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   }
   if (post_close) {
     asio::post(strand_, [self = shared_from_this(), close_conn, n = a.discarded] {
-      lf_pool::promote_new_leader();
       self->close_slow(close_conn, n);
     });
   }
   if (post_drain) {
-    asio::post(strand_, [self = shared_from_this()] {
-      lf_pool::promote_new_leader();
-      self->do_drain();
-    });
+    asio::post(strand_, [self = shared_from_this()] { self->do_drain(); });
   }
   if (write_now) write_in_caller();
   return result;
@@ -156,7 +149,6 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
 // until it is sent or dropped.
 void consumer::admit_locked(std::span<const frame_slice> frames, std::uint64_t batch_bytes,
                             admission& a) {
-  using routing::overflow_policy;
   queue_budget* const budget = opts_.budget;
   const bool batch_reserved = !budget || budget->try_reserve(batch_bytes);
   std::uint64_t unreserve = 0;
@@ -321,7 +313,6 @@ void consumer::write_batch() {
   asio::async_write(socket_, std::span<const asio::const_buffer>(buffers_),
                     asio::bind_executor(strand_, [self = shared_from_this(), conn = conn_id_](
                                                      std::error_code ec, std::size_t n) {
-                      lf_pool::promote_new_leader();
                       self->on_written(ec, n, conn);
                     }));
 }
@@ -388,7 +379,7 @@ void consumer::on_written(std::error_code ec, std::size_t n, std::uint64_t conn)
 bool consumer::below_low_water_locked() const noexcept {
   // Suppliers paused on this consumer are released when it stops taking frames (closing) or
   // stops pausing (a reload changed the policy), else once the queue is down to half.
-  if (closing_ || policy_ != routing::overflow_policy::backpressure) return true;
+  if (closing_ || policy_ != overflow_policy::backpressure) return true;
   const std::size_t low_water = std::max<std::size_t>(capacity_ / 2, 1);
   return queue_.size() < low_water && (byte_cap_ == 0 || queue_.bytes() < byte_cap_ / 2);
 }

@@ -17,22 +17,18 @@
 
 #include "consumers/backoff.hpp"
 #include "consumers/bounded_queue.hpp"
+#include "consumers/consumer_spec.hpp"
 #include "consumers/consumer_stats.hpp"
+#include "consumers/drain_model.hpp"
 #include "consumers/flow_control.hpp"
 #include "consumers/queue_budget.hpp"
-#include "routing/routing_config.hpp"
-#include "suppliers/frame_chunk.hpp"
+#include "protocol/frame_chunk.hpp"
+#include "runtime/executor.hpp"
 
 namespace gatewayd::consumers {
 
 class consumer : public std::enable_shared_from_this<consumer> {
  public:
-  // Who writes the queue to the socket. `strand` (the design): gathered async writes on the
-  // consumer's strand, put() never waits for the network. `mutex` (the strands article's
-  // baseline, for the benchmark): the thread that queued frames writes them at once with
-  // blocking writes under a per-consumer mutex.
-  enum class drain_model : std::uint8_t { strand, mutex };
-
   struct options {
     std::chrono::milliseconds reconnect_initial{100};
     std::chrono::milliseconds reconnect_max{30000};
@@ -45,7 +41,7 @@ class consumer : public std::enable_shared_from_this<consumer> {
     bool pause_supplier = false;  // backpressure: the caller should stop reading until resumed
   };
 
-  consumer(asio::io_context& ioc, routing::consumer_spec spec, options opts);
+  consumer(const runtime::executor& ex, consumer_spec spec, options opts);
   ~consumer();
   consumer(const consumer&) = delete;
   consumer& operator=(const consumer&) = delete;
@@ -57,12 +53,12 @@ class consumer : public std::enable_shared_from_this<consumer> {
   // (the caller added them), whether the frame is queued or dropped, and applies the overflow
   // policy. With the backpressure policy, when the queue is at or above capacity, `listener`
   // (if not null) is remembered and resumed once the queue falls below the low-water mark.
-  put_result put(std::span<const suppliers::frame_slice> frames,
+  put_result put(std::span<const protocol::frame_slice> frames,
                  const std::shared_ptr<flow_control_listener>& listener);
 
   // Reload: capacity, byte cap and policy change in place; a new endpoint redials, keeping the
   // queue. The name never changes.
-  void reconfigure(const routing::consumer_spec& spec);
+  void reconfigure(const consumer_spec& spec);
 
   // Stops taking frames (later puts count as drop reason `removed`), keeps sending what it
   // holds for at most `timeout`, then closes and calls `done(undelivered frames)` once, on the
@@ -73,7 +69,7 @@ class consumer : public std::enable_shared_from_this<consumer> {
   const std::string& name() const noexcept { return name_; }
   const consumer_stats& stats() const noexcept { return stats_; }
   std::uint32_t capacity() const noexcept;
-  routing::overflow_policy policy() const noexcept;
+  overflow_policy policy() const noexcept;
 
  private:
   // Where the link to the endpoint stands; strand-only.
@@ -81,7 +77,7 @@ class consumer : public std::enable_shared_from_this<consumer> {
 
   // Admission of one put() batch under mutex_: the overflow policy, frame by frame.
   struct admission;
-  void admit_locked(std::span<const suppliers::frame_slice> frames, std::uint64_t batch_bytes,
+  void admit_locked(std::span<const protocol::frame_slice> frames, std::uint64_t batch_bytes,
                     admission& a);
 
   // Dialing and the link (strand).
@@ -103,7 +99,7 @@ class consumer : public std::enable_shared_from_this<consumer> {
   void on_written(std::error_code ec, std::size_t n, std::uint64_t conn);
   // After a write of `batch` that moved `n` bytes (both drain models): the frames the kernel
   // took whole are released, their budget returned and counted as sent. Returns them.
-  frame_counts settle_written(std::span<const suppliers::frame_slice> batch, std::size_t n);
+  frame_counts settle_written(std::span<const protocol::frame_slice> batch, std::size_t n);
 
   // The mutex drain model (any thread, write_mutex_ taken inside).
   void write_in_caller();
@@ -130,7 +126,7 @@ class consumer : public std::enable_shared_from_this<consumer> {
   std::string name_;
   consumer_stats stats_;
   options opts_;
-  asio::strand<asio::io_context::executor_type> strand_;
+  runtime::strand strand_;
   asio::ip::tcp::socket socket_;
   asio::steady_timer redial_timer_;
   asio::steady_timer drain_timer_;
@@ -139,10 +135,10 @@ class consumer : public std::enable_shared_from_this<consumer> {
   // consumers never contend, and it is never held across I/O or a call into other objects.
   mutable std::mutex mutex_;
   bounded_queue queue_;
-  routing::endpoint endpoint_;
+  net::endpoint endpoint_;
   std::uint32_t capacity_;
   std::uint64_t byte_cap_;  // 0 = none
-  routing::overflow_policy policy_;
+  overflow_policy policy_;
   bool connected_ = false;  // a drain may write; put() clears it to disconnect a slow consumer
   bool writing_ = false;    // a drain is posted or a write is in flight
   bool closing_ = false;    // drain_and_close() was called: puts are refused
@@ -152,16 +148,16 @@ class consumer : public std::enable_shared_from_this<consumer> {
 
   // Read without the lock by capacity() and policy().
   std::atomic<std::uint32_t> capacity_view_;
-  std::atomic<routing::overflow_policy> policy_view_;
+  std::atomic<overflow_policy> policy_view_;
 
   // Strand-only.
   link_state state_ = link_state::idle;
   backoff backoff_;
-  routing::endpoint link_endpoint_;  // what the current dial or connection is for
+  net::endpoint link_endpoint_;      // what the current dial or connection is for
   std::uint64_t dial_id_ = 0;        // completions of superseded dials are ignored
   std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
   bool was_connected_ = false;       // the next dial counts as a reconnect
-  std::vector<suppliers::frame_slice> in_flight_;  // owns a reference per frame
+  std::vector<protocol::frame_slice> in_flight_;  // owns a reference per frame
   std::uint64_t in_flight_bytes_ = 0;
   std::vector<asio::const_buffer> buffers_;  // in_flight_ with neighbours coalesced
   std::vector<std::shared_ptr<flow_control_listener>> resuming_;
@@ -175,8 +171,8 @@ class consumer : public std::enable_shared_from_this<consumer> {
 
   // The mutex drain model: held by the one thread writing to the socket (taken before mutex_).
   std::mutex write_mutex_;
-  std::vector<suppliers::frame_slice> sync_batch_;  // under write_mutex_; a ref per frame
-  std::vector<asio::const_buffer> sync_buffers_;    // under write_mutex_
+  std::vector<protocol::frame_slice> sync_batch_;  // under write_mutex_; a ref per frame
+  std::vector<asio::const_buffer> sync_buffers_;   // under write_mutex_
 };
 
 }  // namespace gatewayd::consumers

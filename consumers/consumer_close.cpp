@@ -1,12 +1,10 @@
 // How a consumer ends: drain what it holds for a bounded time, then close and report.
 #include "consumers/consumer.hpp"
 
-#include "gateway/lf_pool.hpp"
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 
 namespace gatewayd::consumers {
 
-using gateway::lf_pool;
 // ---------------------------------------------------------------------------------------------
 // drain_and_close
 
@@ -18,7 +16,6 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
   }
   asio::post(strand_,
              [self = shared_from_this(), timeout, reason, done = std::move(done)]() mutable {
-               lf_pool::promote_new_leader();
                self->begin_drain(timeout, reason, std::move(done));
              });
 }
@@ -38,11 +35,8 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
     draining_ = true;
     drain_deadline_ = deadline;
     drain_timer_.expires_at(deadline);
-    drain_timer_.async_wait(
-        asio::bind_executor(strand_, [self = shared_from_this()](std::error_code ec) {
-          lf_pool::promote_new_leader();
-          self->on_drain_timer(ec);
-        }));
+    drain_timer_.async_wait(asio::bind_executor(
+        strand_, [self = shared_from_this()](std::error_code ec) { self->on_drain_timer(ec); }));
   }
   {
     std::lock_guard lock(mutex_);

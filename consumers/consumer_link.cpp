@@ -2,12 +2,10 @@
 // and moving to a new endpoint on reload.
 #include "consumers/consumer.hpp"
 
-#include "gateway/lf_pool.hpp"
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 
 namespace gatewayd::consumers {
 
-using gateway::lf_pool;
 // ---------------------------------------------------------------------------------------------
 // Dialing and the link
 
@@ -38,7 +36,6 @@ void consumer::do_connect() {
   socket_.async_connect(
       asio::ip::tcp::endpoint(address, link_endpoint_.port),
       asio::bind_executor(strand_, [self = shared_from_this(), dial](std::error_code e) {
-        lf_pool::promote_new_leader();
         self->on_connect(e, dial);
       }));
 }
@@ -96,11 +93,8 @@ void consumer::schedule_redial() {
   const auto delay = backoff_.next();
   GW_LOG(debug) << "consumer " << name_ << " redials in " << delay.count() << " ms";
   redial_timer_.expires_after(delay);
-  redial_timer_.async_wait(
-      asio::bind_executor(strand_, [self = shared_from_this()](std::error_code ec) {
-        lf_pool::promote_new_leader();
-        self->on_redial_timer(ec);
-      }));
+  redial_timer_.async_wait(asio::bind_executor(
+      strand_, [self = shared_from_this()](std::error_code ec) { self->on_redial_timer(ec); }));
 }
 
 void consumer::on_redial_timer(std::error_code ec) {
@@ -114,7 +108,6 @@ void consumer::do_read(std::uint64_t conn) {
   socket_.async_read_some(asio::buffer(discard_),
                           asio::bind_executor(strand_, [self = shared_from_this(), conn](
                                                            std::error_code ec, std::size_t n) {
-                            lf_pool::promote_new_leader();
                             self->on_read(ec, n, conn);
                           }));
 }
@@ -156,7 +149,7 @@ void consumer::drop_link() {
   dial_failures_ = 0;
 }
 
-void consumer::reconfigure(const routing::consumer_spec& spec) {
+void consumer::reconfigure(const consumer_spec& spec) {
   bool moved = false;
   {
     std::lock_guard lock(mutex_);
@@ -174,7 +167,6 @@ void consumer::reconfigure(const routing::consumer_spec& spec) {
   }
   // A larger capacity or a policy other than backpressure may release paused suppliers.
   asio::post(strand_, [self = shared_from_this(), moved] {
-    lf_pool::promote_new_leader();
     if (moved) self->change_endpoint();
     {
       std::lock_guard lock(self->mutex_);

@@ -1,16 +1,14 @@
-// The consumer's "mutex" drain model (consumer::drain_model::mutex), kept apart from the
+// The consumer's "mutex" drain model (consumers::drain_model::mutex), kept apart from the
 // strand drain it is measured against: the thread that queued frames writes them itself with
 // blocking writes under a per-consumer mutex, as in the strands article's baseline. Only the
 // benchmark selects it ([gateway] consumer_drain = "mutex").
 #include <sys/socket.h>
 
 #include "consumers/consumer.hpp"
-#include "gateway/lf_pool.hpp"
 
 namespace gatewayd::consumers {
 
-using gateway::lf_pool;
-using suppliers::frame_slice;
+using protocol::frame_slice;
 
 namespace {
 
@@ -92,17 +90,14 @@ void consumer::write_in_caller() {
           discarded, std::memory_order_relaxed);
     }
     if (ec) {
-      asio::post(strand_, [self = shared_from_this(), conn, ec] {
-        lf_pool::promote_new_leader();
-        self->connection_lost(conn, ec);
-      });
+      asio::post(strand_,
+                 [self = shared_from_this(), conn, ec] { self->connection_lost(conn, ec); });
     }
   }
   writer.unlock();
   if (write_ns) stats_.blocked_write_ns.fetch_add(write_ns, std::memory_order_relaxed);
   if (tell_strand) {
     asio::post(strand_, [self = shared_from_this()] {
-      lf_pool::promote_new_leader();
       {
         std::lock_guard lock(self->mutex_);
         self->collect_resumable_locked();
@@ -137,10 +132,8 @@ void consumer::publish_connected_for_callers(std::uint64_t conn) {
     if (conn != conn_id_) return;
     connected_ = true;
   }
-  asio::post(strand_.get_inner_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
-    self->write_in_caller();
-  });
+  asio::post(strand_.get_inner_executor(),
+             [self = shared_from_this()] { self->write_in_caller(); });
 }
 
 void consumer::close_link_socket() {

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "runtime/enum_names.hpp"
+
 namespace gatewayd::consumers {
 
 // Why a frame queued for a consumer was never sent. The names are the metric's `reason` label.
@@ -17,8 +19,12 @@ enum class drop_reason : std::uint8_t {
   removed,        // the consumer was removed by a reload and its drain time ran out
   shutdown,       // still queued when the gateway's drain time ran out
 };
-inline constexpr std::size_t drop_reason_count = 6;
-std::string_view to_string(drop_reason r) noexcept;
+inline constexpr runtime::enum_names<drop_reason, 6> drop_reason_names{
+    {"queue_full", "queue_bytes", "global_bytes", "slow_consumer", "removed", "shutdown"}};
+inline constexpr std::size_t drop_reason_count = drop_reason_names.count;
+inline std::string_view to_string(drop_reason r) noexcept {
+  return drop_reason_names(r);
+}
 
 // Single-writer counters use relaxed atomics: a scrape may see a slightly old value, never a
 // torn one, and the hot path pays no lock and no contended cache line for them.

@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "suppliers/frame_codec.hpp"
-#include "suppliers/frame_stream.hpp"
+#include "protocol/frame_codec.hpp"
+#include "protocol/frame_stream.hpp"
 
-using namespace gatewayd::suppliers;
+using namespace gatewayd::protocol;
 
 namespace {
 

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/frame_codec.hpp"
 #include "routing/pattern.hpp"
 #include "routing/routing_table.hpp"
-#include "suppliers/frame_codec.hpp"
 
 using namespace gatewayd::routing;
 
@@ -32,29 +32,29 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     pos = nl + 1;
   }
 
-  routing_config cfg;
+  routing_rules cfg;
   for (int i = 0; i < 4; ++i) {
     std::string name = "c";
     name += std::to_string(i);
-    cfg.consumers.push_back({name, {"127.0.0.1", 1}});
+    cfg.consumers.push_back(name);
   }
   std::vector<std::string> patterns;
   std::vector<std::string> addresses;
   for (auto line : lines) {
     const auto why = pattern_error(line);
     if (!why) {
-      check(!line.empty() && line.size() <= gatewayd::suppliers::max_address_length);
+      check(!line.empty() && line.size() <= gatewayd::protocol::max_address_length);
       const auto tokens = split_tokens(line);
       for (std::size_t i = 0; i < tokens.size(); ++i) {
         check(!tokens[i].empty());
         if (tokens[i] == tail_wildcard) check(i + 1 == tokens.size());
       }
       patterns.emplace_back(line);
-      cfg.routes.push_back({std::string(line), {cfg.consumers[(patterns.size() - 1) % 4].name}});
+      cfg.routes.push_back({std::string(line), {cfg.consumers[(patterns.size() - 1) % 4]}});
     } else {
       check(!why->empty());
     }
-    if (gatewayd::suppliers::valid_address(line)) {
+    if (gatewayd::protocol::valid_address(line)) {
       check(!why);  // every address is also a (literal) pattern
       check(pattern_matches(line, line));
       addresses.emplace_back(line);

@@ -6,8 +6,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "gateway/lf_pool.hpp"
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 
 namespace gatewayd::gateway {
 namespace {
@@ -26,9 +25,9 @@ int open_inotify() {
 
 }  // namespace
 
-config_watcher::config_watcher(asio::io_context& ioc, on_change changed,
+config_watcher::config_watcher(const runtime::executor& ex, on_change changed,
                                std::chrono::milliseconds quiet)
-    : strand_(asio::make_strand(ioc)),
+    : strand_(runtime::make_strand(ex)),
       inotify_(strand_, open_inotify()),
       debounce_(strand_),
       changed_(std::move(changed)),
@@ -38,7 +37,6 @@ config_watcher::~config_watcher() = default;
 
 void config_watcher::watch(const std::vector<std::filesystem::path>& files) {
   asio::post(strand_, [this, files] {
-    lf_pool::promote_new_leader();
     if (stopped_) return;
     for (const auto& [wd, names] : names_)
       ::inotify_rm_watch(inotify_.native_handle(), wd);
@@ -62,7 +60,6 @@ void config_watcher::watch(const std::vector<std::filesystem::path>& files) {
 
 void config_watcher::stop() {
   asio::post(strand_, [this] {
-    lf_pool::promote_new_leader();
     stopped_ = true;
     std::error_code ignored;
     debounce_.cancel();
@@ -72,10 +69,8 @@ void config_watcher::stop() {
 
 void config_watcher::do_wait() {
   waiting_ = true;
-  inotify_.async_wait(asio::posix::stream_descriptor::wait_read, [this](std::error_code ec) {
-    lf_pool::promote_new_leader();
-    on_readable(ec);
-  });
+  inotify_.async_wait(asio::posix::stream_descriptor::wait_read,
+                      [this](std::error_code ec) { on_readable(ec); });
 }
 
 void config_watcher::on_readable(std::error_code ec) {
@@ -98,10 +93,7 @@ void config_watcher::on_readable(std::error_code ec) {
   if (relevant) {
     // Every event restarts the quiet period: one reload per save, after the last write.
     debounce_.expires_after(quiet_);
-    debounce_.async_wait([this](std::error_code e) {
-      lf_pool::promote_new_leader();
-      on_quiet(e);
-    });
+    debounce_.async_wait([this](std::error_code e) { on_quiet(e); });
   }
   do_wait();
 }

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/executor.hpp"
+
 namespace gatewayd::gateway {
 
 class config_watcher {
@@ -18,7 +20,7 @@ class config_watcher {
   using on_change = std::function<void()>;
 
   // `changed` runs on a pool thread once events stopped arriving for `quiet`.
-  config_watcher(asio::io_context& ioc, on_change changed,
+  config_watcher(const runtime::executor& ex, on_change changed,
                  std::chrono::milliseconds quiet = std::chrono::milliseconds(200));
   ~config_watcher();
   config_watcher(const config_watcher&) = delete;
@@ -37,7 +39,7 @@ class config_watcher {
   void on_readable(std::error_code ec);
   void on_quiet(std::error_code ec);
 
-  asio::strand<asio::io_context::executor_type> strand_;
+  runtime::strand strand_;
   asio::posix::stream_descriptor inotify_;
   asio::steady_timer debounce_;
   on_change changed_;

@@ -6,15 +6,15 @@
 #include <exception>
 #include <sstream>
 
-#include "gateway/log.hpp"
 #include "metrics/gateway_collector.hpp"
 #include "metrics/process_collector.hpp"
 #include "routing/routing_table.hpp"
+#include "runtime/log.hpp"
 
 namespace gatewayd::gateway {
 namespace {
 
-std::string text_of(const routing::endpoint& e) {
+std::string text_of(const net::endpoint& e) {
   return e.to_string();
 }
 std::string text_of(std::uint64_t v) {
@@ -23,13 +23,13 @@ std::string text_of(std::uint64_t v) {
 std::string text_of(bool v) {
   return v ? "true" : "false";
 }
-std::string text_of(concurrency_model m) {
+std::string text_of(runtime::concurrency_model m) {
   return std::string(to_string(m));
 }
 std::string text_of(std::chrono::milliseconds ms) {
   return std::to_string(ms.count());
 }
-std::string text_of(const std::vector<cidr_block>& blocks) {
+std::string text_of(const std::vector<net::cidr_block>& blocks) {
   std::string s = "[";
   for (const auto& b : blocks) {
     if (s.size() > 1) s += ", ";
@@ -40,18 +40,17 @@ std::string text_of(const std::vector<cidr_block>& blocks) {
 
 }  // namespace
 
-gateway::gateway(service_config service, const routing::routing_config& routes)
+gateway::gateway(config::service_config service, const config::routes_config& routes)
     : service_(std::move(service)),
-      ioc_(static_cast<int>(service_.threads ? service_.threads
-                                             : std::max(1u, std::thread::hardware_concurrency()))),
-      pool_(ioc_, service_.threads, promotion_),
+      ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
+      executor_(runtime::make_executor(ioc_)),
       budget_(service_.max_queued_bytes),
       session_ctx_{routes_, supplier_stats_, sessions_, service_.max_payload,
                    service_.idle_timeout},
       signals_(ioc_),
-      control_(asio::make_strand(ioc_)),
-      watchdog_(ioc_, notify_) {
-  model_ = make_execution_model(service_.concurrency, ioc_, pool_, service_.threads);
+      control_(runtime::make_strand(executor_)),
+      watchdog_(executor_, notify_) {
+  model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
@@ -65,21 +64,22 @@ gateway::gateway(service_config service, const routing::routing_config& routes)
     allow = [this](const asio::ip::address& a) {
       if (a.is_v4()) {
         const auto b = a.to_v4().to_bytes();
-        return service_.allows(b);
+        return net::allowed_by(service_.allow, b);
       }
       const auto b = a.to_v6().to_bytes();
-      return service_.allows(b);
+      return net::allowed_by(service_.allow, b);
     };
   }
   acceptor_ = std::make_shared<suppliers::supplier_acceptor>(
-      ioc_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
+      executor_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
       std::move(allow));
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
-               << " (" << model_->size() << " threads, " << to_string(service_.concurrency)
-               << (service_.consumer_drain == consumer_drain_model::mutex ? ", consumer drain mutex"
-                                                                          : "")
+               << " (" << model_->size() << " threads, " << runtime::to_string(service_.concurrency)
+               << (service_.consumer_drain == consumers::drain_model::mutex
+                       ? ", consumer drain mutex"
+                       : "")
                << ")";
 }
 
@@ -88,11 +88,11 @@ gateway::~gateway() {
   model_->join();
 }
 
-void gateway::apply_routing(const routing::routing_config& routes) {
-  publish_routing(routes, routing::routing_table::build(routes));
+void gateway::apply_routing(const config::routes_config& routes) {
+  publish_routing(routes, routing::routing_table::build(routes.rules()));
 }
 
-void gateway::publish_routing(const routing::routing_config& routes,
+void gateway::publish_routing(const config::routes_config& routes,
                               std::shared_ptr<const routing::routing_table> table) {
   auto snapshot = std::make_shared<suppliers::route_snapshot>();
   snapshot->table = std::move(table);
@@ -100,9 +100,7 @@ void gateway::publish_routing(const routing::routing_config& routes,
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
   options.budget = &budget_;
-  if (service_.consumer_drain == consumer_drain_model::mutex) {
-    options.drain = consumers::consumer::drain_model::mutex;
-  }
+  options.drain = service_.consumer_drain;
 
   std::map<std::string, std::shared_ptr<consumers::consumer>> next;
   for (const auto& spec : routes.consumers) {
@@ -111,7 +109,7 @@ void gateway::publish_routing(const routing::routing_config& routes,
       c = it->second;
       c->reconfigure(spec);
     } else {
-      c = std::make_shared<consumers::consumer>(ioc_, spec, options);
+      c = std::make_shared<consumers::consumer>(executor_, spec, options);
       c->start();
     }
     snapshot->consumers.push_back(c);
@@ -139,7 +137,7 @@ void gateway::start_metrics() {
       [this] {
         const auto r = model_->roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
-                                                        pool_.promotions_without_follower()};
+                                                        model_->saturated()};
       },
       GATEWAYD_VERSION}));
   metrics_->add(std::make_shared<metrics::process_collector>());
@@ -150,7 +148,7 @@ void gateway::start_metrics() {
 void gateway::run() {
   wait_for_signal();
   try {
-    watcher_ = std::make_unique<config_watcher>(ioc_, [this] { reload("file changed"); });
+    watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
     watcher_->watch({service_.config_file, service_.routes_file});
   } catch (const std::exception& e) {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
@@ -173,7 +171,6 @@ void gateway::run() {
 
 void gateway::wait_for_signal() {
   signals_.async_wait(asio::bind_executor(control_, [this](std::error_code ec, int signo) {
-    lf_pool::promote_new_leader();
     if (!ec) on_signal(signo);
   }));
 }
@@ -188,10 +185,7 @@ void gateway::on_signal(int signo) {
 }
 
 void gateway::shutdown() {
-  asio::post(control_, [this] {
-    lf_pool::promote_new_leader();
-    begin_shutdown();
-  });
+  asio::post(control_, [this] { begin_shutdown(); });
 }
 
 void gateway::begin_shutdown() {
@@ -215,7 +209,6 @@ void gateway::begin_shutdown() {
     c->drain_and_close(service_.drain_timeout, consumers::drop_reason::shutdown,
                        [this, n = name](std::uint64_t left) {
                          asio::post(control_, [this, n, left] {
-                           lf_pool::promote_new_leader();
                            if (left) {
                              GW_LOG(warning) << "consumer " << n << ": " << left
                                              << " frames undelivered at shutdown";
@@ -237,10 +230,7 @@ void gateway::finish_shutdown() {
 }
 
 void gateway::reload(std::string trigger) {
-  asio::post(control_, [this, trigger = std::move(trigger)] {
-    lf_pool::promote_new_leader();
-    do_reload(trigger);
-  });
+  asio::post(control_, [this, trigger = std::move(trigger)] { do_reload(trigger); });
 }
 
 // On the control strand. Validates both files whole and builds the new table off to the side
@@ -252,7 +242,7 @@ void gateway::do_reload(std::string_view trigger) {
   status += trigger;
   status += ')';
   notify_.reloading(status);
-  auto loaded = load_full_config(service_.config_file);
+  auto loaded = config::load_full_config(service_.config_file);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       GW_LOG(error) << e.to_string();
@@ -261,7 +251,7 @@ void gateway::do_reload(std::string_view trigger) {
   auto& next = *loaded.config;
   std::shared_ptr<const routing::routing_table> table;
   try {
-    table = routing::routing_table::build(next.routing);
+    table = routing::routing_table::build(next.routing.rules());
   } catch (const std::exception& e) {
     GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
     return reload_failed(trigger, 1);
@@ -300,7 +290,7 @@ void gateway::reload_failed(std::string_view trigger, std::size_t errors) {
 
 // Settings bound into running parts (listeners, the thread pool, open sessions, the queue
 // budget, consumers' backoff) keep their start-up value; an operator is told, not ignored.
-void gateway::warn_restart_only(const service_config& next) const {
+void gateway::warn_restart_only(const config::service_config& next) const {
   const auto& now = service_;
   auto check = [&](const char* key, const auto& running, const auto& wanted) {
     if (running == wanted) return;

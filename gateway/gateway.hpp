@@ -9,18 +9,18 @@
 #include <string>
 #include <string_view>
 
+#include "config/routes_config.hpp"
+#include "config/service_config.hpp"
 #include "consumers/consumer.hpp"
 #include "consumers/queue_budget.hpp"
 #include "gateway/config_watcher.hpp"
-#include "gateway/execution_model.hpp"
-#include "gateway/lf_pool.hpp"
-#include "gateway/service_config.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
-#include "metrics/latency_histogram.hpp"
 #include "metrics/metrics_server.hpp"
 #include "metrics/reload_stats.hpp"
-#include "routing/routing_config.hpp"
+#include "runtime/execution_model.hpp"
+#include "runtime/executor.hpp"
+#include "runtime/latency_histogram.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
@@ -31,7 +31,7 @@ namespace gatewayd::gateway {
 class gateway {
  public:
   // Builds everything and binds the listeners; throws on a start-up error (bad bind, ...).
-  gateway(service_config service, const routing::routing_config& routes);
+  gateway(config::service_config service, const config::routes_config& routes);
   ~gateway();
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
@@ -43,7 +43,7 @@ class gateway {
   void shutdown();
 
   // Replaces the routing table and the consumer set (diffing consumers by name).
-  void apply_routing(const routing::routing_config& routes);
+  void apply_routing(const config::routes_config& routes);
   // Re-reads both configuration files from any thread, on the control strand: all or
   // nothing (an error keeps the running table), settings that cannot change live warned.
   void reload(std::string trigger);
@@ -51,9 +51,8 @@ class gateway {
   asio::ip::tcp::endpoint supplier_endpoint() const { return acceptor_->local_endpoint(); }
   const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
   const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
-  const metrics::latency_histogram& promotion_latency() const noexcept { return promotion_; }
-  const lf_pool& pool() const noexcept { return pool_; }
-  const service_config& config() const noexcept { return service_; }
+  const runtime::latency_histogram& promotion_latency() const noexcept { return promotion_; }
+  const config::service_config& settings() const noexcept { return service_; }
   // The metrics port actually bound (0 when metrics are disabled).
   unsigned short metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
@@ -65,24 +64,24 @@ class gateway {
   void start_metrics();
   void do_reload(std::string_view trigger);
   void reload_failed(std::string_view trigger, std::size_t errors);
-  void warn_restart_only(const service_config& next) const;
-  void publish_routing(const routing::routing_config& routes,
+  void warn_restart_only(const config::service_config& next) const;
+  void publish_routing(const config::routes_config& routes,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
 
-  service_config service_;
+  config::service_config service_;
   asio::io_context ioc_;
-  metrics::latency_histogram promotion_;
-  lf_pool pool_;
+  runtime::executor executor_;  // what every part below is given: never the io_context itself
+  runtime::latency_histogram promotion_;
   consumers::queue_budget budget_;
   suppliers::supplier_stats supplier_stats_;
   suppliers::session_registry sessions_;
   suppliers::route_snapshot_holder routes_;
   suppliers::session_context session_ctx_;
-  std::unique_ptr<execution_model> model_;  // runs the handlers: pool_ or another model
+  std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
-  asio::strand<asio::io_context::executor_type> control_;  // reloads and shutdown, one at a time
+  runtime::strand control_;  // reloads and shutdown, one at a time
   systemd_notify notify_;
   watchdog watchdog_;
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable

@@ -3,11 +3,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include "config/service_config.hpp"
 #include "gateway/command_line.hpp"
 #include "gateway/gateway.hpp"
-#include "gateway/log.hpp"
-#include "gateway/service_config.hpp"
 #include "routing/routing_table.hpp"
+#include "runtime/log.hpp"
 
 #ifndef GATEWAYD_VERSION
 #error "GATEWAYD_VERSION must be defined by the build (gateway/CMakeLists.txt)"
@@ -20,14 +20,14 @@ using namespace gatewayd;
 // `gatewayd --check`: the same loading and table building as a start or a reload, so a
 // configuration that passes here is one the daemon accepts.
 int check_configuration(const std::filesystem::path& config) {
-  auto loaded = gateway::load_full_config(config);
+  auto loaded = config::load_full_config(config);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       std::cerr << e.to_string() << '\n';
     return 1;
   }
   try {
-    routing::routing_table::build(loaded.config->routing);
+    routing::routing_table::build(loaded.config->routing.rules());
   } catch (const std::exception& e) {
     std::cerr << loaded.config->service.routes_file.string() << ": " << e.what() << '\n';
     return 1;
@@ -39,7 +39,7 @@ int check_configuration(const std::filesystem::path& config) {
 
 // `gatewayd --config PATH`: start-up errors (bad config, a port in use) exit 1 with the reason.
 int run_daemon(const std::filesystem::path& config) {
-  auto loaded = gateway::load_full_config(config);
+  auto loaded = config::load_full_config(config);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       GW_LOG(error) << e.to_string();

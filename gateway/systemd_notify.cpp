@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <ctime>
 
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 
 namespace gatewayd::gateway {
 namespace {

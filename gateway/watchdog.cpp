@@ -1,11 +1,9 @@
 #include "gateway/watchdog.hpp"
 
-#include "gateway/lf_pool.hpp"
-
 namespace gatewayd::gateway {
 
-watchdog::watchdog(asio::io_context& ioc, const systemd_notify& notify)
-    : strand_(asio::make_strand(ioc)),
+watchdog::watchdog(const runtime::executor& ex, const systemd_notify& notify)
+    : strand_(runtime::make_strand(ex)),
       timer_(strand_),
       notify_(notify),
       period_(notify.watchdog_timeout() / 2) {}
@@ -13,7 +11,6 @@ watchdog::watchdog(asio::io_context& ioc, const systemd_notify& notify)
 void watchdog::start() {
   if (period_.count() == 0) return;
   asio::post(strand_, [this] {
-    lf_pool::promote_new_leader();
     if (stopped_) return;
     notify_.watchdog();
     timer_.expires_after(period_);
@@ -23,7 +20,6 @@ void watchdog::start() {
 
 void watchdog::stop() {
   asio::post(strand_, [this] {
-    lf_pool::promote_new_leader();
     stopped_ = true;
     timer_.cancel();
   });
@@ -32,10 +28,7 @@ void watchdog::stop() {
 void watchdog::do_wait() {
   // The handler runs on a pool thread like every other event: if none is free for a whole
   // timeout, the ping is late and systemd acts.
-  timer_.async_wait([this](std::error_code ec) {
-    lf_pool::promote_new_leader();
-    on_wait(ec);
-  });
+  timer_.async_wait([this](std::error_code ec) { on_wait(ec); });
 }
 
 void watchdog::on_wait(std::error_code ec) {

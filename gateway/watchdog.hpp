@@ -6,12 +6,13 @@
 #include <chrono>
 
 #include "gateway/systemd_notify.hpp"
+#include "runtime/executor.hpp"
 
 namespace gatewayd::gateway {
 
 class watchdog {
  public:
-  watchdog(asio::io_context& ioc, const systemd_notify& notify);
+  watchdog(const runtime::executor& ex, const systemd_notify& notify);
 
   // Pings every half of the watchdog timeout systemd asked for; nothing when it asked none.
   void start();
@@ -23,7 +24,7 @@ class watchdog {
   void do_wait();
   void on_wait(std::error_code ec);
 
-  asio::strand<asio::io_context::executor_type> strand_;  // the timer is touched only here
+  runtime::strand strand_;  // the timer is touched only here
   asio::steady_timer timer_;
   const systemd_notify& notify_;
   std::chrono::microseconds period_;

@@ -30,12 +30,12 @@ void add_sample(prometheus::MetricFamily& f, double value, labels l) {
   f.metric.push_back(std::move(m));
 }
 
-void add_histogram(prometheus::MetricFamily& f, const latency_histogram::snapshot& s) {
+void add_histogram(prometheus::MetricFamily& f, const runtime::latency_histogram::snapshot& s) {
   prometheus::ClientMetric m;
   std::uint64_t cumulative = 0;
-  for (std::size_t i = 0; i < latency_histogram::bounds.size(); ++i) {
+  for (std::size_t i = 0; i < runtime::latency_histogram::bounds.size(); ++i) {
     cumulative += s.counts[i];
-    m.histogram.bucket.push_back({cumulative, latency_histogram::bounds[i]});
+    m.histogram.bucket.push_back({cumulative, runtime::latency_histogram::bounds[i]});
   }
   m.histogram.bucket.push_back({s.count, std::numeric_limits<double>::infinity()});
   m.histogram.sample_count = s.count;

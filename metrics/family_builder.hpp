@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "metrics/latency_histogram.hpp"
+#include "runtime/latency_histogram.hpp"
 
 namespace gatewayd::metrics {
 
@@ -15,6 +15,6 @@ using labels = std::initializer_list<std::pair<const char*, std::string>>;
 
 prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type);
 void add_sample(prometheus::MetricFamily& f, double value, labels l = {});
-void add_histogram(prometheus::MetricFamily& f, const latency_histogram::snapshot& s);
+void add_histogram(prometheus::MetricFamily& f, const runtime::latency_histogram::snapshot& s);
 
 }  // namespace gatewayd::metrics

@@ -100,9 +100,9 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   auto errors = family("gatewayd_supplier_protocol_errors_total",
                        "Supplier connections closed for a GWP/1 protocol error, by reason.",
                        MetricType::Counter);
-  for (std::size_t r = 1; r < suppliers::frame_error_count; ++r) {
+  for (std::size_t r = 1; r < protocol::frame_error_count; ++r) {
     add_sample(errors, value(st.protocol_errors[r]),
-               {{"reason", std::string(to_string(static_cast<suppliers::frame_error>(r)))}});
+               {{"reason", std::string(to_string(static_cast<protocol::frame_error>(r)))}});
   }
   out.push_back(std::move(errors));
   auto pauses =

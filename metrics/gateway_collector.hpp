@@ -10,8 +10,8 @@
 #include <string>
 
 #include "consumers/queue_budget.hpp"
-#include "metrics/latency_histogram.hpp"
 #include "metrics/reload_stats.hpp"
+#include "runtime/latency_histogram.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
@@ -26,7 +26,7 @@ class gateway_collector : public prometheus::Collectable {
   struct sources {
     const suppliers::supplier_stats& suppliers;
     const suppliers::route_snapshot_holder& routes;
-    const latency_histogram& promotion_latency;
+    const runtime::latency_histogram& promotion_latency;
     const reload_stats& reloads;
     const consumers::queue_budget& budget;
     std::function<thread_roles()> roles;

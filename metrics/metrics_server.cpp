@@ -4,7 +4,7 @@
 
 namespace gatewayd::metrics {
 
-metrics_server::metrics_server(const routing::endpoint& listen) {
+metrics_server::metrics_server(const net::endpoint& listen) {
   // civetweb wants "[v6]:port" or "v4:port"; the endpoint's own text form is exactly that.
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(listen.to_string(), 2);

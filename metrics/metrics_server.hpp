@@ -7,14 +7,14 @@
 #include <memory>
 #include <vector>
 
-#include "routing/endpoint.hpp"
+#include "net/endpoint.hpp"
 
 namespace gatewayd::metrics {
 
 class metrics_server {
  public:
   // Binds at once; a bind error throws (start-up), naming the address.
-  explicit metrics_server(const routing::endpoint& listen);
+  explicit metrics_server(const net::endpoint& listen);
   void add(std::shared_ptr<prometheus::Collectable> c);
   unsigned short port() const;
 

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 
 namespace gatewayd::routing {
 namespace {
@@ -18,7 +18,7 @@ std::string describe_char(char c) {
 }  // namespace
 
 std::optional<std::string> pattern_error(std::string_view pattern) {
-  using suppliers::max_address_length;
+  using protocol::max_address_length;
   if (pattern.empty()) return "pattern is empty";
   // Each wildcard matches at least one character, so a pattern longer than the longest
   // address can never match: almost certainly a mistake worth stopping for.
@@ -44,7 +44,7 @@ std::optional<std::string> pattern_error(std::string_view pattern) {
         if (c == '*' || c == '>') {
           return std::string{"wildcard '"} + c + "' must be a whole token" + position;
         }
-        if (!suppliers::is_token_char(static_cast<unsigned char>(c))) {
+        if (!protocol::is_token_char(static_cast<unsigned char>(c))) {
           return "pattern has character " + describe_char(c) + position +
                  "; tokens are made of A-Z a-z 0-9 _ -";
         }

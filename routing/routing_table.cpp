@@ -7,15 +7,15 @@
 #include <map>
 #include <stdexcept>
 
+#include "protocol/address.hpp"
 #include "routing/hash.hpp"
 #include "routing/pattern.hpp"
-#include "suppliers/frame_codec.hpp"
 
 namespace gatewayd::routing {
 namespace {
 
 // A valid address has at most this many tokens (one character and a dot each).
-constexpr std::size_t max_tokens = (suppliers::max_address_length + 1) / 2;
+constexpr std::size_t max_tokens = (protocol::max_address_length + 1) / 2;
 
 std::uint64_t edge_hash(std::uint32_t parent, std::uint64_t token_hash) noexcept {
   return detail::mix(token_hash ^ (std::uint64_t{parent} * 0x9e3779b97f4a7c15ULL));
@@ -59,21 +59,21 @@ struct routing_table::walk {
   }
 };
 
-std::shared_ptr<const routing_table> routing_table::build(const routing_config& config) {
+std::shared_ptr<const routing_table> routing_table::build(const routing_rules& rules) {
   static std::atomic<std::uint64_t> next_id{1};
   std::shared_ptr<routing_table> table{new routing_table};
-  table->config_ = config;
+  table->rules_ = rules;
   table->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
 
-  for (consumer_index i = 0; i < config.consumers.size(); ++i) {
-    if (!table->consumer_by_name_.emplace(config.consumers[i].name, i).second) {
-      throw std::invalid_argument("duplicate consumer \"" + config.consumers[i].name + '"');
+  for (consumer_index i = 0; i < rules.consumers.size(); ++i) {
+    if (!table->consumer_by_name_.emplace(rules.consumers[i], i).second) {
+      throw std::invalid_argument("duplicate consumer \"" + rules.consumers[i] + '"');
     }
   }
-  if (config.dead_letter) {
-    table->dead_letter_ = table->find_consumer(*config.dead_letter);
+  if (rules.dead_letter) {
+    table->dead_letter_ = table->find_consumer(*rules.dead_letter);
     if (!table->dead_letter_) {
-      throw std::invalid_argument("unknown dead-letter consumer \"" + *config.dead_letter + '"');
+      throw std::invalid_argument("unknown dead-letter consumer \"" + *rules.dead_letter + '"');
     }
     table->dead_letter_list_[0] = *table->dead_letter_;
   }
@@ -88,7 +88,7 @@ std::shared_ptr<const routing_table> routing_table::build(const routing_config& 
   std::vector<draft_node> drafts(1);
   std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> literal_edges;
 
-  for (const auto& route : config.routes) {
+  for (const auto& route : rules.routes) {
     if (auto why = pattern_error(route.match)) {
       throw std::invalid_argument("invalid pattern \"" + route.match + "\": " + *why);
     }
@@ -200,10 +200,10 @@ lookup_result routing_table::lookup(std::string_view address, lookup_scratch& sc
   if (tokens.capacity() < max_tokens) {
     tokens.reserve(max_tokens);
     hashes.reserve(max_tokens);
-    scratch.merged_.reserve(std::min<std::size_t>(config_.consumers.size(), 64));
+    scratch.merged_.reserve(std::min<std::size_t>(rules_.consumers.size(), 64));
   }
-  if (scratch.seen_.size() < config_.consumers.size()) {
-    scratch.seen_.resize(config_.consumers.size(), 0);
+  if (scratch.seen_.size() < rules_.consumers.size()) {
+    scratch.seen_.resize(rules_.consumers.size(), 0);
   }
   tokens.clear();
   hashes.clear();

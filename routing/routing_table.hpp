@@ -1,4 +1,4 @@
-// The routing table: an immutable token trie, built once from a validated routing_config.
+// The routing table: an immutable token trie, built once from a validated routing_rules.
 #pragma once
 
 #include <cstdint>
@@ -10,11 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "routing/routing_config.hpp"
+#include "routing/routing_rules.hpp"
 
 namespace gatewayd::routing {
 
-// A consumer's position in routing_config::consumers (and so in routing_table::consumers()).
+// A consumer's position in routing_rules::consumers (and so in routing_table::consumers()).
 using consumer_index = std::uint32_t;
 
 struct lookup_result {
@@ -53,17 +53,18 @@ class lookup_scratch {
 // independent of the number of routes. Immutable after build(): threads share it freely.
 class routing_table {
  public:
-  // Builds the table. The config must have passed the loader's validation; a pattern or a
+  // Builds the table. The rules must have passed the loader's validation; a pattern or a
   // consumer reference the loader would refuse throws std::invalid_argument.
-  static std::shared_ptr<const routing_table> build(const routing_config& config);
+  static std::shared_ptr<const routing_table> build(const routing_rules& rules);
 
   // The consumers of every route matching `address`, which must be a valid GWP/1 address
   // (the frame codec has checked it). No allocation once `scratch` is warm.
   lookup_result lookup(std::string_view address, lookup_scratch& scratch) const;
 
-  const std::vector<consumer_spec>& consumers() const noexcept { return config_.consumers; }
-  const routing_config& config() const noexcept { return config_; }
-  std::size_t route_count() const noexcept { return config_.routes.size(); }
+  // Consumer names by index.
+  const std::vector<std::string>& consumers() const noexcept { return rules_.consumers; }
+  const routing_rules& rules() const noexcept { return rules_; }
+  std::size_t route_count() const noexcept { return rules_.routes.size(); }
   std::optional<consumer_index> dead_letter() const noexcept { return dead_letter_; }
   std::optional<consumer_index> find_consumer(std::string_view name) const;
 
@@ -101,7 +102,7 @@ class routing_table {
                            std::uint64_t token_hash) const noexcept;
   void collect(std::uint32_t node_id, std::size_t depth, walk& w) const;
 
-  routing_config config_;
+  routing_rules rules_;
   std::unordered_map<std::string, consumer_index> consumer_by_name_;
   std::optional<consumer_index> dead_letter_;
   consumer_index dead_letter_list_[1] = {0};

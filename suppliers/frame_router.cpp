@@ -19,7 +19,7 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   if (batches_.size() < n) batches_.resize(n);
 }
 
-bool frame_router::route(std::string_view address, const frame_slice& slice) {
+bool frame_router::route(std::string_view address, const protocol::frame_slice& slice) {
   if (!snapshot_) return false;
   if (address.size() != last_address_length_ ||
       std::memcmp(address.data(), last_address_, address.size()) != 0) {

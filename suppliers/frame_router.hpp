@@ -7,9 +7,9 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
-#include "suppliers/frame_chunk.hpp"
 #include "suppliers/route_snapshot.hpp"
 
 namespace gatewayd::suppliers {
@@ -23,7 +23,7 @@ class frame_router {
   static frame_router& for_this_thread(const route_snapshot_holder& routes);
 
   // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
-  bool route(std::string_view address, const frame_slice& slice);
+  bool route(std::string_view address, const protocol::frame_slice& slice);
 
   struct flush_result {
     bool pause = false;  // some backpressure consumer asked the supplier to stop reading
@@ -42,9 +42,9 @@ class frame_router {
   std::uint64_t version_ = 0;
   routing::lookup_scratch scratch_;
   routing::route_cache cache_;
-  std::vector<std::vector<frame_slice>> batches_;  // by consumer index
+  std::vector<std::vector<protocol::frame_slice>> batches_;  // by consumer index
   std::vector<routing::consumer_index> touched_;
-  frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
+  protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
   std::uint32_t pending_refs_ = 0;
   // The last address looked up and its answer: a supplier usually repeats one address
   // frame after frame, and a memcmp is much cheaper than hashing it into the route cache.

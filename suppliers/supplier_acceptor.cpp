@@ -2,19 +2,16 @@
 
 #include <stdexcept>
 
-#include "gateway/lf_pool.hpp"
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 #include "suppliers/session_registry.hpp"
 
 namespace gatewayd::suppliers {
 
-using gateway::lf_pool;
-
-supplier_acceptor::supplier_acceptor(asio::io_context& ioc, const routing::endpoint& listen,
+supplier_acceptor::supplier_acceptor(const runtime::executor& ex, const net::endpoint& listen,
                                      session_context& ctx, std::size_t max_connections,
                                      admission allow)
-    : ioc_(ioc),
-      acceptor_(asio::make_strand(ioc)),
+    : executor_(ex),
+      acceptor_(runtime::make_strand(ex)),
       retry_timer_(acceptor_.get_executor()),
       ctx_(ctx),
       max_connections_(max_connections),
@@ -44,7 +41,6 @@ void supplier_acceptor::start() {
 
 void supplier_acceptor::stop() {
   asio::post(acceptor_.get_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
     self->stopped_ = true;
     self->retry_timer_.cancel();
     std::error_code ignored;
@@ -55,21 +51,19 @@ void supplier_acceptor::stop() {
 void supplier_acceptor::do_accept() {
   // Each session gets its own strand: its socket and idle timer are never touched by two
   // threads at once, with no mutex around them.
-  acceptor_.async_accept(asio::make_strand(ioc_),
+  acceptor_.async_accept(runtime::make_strand(executor_),
                          [self = shared_from_this()](std::error_code ec, asio::ip::tcp::socket s) {
                            self->on_accept(ec, std::move(s));
                          });
 }
 
 void supplier_acceptor::on_accept(std::error_code ec, asio::ip::tcp::socket socket) {
-  lf_pool::promote_new_leader();
   if (stopped_ || ec == asio::error::operation_aborted) return;
   if (ec) {
     // Out of descriptors or memory: keep the listener, try again shortly, never stop accepting.
     GW_LOG(warning) << "accepting a supplier failed: " << ec.message() << "; retrying in 100 ms";
     retry_timer_.expires_after(std::chrono::milliseconds(100));
     retry_timer_.async_wait([self = shared_from_this()](std::error_code e) {
-      lf_pool::promote_new_leader();
       if (!e && !self->stopped_) self->do_accept();
     });
     return;

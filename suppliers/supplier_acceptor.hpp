@@ -7,7 +7,8 @@
 #include <functional>
 #include <memory>
 
-#include "routing/endpoint.hpp"
+#include "net/endpoint.hpp"
+#include "runtime/executor.hpp"
 #include "suppliers/supplier_session.hpp"
 
 namespace gatewayd::suppliers {
@@ -18,7 +19,7 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   using admission = std::function<bool(const asio::ip::address&)>;
 
   // Binds and listens at once: a bind error throws here, at start-up, with the address in it.
-  supplier_acceptor(asio::io_context& ioc, const routing::endpoint& listen, session_context& ctx,
+  supplier_acceptor(const runtime::executor& ex, const net::endpoint& listen, session_context& ctx,
                     std::size_t max_connections, admission allow = {});
 
   void start();
@@ -31,7 +32,7 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   void on_accept(std::error_code ec, asio::ip::tcp::socket socket);
   void refuse(asio::ip::tcp::socket& socket, close_reason why);
 
-  asio::io_context& ioc_;
+  runtime::executor executor_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   session_context& ctx_;

@@ -1,25 +1,10 @@
 #include "suppliers/supplier_session.hpp"
 
-#include "gateway/lf_pool.hpp"
-#include "gateway/log.hpp"
+#include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
 #include "suppliers/session_registry.hpp"
 
 namespace gatewayd::suppliers {
-
-using gateway::lf_pool;
-
-std::string_view to_string(close_reason r) noexcept {
-  switch (r) {
-    case close_reason::connection_limit:
-      return "connection_limit";
-    case close_reason::not_allowed:
-      return "not_allowed";
-    case close_reason::idle_timeout:
-      return "idle_timeout";
-  }
-  return "unknown";
-}
 
 supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context& ctx)
     : socket_(std::move(socket)),
@@ -42,7 +27,6 @@ supplier_session::~supplier_session() {
 void supplier_session::start() {
   ctx_.registry.add(shared_from_this());
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
     self->last_progress_ = std::chrono::steady_clock::now();
     if (self->ctx_.idle_timeout.count() > 0) self->arm_idle_timer(self->ctx_.idle_timeout);
     self->do_wait();
@@ -50,15 +34,11 @@ void supplier_session::start() {
 }
 
 void supplier_session::stop() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
-    self->close();
-  });
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close(); });
 }
 
 void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
     self->held_ = true;
     self->paused_ = true;
   });
@@ -66,7 +46,6 @@ void supplier_session::pause_reading() {
 
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
     if (self->closed_ || self->held_) return;
     // Half-Sync/Half-Async: the worker may have asked for the pause (flush) but its completion,
     // which sets paused_, has not run yet; remember the resume for it.
@@ -88,7 +67,6 @@ void supplier_session::do_wait() {
 }
 
 void supplier_session::on_readable(std::error_code ec) {
-  lf_pool::promote_new_leader();
   waiting_ = false;
   if (closed_) return;
   if (ec) {
@@ -100,20 +78,29 @@ void supplier_session::on_readable(std::error_code ec) {
   read_and_route();
 }
 
-void supplier_session::read_and_route() {
+supplier_session::routed supplier_session::route_read() {
   auto& router = frame_router::for_this_thread(ctx_.routes);
+  std::uint64_t unroutable = 0;
+  routed r;
+  r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
+    ++r.frames;
+    if (!router.route(f.address, s)) ++unroutable;
+  });
+  // Frames that arrived whole before a protocol error are still routed.
   const std::shared_ptr<consumers::flow_control_listener> listener(
       shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
+  r.pause = router.flush(listener).pause;
+  if (r.frames) ctx_.stats.frames_received.fetch_add(r.frames, std::memory_order_relaxed);
+  if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
+  return r;
+}
+
+// Leader/Followers and asio-threads: the thread that saw the event reads and routes until the
+// socket is drained, the budget is spent, or a consumer asks for a pause.
+void supplier_session::read_and_route() {
   std::size_t total = 0;
-  std::uint64_t frames = 0;
-  std::uint64_t unroutable = 0;
+  routed all;
   bool peer_gone = false;
-  bool pause = false;
-  frame_stream::stream_error bad;
-  auto on_frame = [&](const frame_view& f, const frame_slice& s) {
-    ++frames;
-    if (!router.route(f.address, s)) ++unroutable;
-  };
   while (total < read_budget) {
     const auto buf = stream_.prepare();
     std::error_code ec;
@@ -125,34 +112,18 @@ void supplier_session::read_and_route() {
     }
     stream_.commit(n);
     total += n;
-    bad = stream_.parse(on_frame);
-    // Frames that arrived whole before a protocol error are still routed.
-    if (router.flush(listener).pause) pause = true;
-    if (bad || pause || n < buf.size) break;  // a short read means the socket is drained
+    const routed r = route_read();
+    all.frames += r.frames;
+    all.pause = all.pause || r.pause;
+    all.error = r.error;
+    if (r.error || r.pause || n < buf.size) break;  // a short read means the socket is drained
   }
-  auto& stats = ctx_.stats;
-  if (frames) {
-    stats.frames_received.fetch_add(frames, std::memory_order_relaxed);
-    last_progress_ = std::chrono::steady_clock::now();
+  if (total) ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
+  if (peer_gone && !all.error) {
+    if (all.frames) last_progress_ = std::chrono::steady_clock::now();
+    return closed_by_peer();
   }
-  if (total) stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
-  if (unroutable) stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
-
-  if (bad) return fail_protocol(bad);
-  if (peer_gone) {
-    if (stream_.has_partial()) {
-      GW_LOG(info) << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset()
-                   << " (" << stream_.buffered() << " bytes of a partial frame discarded)";
-    }
-    return close();
-  }
-  if (pause) {
-    paused_ = true;
-    stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
-  stream_.release_if_idle();
-  do_wait();
+  after_routing(all);
 }
 
 // Half-Sync/Half-Async, on the I/O thread: one read, then the chunk goes to a worker. The
@@ -162,58 +133,50 @@ void supplier_session::read_for_handoff() {
   std::error_code ec;
   const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return do_wait();
-  if (ec) {
-    if (stream_.has_partial()) {
-      GW_LOG(info) << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset()
-                   << " (" << stream_.buffered() << " bytes of a partial frame discarded)";
-    }
-    return close();
-  }
+  if (ec) return closed_by_peer();
   stream_.commit(n);
   ctx_.stats.bytes_received.fetch_add(n, std::memory_order_relaxed);
   handed_off_ = true;
   ctx_.handoff->submit(shared_from_this());
 }
 
-void supplier_session::process_handoff() {
-  auto& router = frame_router::for_this_thread(ctx_.routes);
-  const std::shared_ptr<consumers::flow_control_listener> listener(
-      shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
-  std::uint64_t frames = 0;
-  std::uint64_t unroutable = 0;
-  handoff_error_ = stream_.parse([&](const frame_view& f, const frame_slice& s) {
-    ++frames;
-    if (!router.route(f.address, s)) ++unroutable;
-  });
-  // Frames that arrived whole before a protocol error are still routed.
-  handoff_pause_ = router.flush(listener).pause;
-  handoff_frames_ = frames;
-  if (frames) ctx_.stats.frames_received.fetch_add(frames, std::memory_order_relaxed);
-  if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
-  asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    lf_pool::promote_new_leader();
-    self->on_handoff_done();
-  });
+void supplier_session::run_offloaded() {
+  handoff_result_ = route_read();
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->on_handoff_done(); });
 }
 
 void supplier_session::on_handoff_done() {
   handed_off_ = false;
-  const bool resumed = resumed_while_handed_off_;
+  routed r = handoff_result_;
+  // A consumer that resumed us while the worker ran cancels the pause it asked for.
+  if (resumed_while_handed_off_) r.pause = false;
   resumed_while_handed_off_ = false;
-  if (handoff_frames_) last_progress_ = std::chrono::steady_clock::now();
   if (closed_) return stream_.release_if_idle();
-  if (handoff_error_) return fail_protocol(handoff_error_);
-  if (handoff_pause_ && !resumed) {
+  after_routing(r);
+}
+
+void supplier_session::after_routing(const routed& r) {
+  if (r.frames) last_progress_ = std::chrono::steady_clock::now();
+  if (r.error) return fail_protocol(r.error);
+  if (r.pause) {
     paused_ = true;
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (paused_) return;  // held by the gateway (drain) while the worker ran
+  if (paused_) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
   do_wait();
 }
 
-void supplier_session::fail_protocol(const frame_stream::stream_error& e) {
+void supplier_session::closed_by_peer() {
+  if (stream_.has_partial()) {
+    GW_LOG(info) << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset()
+                 << " (" << stream_.buffered() << " bytes of a partial frame discarded)";
+  }
+  close();
+}
+
+void supplier_session::fail_protocol(const protocol::frame_stream::stream_error& e) {
   ctx_.stats.protocol_errors[static_cast<std::size_t>(e.reason)].fetch_add(
       1, std::memory_order_relaxed);
   GW_LOG(warning) << "supplier " << peer_ << ": protocol error " << to_string(e.reason)
@@ -238,7 +201,6 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 }
 
 void supplier_session::on_idle_timer(std::error_code ec) {
-  lf_pool::promote_new_leader();
   if (ec || closed_) return;
   // A supplier we paused (backpressure, drain) cannot make progress; that is not idleness.
   if (paused_) last_progress_ = std::chrono::steady_clock::now();

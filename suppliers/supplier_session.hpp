@@ -7,9 +7,9 @@
 #include <memory>
 
 #include "consumers/flow_control.hpp"
-#include "suppliers/frame_stream.hpp"
+#include "protocol/frame_stream.hpp"
+#include "runtime/work_handoff.hpp"
 #include "suppliers/route_snapshot.hpp"
-#include "suppliers/session_handoff.hpp"
 #include "suppliers/supplier_stats.hpp"
 
 namespace gatewayd::suppliers {
@@ -25,15 +25,18 @@ struct session_context {
   std::chrono::milliseconds idle_timeout;  // 0 = never
   // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
   // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
-  session_handoff* handoff = nullptr;
+  runtime::work_handoff* handoff = nullptr;
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
-                         public consumers::flow_control_listener {
+                         public consumers::flow_control_listener,
+                         public runtime::offloaded_work {
  public:
   // Bytes read per event before yielding to other connections (fairness under load).
   static constexpr std::size_t read_budget = 1024 * 1024;
 
+  // `socket` runs on a strand of its own (the acceptor made it): its reads, timer and posts are
+  // never handled by two threads at once.
   supplier_session(asio::ip::tcp::socket socket, session_context& ctx);
   ~supplier_session();
 
@@ -46,17 +49,30 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
 
   const std::string& peer() const noexcept { return peer_; }
 
-  // Half-Sync/Half-Async, on a worker: parses and routes the chunk the I/O thread read, then
-  // posts on_handoff_done() back to the session's strand.
-  void process_handoff();
+  // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
+  // on_handoff_done() back to the session's strand.
+  void run_offloaded() override;
 
  private:
+  // What routing the bytes of one or more reads came to.
+  struct routed {
+    std::uint64_t frames = 0;
+    bool pause = false;  // a backpressure consumer asked us to stop reading
+    protocol::frame_stream::stream_error error;
+  };
+
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
   void read_for_handoff();
   void on_handoff_done();
-  void fail_protocol(const frame_stream::stream_error& e);
+  // Parses every whole frame the stream holds and routes it (on whichever thread owns the
+  // stream: the strand, or the worker it was handed to). Counts frames and unroutable ones.
+  routed route_read();
+  // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
+  void after_routing(const routed& r);
+  void closed_by_peer();
+  void fail_protocol(const protocol::frame_stream::stream_error& e);
   void close();
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
@@ -64,20 +80,18 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   asio::ip::tcp::socket socket_;
   asio::steady_timer idle_timer_;
   session_context& ctx_;
-  frame_stream stream_;
+  protocol::frame_stream stream_;
   std::string peer_;
   std::chrono::steady_clock::time_point last_progress_;
   bool waiting_ = false;  // an async_wait is pending
   bool paused_ = false;   // backpressure or drain: no new wait until resumed
   bool held_ = false;     // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
-  // Half-Sync/Half-Async: a worker owns stream_ until on_handoff_done (strand-only flag); the
-  // worker's results travel back with the completion it posts.
+  // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
+  // flag); what it routed travels back in handoff_result_.
   bool handed_off_ = false;
-  std::uint64_t handoff_frames_ = 0;
-  bool handoff_pause_ = false;
   bool resumed_while_handed_off_ = false;  // a consumer resumed us before the pause landed
-  frame_stream::stream_error handoff_error_;
+  routed handoff_result_;
 };
 
 }  // namespace gatewayd::suppliers

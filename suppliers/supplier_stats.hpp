@@ -6,14 +6,19 @@
 #include <cstdint>
 #include <string_view>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
+#include "runtime/enum_names.hpp"
 
 namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
 enum class close_reason : std::uint8_t { connection_limit, not_allowed, idle_timeout };
-inline constexpr std::size_t close_reason_count = 3;
-std::string_view to_string(close_reason r) noexcept;
+inline constexpr runtime::enum_names<close_reason, 3> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout"}};
+inline constexpr std::size_t close_reason_count = close_reason_names.count;
+inline std::string_view to_string(close_reason r) noexcept {
+  return close_reason_names(r);
+}
 
 struct supplier_stats {
   std::atomic<std::int64_t> connections{0};
@@ -22,7 +27,7 @@ struct supplier_stats {
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> unroutable{0};
   std::atomic<std::uint64_t> backpressure_pauses{0};
-  std::array<std::atomic<std::uint64_t>, frame_error_count> protocol_errors{};
+  std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
 };
 

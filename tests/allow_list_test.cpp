@@ -3,7 +3,7 @@
 
 #include <poll.h>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
@@ -27,7 +27,7 @@ struct bound_supplier {
     socket.connect({asio::ip::make_address("127.0.0.1"), port});
   }
   void send_frame(const std::string& address, const std::string& payload) {
-    asio::write(socket, asio::buffer(gatewayd::suppliers::encode_frame(address, payload)));
+    asio::write(socket, asio::buffer(gatewayd::protocol::encode_frame(address, payload)));
   }
   // True once the gateway closed the connection: EOF or reset within `timeout`.
   bool closed_by_peer(std::chrono::milliseconds timeout) {

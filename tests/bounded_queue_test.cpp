@@ -6,8 +6,8 @@
 #include "consumers/bounded_queue.hpp"
 
 using namespace gatewayd::consumers;
-using gatewayd::suppliers::frame_chunk;
-using gatewayd::suppliers::frame_slice;
+using gatewayd::protocol::frame_chunk;
+using gatewayd::protocol::frame_slice;
 
 namespace {
 

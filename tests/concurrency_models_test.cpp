@@ -10,8 +10,8 @@
 #include <regex>
 #include <thread>
 
-#include "gateway/service_config.hpp"
-#include "suppliers/frame_codec.hpp"
+#include "config/service_config.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -71,14 +71,15 @@ double metric(const std::string& text, const std::string& series) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(consumer_drain_key_parses_and_rejects_unknown_models) {
-  using namespace gatewayd::gateway;
+  using namespace gatewayd::config;
+  using gatewayd::consumers::drain_model;
   const auto ok = parse_service_config(
       "[gateway]\nroutes_file = \"r\"\nconsumer_drain = \"mutex\"\n", "/tmp/g.toml");
   BOOST_TEST_REQUIRE(ok.errors.empty());
-  BOOST_TEST((ok.config->consumer_drain == consumer_drain_model::mutex));
+  BOOST_TEST((ok.config->consumer_drain == drain_model::mutex));
   const auto def = parse_service_config("[gateway]\nroutes_file = \"r\"\n", "/tmp/g.toml");
   BOOST_TEST_REQUIRE(def.errors.empty());
-  BOOST_TEST((def.config->consumer_drain == consumer_drain_model::strand));
+  BOOST_TEST((def.config->consumer_drain == drain_model::strand));
   const auto bad = parse_service_config(
       "[gateway]\nroutes_file = \"r\"\nconsumer_drain = \"spinlock\"\n", "/tmp/g.toml");
   BOOST_TEST_REQUIRE(bad.errors.size() == 1u);
@@ -123,7 +124,7 @@ void routes_every_frame_in_per_supplier_order(const std::string& model) {
       std::string batch;
       for (int seq = 0; seq < frames; ++seq) {
         const auto& addr = addresses[static_cast<std::size_t>(seq + s) % addresses.size()];
-        batch += gatewayd::suppliers::encode_frame(
+        batch += gatewayd::protocol::encode_frame(
             addr, numbered_payload(s, seq, 1 + static_cast<std::size_t>(seq * 7 % 300)));
         if (seq % 97 == 0) {
           senders[static_cast<std::size_t>(s - 1)]->send(batch);
@@ -159,8 +160,8 @@ void a_protocol_error_closes_only_that_supplier(const std::string& model) {
     for (int i = 0; i < 2000; ++i)
       good.send_frame("t.good", numbered_payload(1, i));
   });
-  bad.send(gatewayd::suppliers::encode_frame("t.bad", "s2-0:before") +
-           gatewayd::suppliers::encode_frame("t.bad", "s2-1:before") + "XXXXgarbage");
+  bad.send(gatewayd::protocol::encode_frame("t.bad", "s2-0:before") +
+           gatewayd::protocol::encode_frame("t.bad", "s2-1:before") + "XXXXgarbage");
   BOOST_TEST(bad.closed_by_peer(10s));
   sender.join();
   BOOST_TEST_REQUIRE(c.wait_for_count(2002, 10s), "got " << c.count());

@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "consumers/consumer.hpp"
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 
 namespace gc = gatewayd::consumers;
-namespace gr = gatewayd::routing;
-namespace gs = gatewayd::suppliers;
+namespace gs = gatewayd::protocol;
 using asio::ip::tcp;
 using namespace std::chrono_literals;
 
@@ -222,7 +221,9 @@ class peer {
     acceptor_.bind(at);
     acceptor_.listen();
   }
-  gr::endpoint address() const { return {"127.0.0.1", acceptor_.local_endpoint().port()}; }
+  gatewayd::net::endpoint address() const {
+    return {"127.0.0.1", acceptor_.local_endpoint().port()};
+  }
 
   std::optional<receiver> accept(std::chrono::milliseconds timeout, bool strict = true) {
     pollfd p{acceptor_.native_handle(), POLLIN, 0};
@@ -238,15 +239,15 @@ class peer {
 };
 
 // An address where nothing listens (until a peer is made on that port).
-gr::endpoint unused_endpoint() {
+gatewayd::net::endpoint unused_endpoint() {
   asio::io_context io;
   tcp::acceptor a(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return {"127.0.0.1", a.local_endpoint().port()};
 }
 
-gr::consumer_spec spec(gr::endpoint at, std::uint32_t capacity, gr::overflow_policy policy,
-                       std::uint64_t queue_bytes = 0) {
-  gr::consumer_spec s;
+gc::consumer_spec spec(gatewayd::net::endpoint at, std::uint32_t capacity,
+                       gc::overflow_policy policy, std::uint64_t queue_bytes = 0) {
+  gc::consumer_spec s;
   s.name = "test";
   s.address = std::move(at);
   s.queue_capacity = capacity;
@@ -292,13 +293,13 @@ struct io_fixture {
     BOOST_TEST(gs::frame_chunk::live_bytes() == live_before);
   }
 
-  std::shared_ptr<gc::consumer> make(const gr::consumer_spec& s,
+  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s,
                                      gc::queue_budget* budget = nullptr) {
     gc::consumer::options o;
     o.reconnect_initial = 20ms;
     o.reconnect_max = 200ms;
     o.budget = budget;
-    auto c = std::make_shared<gc::consumer>(ioc, s, o);
+    auto c = std::make_shared<gc::consumer>(gatewayd::runtime::make_executor(ioc), s, o);
     c->start();
     return c;
   }
@@ -330,7 +331,7 @@ constexpr std::size_t big_payload = 16 * 1024 - 32;  // four frames to a chunk
 
 BOOST_FIXTURE_TEST_CASE(frames_arrive_byte_for_byte_in_order, io_fixture) {
   peer p;
-  auto c = make(spec(p.address(), 100000, gr::overflow_policy::drop_oldest));
+  auto c = make(spec(p.address(), 100000, gc::overflow_policy::drop_oldest));
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
   frame_source src(0);
@@ -359,8 +360,8 @@ BOOST_FIXTURE_TEST_CASE(frames_arrive_byte_for_byte_in_order, io_fixture) {
 BOOST_FIXTURE_TEST_CASE(concurrent_suppliers_and_fan_out, io_fixture) {
   peer pa;
   peer pb;
-  auto a = make(spec(pa.address(), 100000, gr::overflow_policy::drop_oldest));
-  auto b = make(spec(pb.address(), 100000, gr::overflow_policy::drop_oldest));
+  auto a = make(spec(pa.address(), 100000, gc::overflow_policy::drop_oldest));
+  auto b = make(spec(pb.address(), 100000, gc::overflow_policy::drop_oldest));
   auto ra = pa.accept(2s);
   auto rb = pb.accept(2s);
   BOOST_REQUIRE(ra);
@@ -402,7 +403,7 @@ BOOST_FIXTURE_TEST_CASE(concurrent_suppliers_and_fan_out, io_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(drop_oldest_keeps_the_newest, io_fixture) {
   peer p(0, 4096);
-  auto c = make(spec(p.address(), 16, gr::overflow_policy::drop_oldest));
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::drop_oldest));
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
   frame_source src(big_payload);
@@ -428,7 +429,7 @@ BOOST_FIXTURE_TEST_CASE(drop_oldest_keeps_the_newest, io_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(drop_newest_keeps_the_oldest, io_fixture) {
   peer p(0, 4096);
-  auto c = make(spec(p.address(), 16, gr::overflow_policy::drop_newest));
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::drop_newest));
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
   frame_source src(big_payload);
@@ -450,7 +451,7 @@ BOOST_FIXTURE_TEST_CASE(drop_newest_keeps_the_oldest, io_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(disconnect_discards_the_queue_and_redials, io_fixture) {
   peer p(0, 4096);
-  auto c = make(spec(p.address(), 16, gr::overflow_policy::disconnect));
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::disconnect));
   auto r1 = p.accept(2s);
   BOOST_REQUIRE(r1);
   frame_source src(big_payload);
@@ -481,7 +482,7 @@ BOOST_FIXTURE_TEST_CASE(disconnect_discards_the_queue_and_redials, io_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(backpressure_drops_nothing_pauses_and_resumes, io_fixture) {
   peer p(0, 4096);
-  auto c = make(spec(p.address(), 16, gr::overflow_policy::backpressure));
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::backpressure));
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
   auto listener = std::make_shared<test_listener>();
@@ -510,7 +511,7 @@ BOOST_FIXTURE_TEST_CASE(backpressure_drops_nothing_pauses_and_resumes, io_fixtur
 
 BOOST_FIXTURE_TEST_CASE(restart_resends_the_cut_frame_whole, io_fixture) {
   peer p;
-  auto c = make(spec(p.address(), 100000, gr::overflow_policy::drop_oldest));
+  auto c = make(spec(p.address(), 100000, gc::overflow_policy::drop_oldest));
   auto r1 = p.accept(2s);
   BOOST_REQUIRE(r1);
   frame_source src(3000);
@@ -540,8 +541,8 @@ BOOST_FIXTURE_TEST_CASE(restart_resends_the_cut_frame_whole, io_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(endpoint_down_at_start_then_up, io_fixture) {
-  const gr::endpoint at = unused_endpoint();
-  auto c = make(spec(at, 1000, gr::overflow_policy::drop_oldest));
+  const gatewayd::net::endpoint at = unused_endpoint();
+  auto c = make(spec(at, 1000, gc::overflow_policy::drop_oldest));
   frame_source src(0);
   put_all(*c, src.make(100));
   std::this_thread::sleep_for(150ms);  // a few failed dials
@@ -559,10 +560,10 @@ BOOST_FIXTURE_TEST_CASE(endpoint_down_at_start_then_up, io_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(byte_cap_drop_oldest_keeps_the_newest_while_away, io_fixture) {
-  const gr::endpoint at = unused_endpoint();
+  const gatewayd::net::endpoint at = unused_endpoint();
   frame_source src(1000);
   const std::uint64_t frame_size = 10 + 5 + 1000;  // header, "t.seq", payload
-  auto c = make(spec(at, 1000, gr::overflow_policy::drop_oldest, 10 * frame_size));
+  auto c = make(spec(at, 1000, gc::overflow_policy::drop_oldest, 10 * frame_size));
   put_all(*c, src.make(30));
   BOOST_TEST(c->stats().queued_frames.load() == 10u);
   BOOST_TEST(c->stats().queued_bytes.load() == 10 * frame_size);
@@ -580,7 +581,7 @@ BOOST_FIXTURE_TEST_CASE(byte_cap_drop_oldest_keeps_the_newest_while_away, io_fix
 
 BOOST_FIXTURE_TEST_CASE(drain_and_close_delivers_then_refuses, io_fixture) {
   peer p;
-  auto c = make(spec(p.address(), 100000, gr::overflow_policy::drop_oldest));
+  auto c = make(spec(p.address(), 100000, gc::overflow_policy::drop_oldest));
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
   frame_source src(100);  // all of it fits in the socket buffers while nobody reads
@@ -599,7 +600,7 @@ BOOST_FIXTURE_TEST_CASE(drain_and_close_delivers_then_refuses, io_fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(drain_and_close_gives_up_on_an_unreachable_endpoint, io_fixture) {
-  auto c = make(spec(unused_endpoint(), 1000, gr::overflow_policy::drop_oldest));
+  auto c = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_oldest));
   frame_source src(100);
   put_all(*c, src.make(10));
   const auto start = std::chrono::steady_clock::now();
@@ -613,8 +614,8 @@ BOOST_FIXTURE_TEST_CASE(global_budget_drops_count_as_global_bytes, io_fixture) {
   frame_source src(1000);
   const std::uint64_t frame_size = 10 + 5 + 1000;  // header, "t.seq", payload
   gc::queue_budget budget(20 * frame_size + 100);
-  auto a = make(spec(unused_endpoint(), 1000, gr::overflow_policy::drop_newest), &budget);
-  auto b = make(spec(unused_endpoint(), 1000, gr::overflow_policy::drop_oldest), &budget);
+  auto a = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_newest), &budget);
+  auto b = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_oldest), &budget);
 
   BOOST_TEST(put_all(*a, src.make(30)).queued == 20u);
   BOOST_TEST(dropped(*a, gc::drop_reason::global_bytes) == 10u);
@@ -639,16 +640,16 @@ BOOST_FIXTURE_TEST_CASE(global_budget_drops_count_as_global_bytes, io_fixture) {
 BOOST_FIXTURE_TEST_CASE(reconfigure_moves_to_a_new_endpoint_keeping_the_queue, io_fixture) {
   peer pa;
   peer pb;
-  auto c = make(spec(pa.address(), 1000, gr::overflow_policy::drop_oldest));
+  auto c = make(spec(pa.address(), 1000, gc::overflow_policy::drop_oldest));
   auto ra = pa.accept(2s);
   BOOST_REQUIRE(ra);
   frame_source src(100);
   put_all(*c, src.make(10));
   BOOST_REQUIRE(ra->wait_frames(10, 2s));
 
-  c->reconfigure(spec(pb.address(), 500, gr::overflow_policy::drop_newest));
+  c->reconfigure(spec(pb.address(), 500, gc::overflow_policy::drop_newest));
   BOOST_TEST(c->capacity() == 500u);
-  BOOST_TEST((c->policy() == gr::overflow_policy::drop_newest));
+  BOOST_TEST((c->policy() == gc::overflow_policy::drop_newest));
   put_all(*c, src.make(10));
   BOOST_REQUIRE(ra->wait_eof(2s));
   auto rb = pb.accept(2s);
@@ -665,7 +666,7 @@ BOOST_FIXTURE_TEST_CASE(reconfigure_moves_to_a_new_endpoint_keeping_the_queue, i
 // ends up sent or counted as dropped, every stream parses whole, every reference is released.
 BOOST_FIXTURE_TEST_CASE(nothing_is_lost_silently_under_restarts, io_fixture) {
   peer p(0, 8192);
-  auto c = make(spec(p.address(), 64, gr::overflow_policy::disconnect));
+  auto c = make(spec(p.address(), 64, gc::overflow_policy::disconnect));
   std::atomic<bool> stop{false};
   std::atomic<int> connections{0};
   std::atomic<bool> corrupt{false};

@@ -3,9 +3,9 @@
 
 #include <string>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 
-using namespace gatewayd::suppliers;
+using namespace gatewayd::protocol;
 using status = parse_result::status;
 
 namespace {

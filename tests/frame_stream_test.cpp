@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "suppliers/frame_stream.hpp"
+#include "protocol/frame_stream.hpp"
 
-using namespace gatewayd::suppliers;
+using namespace gatewayd::protocol;
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <map>
 #include <thread>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -84,8 +84,8 @@ BOOST_AUTO_TEST_CASE(malformed_frame_closes_only_that_supplier) {
   gateway_fixture gw(consumer_toml("c", c.endpoint()) + route_toml("t.>", {"c"}));
   BOOST_TEST_REQUIRE(c.wait_for_connections(1, 5s));
   test_supplier good(gw.supplier_port), bad(gw.supplier_port);
-  bad.send(gatewayd::suppliers::encode_frame("t.bad", "before-1") +
-           gatewayd::suppliers::encode_frame("t.bad", "before-2") + "XXXXgarbage");
+  bad.send(gatewayd::protocol::encode_frame("t.bad", "before-1") +
+           gatewayd::protocol::encode_frame("t.bad", "before-2") + "XXXXgarbage");
   BOOST_TEST(bad.closed_by_peer(5s));
   for (int i = 0; i < 100; ++i)
     good.send_frame("t.good", numbered_payload(1, i));
@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(malformed_frame_closes_only_that_supplier) {
   BOOST_TEST(std::count(got.begin(), got.end(), "t.bad|before-2") == 1);
   const auto line = gw.daemon->wait_for_log("protocol error bad_magic at byte offset", 2s);
   BOOST_TEST_REQUIRE(line.has_value());
-  const auto offset = 2 * gatewayd::suppliers::encode_frame("t.bad", "before-1").size();
+  const auto offset = 2 * gatewayd::protocol::encode_frame("t.bad", "before-1").size();
   BOOST_TEST(line->find("offset " + std::to_string(offset)) != std::string::npos, *line);
   BOOST_TEST(line->find("127.0.0.1:") != std::string::npos);
 }
@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_does_not_slow_the_healthy_ones) {
   test_supplier s(gw.supplier_port);
   std::string batch;
   for (int i = 0; i < frames; ++i) {
-    batch += gatewayd::suppliers::encode_frame("feed.x", numbered_payload(1, i, 1000));
+    batch += gatewayd::protocol::encode_frame("feed.x", numbered_payload(1, i, 1000));
     if (batch.size() > 256 * 1024) {
       s.send(batch);
       batch.clear();

@@ -10,10 +10,10 @@
 #include <random>
 #include <thread>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
-#include "tests/support/scrape.hpp"
 #include "tests/support/rel_traffic.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 
 using namespace gatewayd::test;
@@ -187,7 +187,7 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_and_slow_suppliers_are_closed_while_a_good_on
   // timeout closes them, and memory does not grow by what they announced (200 MiB).
   for (int i = 0; i < 200; ++i) {
     const int fd = dial(gw.supplier_port);
-    send_all(fd, header(3, gatewayd::suppliers::default_max_payload) + "h.x" + "partial");
+    send_all(fd, header(3, gatewayd::protocol::default_max_payload) + "h.x" + "partial");
     fds.push_back(fd);
   }
   BOOST_TEST(all_closed_within(fds, 30s));
@@ -197,7 +197,7 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_and_slow_suppliers_are_closed_while_a_good_on
   // them although each keeps sending.
   {
     std::string frame;
-    gatewayd::suppliers::append_frame(frame, "h.slow", std::string(200, 's'));
+    gatewayd::protocol::append_frame(frame, "h.slow", std::string(200, 's'));
     for (int i = 0; i < 5; ++i)
       fds.push_back(dial(gw.supplier_port));
     const auto t0 = clock_type::now();
@@ -228,8 +228,8 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_and_slow_suppliers_are_closed_while_a_good_on
   for (int i = 0; i < 100; ++i) {
     const int fd = dial(gw.supplier_port);
     std::string bytes;
-    gatewayd::suppliers::append_frame(bytes, "h.reset", "whole frame, no route for it");
-    gatewayd::suppliers::append_frame(bytes, "h.reset", std::string(500, 'r'));
+    gatewayd::protocol::append_frame(bytes, "h.reset", "whole frame, no route for it");
+    gatewayd::protocol::append_frame(bytes, "h.reset", std::string(500, 'r'));
     bytes.resize(bytes.size() - 250);
     send_all(fd, bytes);
     const linger hard{1, 0};

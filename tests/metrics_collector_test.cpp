@@ -3,6 +3,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include "config/routes_config.hpp"
 #include "consumers/consumer.hpp"
 #include "metrics/gateway_collector.hpp"
 #include "metrics/process_collector.hpp"
@@ -19,7 +20,7 @@ struct collector_fixture {
   asio::io_context ioc;
   suppliers::supplier_stats supplier_stats;
   suppliers::route_snapshot_holder routes;
-  metrics::latency_histogram promotion;
+  runtime::latency_histogram promotion;
   metrics::reload_stats reloads;
   consumers::queue_budget budget{0};
   metrics::gateway_collector collector{
@@ -30,20 +31,20 @@ struct collector_fixture {
        "9.9.9-test"}};
 
   void publish(const std::vector<std::string>& names) {
-    routing::routing_config cfg;
+    config::routes_config cfg;
     for (const auto& n : names) {
-      routing::consumer_spec spec;
+      consumers::consumer_spec spec;
       spec.name = n;
-      spec.address = routing::endpoint{"127.0.0.1", 9};
+      spec.address = net::endpoint{"127.0.0.1", 9};
       spec.queue_capacity = 100;
       cfg.consumers.push_back(spec);
       cfg.routes.push_back({n + ".>", {n}});
     }
     auto snap = std::make_shared<suppliers::route_snapshot>();
-    snap->table = routing::routing_table::build(cfg);
+    snap->table = routing::routing_table::build(cfg.rules());
     for (const auto& spec : cfg.consumers)
-      snap->consumers.push_back(
-          std::make_shared<consumers::consumer>(ioc, spec, consumers::consumer::options{}));
+      snap->consumers.push_back(std::make_shared<consumers::consumer>(
+          runtime::make_executor(ioc), spec, consumers::consumer::options{}));
     routes.publish(std::move(snap));
   }
 
@@ -123,7 +124,7 @@ BOOST_AUTO_TEST_CASE(histogram_buckets_are_cumulative_and_resolve_microseconds) 
 BOOST_AUTO_TEST_CASE(runtime_families_read_their_sources) {
   collector_fixture f;
   f.supplier_stats.frames_received = 42;
-  f.supplier_stats.protocol_errors[static_cast<std::size_t>(suppliers::frame_error::bad_flags)] = 3;
+  f.supplier_stats.protocol_errors[static_cast<std::size_t>(protocol::frame_error::bad_flags)] = 3;
   f.reloads.succeeded = 4;
   f.reloads.failed = 1;
   f.reloads.last_successful = false;

@@ -6,7 +6,7 @@
 #include <fstream>
 #include <thread>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tests/support/exposition.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(protocol_errors_are_counted_by_reason) {
   }
   {
     test_supplier bad_version(gw.supplier_port);
-    auto frame = gatewayd::suppliers::encode_frame("a.b", "x");
+    auto frame = gatewayd::protocol::encode_frame("a.b", "x");
     bad_version.send(frame);  // one good frame first: it is still routed
     frame[2] = 0x07;
     bad_version.send(frame);

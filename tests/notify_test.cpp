@@ -214,7 +214,7 @@ BOOST_AUTO_TEST_CASE(watchdog_pings_stop_while_the_event_loop_is_wedged) {
   BOOST_TEST(notify.watchdog_timeout() == std::chrono::microseconds(200000));
 
   asio::io_context ioc;
-  gatewayd::gateway::watchdog dog(ioc, notify);
+  gatewayd::gateway::watchdog dog(gatewayd::runtime::make_executor(ioc), notify);
   BOOST_TEST(dog.period() == std::chrono::microseconds(100000));
   dog.start();
   std::thread loop([&] { ioc.run(); });
@@ -250,7 +250,7 @@ BOOST_AUTO_TEST_CASE(no_notify_socket_means_no_watchdog_and_no_effect) {
   BOOST_TEST(notify.watchdog_timeout().count() == 0);
   notify.ready("x");  // nothing to send to: must simply return
   asio::io_context ioc;
-  gatewayd::gateway::watchdog dog(ioc, notify);
+  gatewayd::gateway::watchdog dog(gatewayd::runtime::make_executor(ioc), notify);
   dog.start();
   BOOST_TEST(ioc.run_for(50ms) == 0u);  // no timer was armed
 }

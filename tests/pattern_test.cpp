@@ -3,7 +3,6 @@
 
 #include <string>
 
-#include "routing/endpoint.hpp"
 #include "routing/pattern.hpp"
 
 using namespace gatewayd::routing;
@@ -108,62 +107,6 @@ BOOST_AUTO_TEST_CASE(split_tokens_keeps_views) {
   BOOST_REQUIRE(tokens.size() == 3u);
   BOOST_TEST(tokens[1] == "bc");
   BOOST_TEST(tokens[1].data() == text.data() + 2);
-}
-
-BOOST_AUTO_TEST_SUITE_END()
-
-// The endpoint parser is small and lives beside the patterns: both are the loader's
-// building blocks.
-BOOST_AUTO_TEST_SUITE(endpoints)
-
-BOOST_AUTO_TEST_CASE(parses_ipv4_and_ipv6_literals) {
-  auto e = parse_endpoint("127.0.0.1:7400");
-  BOOST_REQUIRE(e.has_value());
-  BOOST_TEST(e->host == "127.0.0.1");
-  BOOST_TEST(e->port == 7400);
-  BOOST_TEST(!e->is_ipv6());
-  BOOST_TEST(e->to_string() == "127.0.0.1:7400");
-
-  e = parse_endpoint("[::1]:65535");
-  BOOST_REQUIRE(e.has_value());
-  BOOST_TEST(e->host == "::1");
-  BOOST_TEST(e->port == 65535);
-  BOOST_TEST(e->is_ipv6());
-  BOOST_TEST(e->to_string() == "[::1]:65535");
-
-  e = parse_endpoint("0.0.0.0:0");  // port 0: any free port (listeners in tests)
-  BOOST_REQUIRE(e.has_value());
-  BOOST_TEST(e->port == 0);
-  BOOST_TEST(parse_endpoint("[fe80::1:2]:80").has_value());
-  BOOST_TEST(parse_endpoint("[::ffff:10.0.0.1]:80").has_value());
-}
-
-BOOST_AUTO_TEST_CASE(refuses_everything_else) {
-  for (const char* text : {"",
-                           "127.0.0.1",
-                           "127.0.0.1:",
-                           ":80",
-                           "localhost:80",
-                           "example.com:80",
-                           "::1:80",
-                           "[::1]",
-                           "[::1]80",
-                           "[::1]:",
-                           "[127.0.0.1]:80",
-                           "1.2.3:80",
-                           "1.2.3.256:80",
-                           "127.0.0.1:65536",
-                           "127.0.0.1:-1",
-                           "127.0.0.1:+80",
-                           "127.0.0.1:80x",
-                           "127.0.0.1:123456",
-                           " 127.0.0.1:80",
-                           "[::1:80",
-                           "01.2.3.4:80"}) {
-    BOOST_TEST_INFO("endpoint \"" << text << '"');
-    BOOST_TEST(!parse_endpoint(text).has_value());
-  }
-  BOOST_TEST(!parse_endpoint(std::string("127.0.0.1\0x:80", 13)).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <thread>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(fifty_reloads_under_traffic_route_every_frame_exactly_once)
       while (!stop) {
         std::string batch;
         for (int k = 0; k < 20; ++k)
-          batch += gatewayd::suppliers::encode_frame("x.seq", std::to_string(seq++));
+          batch += gatewayd::protocol::encode_frame("x.seq", std::to_string(seq++));
         s.send(batch);
         sent = seq;
         std::this_thread::sleep_for(1ms);

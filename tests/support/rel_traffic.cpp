@@ -14,7 +14,7 @@
 #include <new>
 #include <stdexcept>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 
 namespace gatewayd::test {
 
@@ -48,7 +48,7 @@ sockaddr_in loopback(unsigned short port) {
   return sa;
 }
 
-void verify_frame(const suppliers::frame_view& f, unsigned me, consumer_tally& t) {
+void verify_frame(const protocol::frame_view& f, unsigned me, consumer_tally& t) {
   t.frames.fetch_add(1, std::memory_order_relaxed);
   t.bytes.fetch_add(f.bytes.size(), std::memory_order_relaxed);
   const auto a = f.address;
@@ -89,9 +89,9 @@ void serve_connection(int fd, unsigned me, consumer_tally& t, const std::atomic<
     used += static_cast<std::size_t>(n);
     std::size_t pos = 0;
     while (pos < used) {
-      const auto r = suppliers::parse_frame({buf + pos, used - pos}, buffer_size / 2);
-      if (r.state == suppliers::parse_result::status::need_more) break;
-      if (r.state == suppliers::parse_result::status::error) {
+      const auto r = protocol::parse_frame({buf + pos, used - pos}, buffer_size / 2);
+      if (r.state == protocol::parse_result::status::need_more) break;
+      if (r.state == protocol::parse_result::status::error) {
         t.corrupt.fetch_add(1, std::memory_order_relaxed);
         broken = true;  // nothing after a bad byte can be trusted; read on to the end
         break;
@@ -123,7 +123,7 @@ void append_traffic_frame(std::string& out, unsigned consumer, unsigned supplier
   put_be(payload, supplier, 4);
   put_be(payload, seq, 8);
   payload.resize(std::max<std::size_t>(payload_size, 12), static_cast<char>('a' + seq % 26));
-  suppliers::append_frame(out, traffic_address(consumer, supplier), payload);
+  protocol::append_frame(out, traffic_address(consumer, supplier), payload);
 }
 
 shared_tally::shared_tally() {

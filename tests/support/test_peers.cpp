@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 
 namespace gatewayd::test {
 
@@ -71,9 +71,9 @@ void test_consumer::run() {
     std::size_t pos = 0;
     std::vector<received_frame> got;
     for (;;) {
-      const auto r = suppliers::parse_frame(std::string_view(buffer).substr(pos), 0xffffffffu);
-      if (r.state == suppliers::parse_result::status::need_more) break;
-      if (r.state == suppliers::parse_result::status::error) {
+      const auto r = protocol::parse_frame(std::string_view(buffer).substr(pos), 0xffffffffu);
+      if (r.state == protocol::parse_result::status::need_more) break;
+      if (r.state == protocol::parse_result::status::error) {
         ++corruptions_;
         buffer.clear();
         pos = 0;
@@ -122,7 +122,7 @@ void test_supplier::send(const std::string& bytes) {
 }
 
 void test_supplier::send_frame(const std::string& address, const std::string& payload) {
-  send(suppliers::encode_frame(address, payload));
+  send(protocol::encode_frame(address, payload));
 }
 
 bool test_supplier::closed_by_peer(std::chrono::milliseconds timeout) {

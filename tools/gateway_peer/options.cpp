@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tools/gateway_peer/peer_header.hpp"
 
 namespace gatewayd::tools {
@@ -108,8 +108,8 @@ double to_seconds(const std::string& flag, const std::string& v, bool allow_zero
   return d;
 }
 
-routing::endpoint to_endpoint(const std::string& flag, const std::string& v) {
-  auto ep = routing::parse_endpoint(v);
+net::endpoint to_endpoint(const std::string& flag, const std::string& v) {
+  auto ep = net::parse_endpoint(v);
   if (!ep) {
     std::string msg = flag;
     msg += ": '";
@@ -134,8 +134,7 @@ send_options parse_send(const std::vector<std::string>& args) {
       have_to = true;
     } else if (flag == "--address") {
       o.address = r.value(flag);
-      if (!suppliers::valid_address(o.address) ||
-          o.address.size() > suppliers::max_address_length) {
+      if (!protocol::valid_address(o.address) || o.address.size() > protocol::max_address_length) {
         throw usage_error("--address: '" + o.address +
                           "' is not a GWP/1 address (tokens of A-Z a-z 0-9 _ - joined by '.', "
                           "at most 255 bytes)");

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "routing/endpoint.hpp"
+#include "net/endpoint.hpp"
 
 namespace gatewayd::tools {
 
@@ -22,7 +22,7 @@ struct usage_error : std::runtime_error {
 };
 
 struct send_options {
-  routing::endpoint to;
+  net::endpoint to;
   std::string address;
   std::size_t size = 128;   // payload bytes, at least peer_header_size
   double rate = 0;          // frames/s over all connections; 0 = as fast as possible
@@ -34,7 +34,7 @@ struct send_options {
 };
 
 struct recv_options {
-  routing::endpoint listen;
+  net::endpoint listen;
   double stall_after = -1;  // seconds after the first frame; < 0 = never
   bool print = false;
   double duration = 0;       // seconds; 0 = until SIGINT/SIGTERM (or --expect)

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tools/gateway_peer/log_histogram.hpp"
 #include "tools/gateway_peer/peer_header.hpp"
 #include "tools/gateway_peer/sequence_tracker.hpp"
@@ -192,15 +192,15 @@ class receiver {
     std::string_view rest(buffer_.data(), have);
     auto& tracker = trackers_[c.slot];
     while (!rest.empty()) {
-      const auto p = suppliers::parse_frame(rest, receive_max_payload);
-      if (p.state == suppliers::parse_result::status::need_more) break;
-      if (p.state == suppliers::parse_result::status::error) {
+      const auto p = protocol::parse_frame(rest, receive_max_payload);
+      if (p.state == protocol::parse_result::status::need_more) break;
+      if (p.state == protocol::parse_result::status::error) {
         ++corrupt_;
         std::fprintf(stderr,
                      "gateway-peer recv: corrupt frame on connection %zu at stream offset "
                      "%llu: %s; closing it\n",
                      c.slot + 1, static_cast<unsigned long long>(c.offset + p.error_offset),
-                     std::string(suppliers::to_string(p.error)).c_str());
+                     std::string(protocol::to_string(p.error)).c_str());
         c.carry.clear();
         close_connection(c);
         return;
@@ -223,7 +223,7 @@ class receiver {
     c.carry.assign(rest.data(), rest.size());
   }
 
-  void print(const suppliers::frame_view& f) {
+  void print(const protocol::frame_view& f) {
     std::string preview;
     for (std::size_t i = 0; i < f.payload.size() && preview.size() < 64; ++i) {
       const auto ch = static_cast<unsigned char>(f.payload[i]);

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "suppliers/frame_codec.hpp"
+#include "protocol/frame_codec.hpp"
 #include "tools/gateway_peer/peer_header.hpp"
 #include "tools/gateway_peer/stop_signal.hpp"
 
@@ -35,7 +35,7 @@ struct connection_result {
 };
 
 // A connected, blocking TCP socket or -1 with `error` set.
-int dial(const routing::endpoint& to, std::string& error) {
+int dial(const net::endpoint& to, std::string& error) {
   sockaddr_storage addr{};
   socklen_t len = 0;
   const int family = to.is_ipv6() ? AF_INET6 : AF_INET;
@@ -109,9 +109,9 @@ class connection_sender {
     static constexpr char filler[] = "hello from gateway-peer ";
     for (std::size_t i = peer_header_size; i < payload.size(); ++i)
       payload[i] = filler[(i - peer_header_size) % (sizeof filler - 1)];
-    const std::string frame = suppliers::encode_frame(o.address, payload);
+    const std::string frame = protocol::encode_frame(o.address, payload);
     frame_size_ = frame.size();
-    header_offset_ = suppliers::header_size + o.address.size();
+    header_offset_ = protocol::header_size + o.address.size();
     frames_per_batch_ = std::clamp<std::size_t>(batch_bytes / frame_size_, 1, max_batch_frames);
     buffer_.reserve(frames_per_batch_ * frame_size_);
     for (std::size_t i = 0; i < frames_per_batch_; ++i)

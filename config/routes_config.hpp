@@ -1,0 +1,24 @@
+// The routing table file (routes.toml) as the operator wrote it: plain, validated data.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "consumers/consumer_spec.hpp"
+#include "routing/routing_rules.hpp"
+
+namespace gatewayd::config {
+
+struct routes_config {
+  std::vector<consumers::consumer_spec> consumers;  // in file order: index = position
+  std::vector<routing::route_spec> routes;          // in file order
+  std::optional<std::string> dead_letter;           // consumer that receives unroutable frames
+
+  // What the routing table is built from (consumer names in the same order).
+  routing::routing_rules rules() const;
+
+  friend bool operator==(const routes_config&, const routes_config&) = default;
+};
+
+}  // namespace gatewayd::config

@@ -1,0 +1,230 @@
+#include "config/routes_loader.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "config/toml_checker.hpp"
+#include "routing/pattern.hpp"
+
+namespace gatewayd::config {
+namespace {
+
+using consumers::consumer_spec;
+using routing::route_spec;
+using presence = toml_checker::presence;
+
+bool position_less(const toml::source_region& a, const toml::source_region& b) {
+  return std::pair{a.begin.line, a.begin.column} < std::pair{b.begin.line, b.begin.column};
+}
+
+std::string in_quotes(std::string_view s) {
+  std::string out;
+  out.reserve(s.size() + 2);
+  out += '"';
+  out += s;
+  out += '"';
+  return out;
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j)
+    row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// Reads one routes.toml document into `config`, reporting every problem to `check`.
+class routing_reader {
+ public:
+  explicit routing_reader(toml_checker& check) : check_(check) {}
+
+  routes_config read(const toml::table& root) {
+    check_.reject_unknown_keys(root, "", {"consumers", "routes", "dead_letter"});
+    if (const auto* consumers = check_.table(root, "", "consumers")) read_consumers(*consumers);
+    if (const auto* routes = check_.array(root, "", "routes")) read_routes(*routes);
+    if (const auto* dead_letter = check_.table(root, "", "dead_letter")) {
+      read_dead_letter(*dead_letter);
+    }
+    return std::move(config_);
+  }
+
+ private:
+  void read_consumers(const toml::table& consumers) {
+    // toml++ keeps keys sorted; a consumer's index is its position in the file.
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (auto&& [key, node] : consumers)
+      entries.emplace_back(&key, &node);
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      return position_less(a.first->source(), b.first->source());
+    });
+    for (const auto& [key, node] : entries) {
+      const std::string path = join_path("consumers", key->str());
+      // Remember every name written, even a faulty one, so routes naming it are not
+      // reported a second time as naming an unknown consumer.
+      known_consumers_.insert(std::string{key->str()});
+      if (!valid_consumer_name(key->str())) {
+        check_.error(*key, path + ": consumer name " + in_quotes(key->str()) +
+                               " must be made of A-Z a-z 0-9 _ - (it becomes a metric label)");
+      }
+      const auto* table = node->as_table();
+      if (!table) {
+        check_.error(*node, path + ": expected a table ([" + path + "] with an endpoint), got " +
+                                std::string{describe(node->type())});
+        continue;
+      }
+      config_.consumers.push_back(read_consumer(*table, path, std::string{key->str()}));
+    }
+  }
+
+  consumer_spec read_consumer(const toml::table& table, const std::string& path, std::string name) {
+    consumer_spec spec;
+    spec.name = std::move(name);
+    check_.reject_unknown_keys(table, path,
+                               {"endpoint", "queue_capacity", "queue_bytes", "overflow"});
+    if (auto text = check_.string(table, path, "endpoint", presence::required)) {
+      const auto& where = *table.get("endpoint");
+      if (auto address = net::parse_endpoint(*text); !address) {
+        check_.error(where, path + ".endpoint: " + in_quotes(*text) +
+                                " is not a literal IPv4:port or [IPv6]:port address");
+      } else if (address->port == 0) {
+        check_.error(where, path + ".endpoint: port 0 cannot be dialled");
+      } else {
+        spec.address = std::move(*address);
+      }
+    }
+    if (auto capacity = check_.integer(table, path, "queue_capacity", 1,
+                                       std::numeric_limits<std::uint32_t>::max())) {
+      spec.queue_capacity = static_cast<std::uint32_t>(*capacity);
+    }
+    if (auto bytes = check_.integer(table, path, "queue_bytes", 1,
+                                    std::numeric_limits<std::int64_t>::max())) {
+      spec.queue_bytes = static_cast<std::uint64_t>(*bytes);
+    }
+    if (auto text = check_.string(table, path, "overflow")) {
+      if (auto policy = consumers::overflow_policy_names.parse(*text)) {
+        spec.overflow = *policy;
+      } else {
+        check_.error(*table.get("overflow"), path + ".overflow: unknown policy " +
+                                                 in_quotes(*text) + " (expected " +
+                                                 consumers::overflow_policy_names.choices() + ")");
+      }
+    }
+    return spec;
+  }
+
+  void read_routes(const toml::array& routes) {
+    for (std::size_t i = 0; i < routes.size(); ++i) {
+      const std::string path = "routes[" + std::to_string(i) + ']';
+      const auto* table = routes[i].as_table();
+      if (!table) {
+        check_.error(routes[i], path + ": expected a table ([[routes]] with match and to), got " +
+                                    std::string{describe(routes[i].type())});
+        continue;
+      }
+      config_.routes.push_back(read_route(*table, path));
+    }
+  }
+
+  route_spec read_route(const toml::table& table, const std::string& path) {
+    route_spec spec;
+    check_.reject_unknown_keys(table, path, {"match", "to"});
+    if (auto match = check_.string(table, path, "match", presence::required)) {
+      if (auto why = routing::pattern_error(*match)) {
+        check_.error(*table.get("match"),
+                     path + ".match: invalid pattern " + in_quotes(*match) + ": " + *why);
+      }
+      spec.match = std::move(*match);
+    }
+    const auto* to = check_.array(table, path, "to", presence::required);
+    if (!to) return spec;
+    if (to->empty()) check_.error(*to, path + ".to: must name at least one consumer");
+    for (std::size_t i = 0; i < to->size(); ++i) {
+      const std::string element = path + ".to[" + std::to_string(i) + ']';
+      const auto* name = (*to)[i].as_string();
+      if (!name) {
+        check_.error((*to)[i], element + ": expected a consumer name (a string), got " +
+                                   std::string{describe((*to)[i].type())});
+        continue;
+      }
+      if (std::find(spec.to.begin(), spec.to.end(), name->get()) != spec.to.end()) {
+        check_.error(*name, element + ": consumer " + in_quotes(name->get()) + " is listed twice");
+        continue;
+      }
+      check_known_consumer(*name, element);
+      spec.to.push_back(name->get());
+    }
+    return spec;
+  }
+
+  void read_dead_letter(const toml::table& table) {
+    check_.reject_unknown_keys(table, "dead_letter", {"consumer"});
+    if (auto name = check_.string(table, "dead_letter", "consumer", presence::required)) {
+      check_known_consumer(*table.get("consumer")->as_string(), "dead_letter.consumer");
+      config_.dead_letter = std::move(*name);
+    }
+  }
+
+  void check_known_consumer(const toml::value<std::string>& name, const std::string& path) {
+    if (known_consumers_.count(name.get())) return;
+    std::string message = path + ": unknown consumer " + in_quotes(name.get());
+    // A typo is the usual cause; point at the nearest name when one is close.
+    const std::string* best = nullptr;
+    std::size_t best_distance = 3;
+    for (const auto& known : known_consumers_) {
+      const auto d = edit_distance(known, name.get());
+      // Short names are all close to each other: only suggest a clearly similar one.
+      if (d < best_distance && d * 3 <= std::max(known.size(), name.get().size())) {
+        best = &known;
+        best_distance = d;
+      }
+    }
+    if (best) message += " (did you mean " + in_quotes(*best) + "?)";
+    check_.error(name, std::move(message));
+  }
+
+  toml_checker& check_;
+  routes_config config_;
+  std::set<std::string, std::less<>> known_consumers_;
+};
+
+}  // namespace
+
+bool valid_consumer_name(std::string_view name) noexcept {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+}
+
+routes_load_result parse_routes_config(std::string_view toml_text, const std::string& source_name) {
+  toml_checker check{source_name};
+  routes_load_result result;
+  if (auto root = check.parse(toml_text)) {
+    routing_reader reader{check};
+    auto config = reader.read(*root);
+    if (!check.has_errors()) result.config = std::move(config);
+  }
+  result.errors = check.take_errors();
+  return result;
+}
+
+routes_load_result load_routes_file(const std::filesystem::path& file) {
+  toml_checker check{file.string()};
+  if (auto text = read_config_text(file, check)) return parse_routes_config(*text, file.string());
+  routes_load_result result;
+  result.errors = check.take_errors();
+  return result;
+}
+
+}  // namespace gatewayd::config

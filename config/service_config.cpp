@@ -1,0 +1,265 @@
+#include "config/service_config.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <limits>
+#include <system_error>
+
+#include "config/routes_loader.hpp"
+#include "config/toml_checker.hpp"
+
+namespace gatewayd::config {
+namespace {
+
+namespace fs = std::filesystem;
+using presence = toml_checker::presence;
+
+// Timer values are kept below 2^31 ms (about 24.8 days) so any timer API can take them.
+constexpr std::int64_t max_milliseconds = std::numeric_limits<std::int32_t>::max();
+constexpr std::int64_t max_threads = 1024;
+constexpr std::int64_t max_payload_limit = 268435456;  // 256 MiB
+constexpr std::int64_t max_connections_limit = 1 << 20;
+
+std::string in_quotes(std::string_view s) {
+  return '"' + std::string{s} + '"';
+}
+
+fs::path absolute_normal(const fs::path& p) {
+  std::error_code ec;
+  auto absolute = fs::absolute(p, ec);
+  return (ec ? p : absolute).lexically_normal();
+}
+
+// What reading gatewayd.toml yields even when it has errors: load_full_config still wants
+// the routes file, to report its errors in the same run.
+struct service_reading {
+  service_config config;
+  std::optional<fs::path> routes_file_as_named;  // relative to the working directory
+  std::vector<config_error> errors;
+};
+
+class service_reader {
+ public:
+  service_reader(toml_checker& check, const fs::path& file) : check_(check), file_(file) {
+    config_.config_file = absolute_normal(file);
+  }
+
+  service_reading read(const toml::table& root) {
+    check_.reject_unknown_keys(root, "", {"gateway", "metrics", "log"});
+    if (const auto* gateway = check_.table(root, "", "gateway")) {
+      read_gateway(*gateway);
+    } else if (!root.contains("gateway")) {
+      check_.file_error("missing required table [gateway] (it names routes_file)");
+    }
+    if (const auto* metrics = check_.table(root, "", "metrics")) read_metrics(*metrics);
+    if (const auto* log = check_.table(root, "", "log")) read_log(*log);
+    check_listeners_differ(root);
+    return {std::move(config_), std::move(routes_file_), {}};
+  }
+
+ private:
+  std::optional<net::endpoint> listen_endpoint(const toml::table& t, std::string_view path,
+                                               std::string_view key) {
+    auto text = check_.string(t, path, key);
+    if (!text) return std::nullopt;
+    auto address = net::parse_endpoint(*text);
+    if (!address) {
+      check_.error(*t.get(key), join_path(path, key) + ": " + in_quotes(*text) +
+                                    " is not a literal IPv4:port or [IPv6]:port address");
+    }
+    return address;
+  }
+
+  void milliseconds(const toml::table& t, std::string_view key, std::int64_t min,
+                    std::chrono::milliseconds& out) {
+    if (auto v = check_.integer(t, "gateway", key, min, max_milliseconds)) {
+      out = std::chrono::milliseconds{*v};
+    }
+  }
+
+  // A [gateway] key whose value is one of the spellings in `names`.
+  template <class Names, class Enum>
+  void choice(const toml::table& t, std::string_view key, std::string_view what, const Names& names,
+              Enum& out) {
+    auto text = check_.string(t, "gateway", key);
+    if (!text) return;
+    if (auto value = names.parse(*text)) {
+      out = *value;
+    } else {
+      check_.error(*t.get(key), "gateway." + std::string{key} + ": unknown " + std::string{what} +
+                                    " " + in_quotes(*text) + " (expected " + names.choices() + ")");
+    }
+  }
+
+  void read_reconnect(const toml::table& t) {
+    const auto initial = check_.integer(t, "gateway", "reconnect_initial_ms", 1, max_milliseconds);
+    const auto max = check_.integer(t, "gateway", "reconnect_max_ms", 1, max_milliseconds);
+    if (initial) config_.reconnect_initial = std::chrono::milliseconds{*initial};
+    if (max) config_.reconnect_max = std::chrono::milliseconds{*max};
+    // Compare only values that are valid (given and good, or defaults), so one bad value
+    // is not reported twice.
+    const bool initial_ok = initial || !t.contains("reconnect_initial_ms");
+    const bool max_ok = max || !t.contains("reconnect_max_ms");
+    if (!initial_ok || !max_ok || config_.reconnect_max >= config_.reconnect_initial) return;
+    const auto initial_ms = std::to_string(config_.reconnect_initial.count());
+    const auto max_ms = std::to_string(config_.reconnect_max.count());
+    if (max) {
+      check_.error(*t.get("reconnect_max_ms"), "gateway.reconnect_max_ms: " + max_ms +
+                                                   " is below reconnect_initial_ms (" + initial_ms +
+                                                   ')');
+    } else {
+      check_.error(*t.get("reconnect_initial_ms"), "gateway.reconnect_initial_ms: " + initial_ms +
+                                                       " is above reconnect_max_ms (" + max_ms +
+                                                       ", its default)");
+    }
+  }
+
+  void read_gateway(const toml::table& t) {
+    check_.reject_unknown_keys(
+        t, "gateway",
+        {"supplier_listen", "threads", "max_payload", "routes_file", "idle_timeout_ms",
+         "max_supplier_connections", "concurrency", "drain_timeout_ms", "reconnect_initial_ms",
+         "reconnect_max_ms", "max_queued_bytes", "allow", "consumer_drain"});
+    if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
+    if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
+      config_.threads = static_cast<std::uint32_t>(*v);
+    }
+    const auto max_payload = check_.integer(t, "gateway", "max_payload", 1, max_payload_limit);
+    if (max_payload) config_.max_payload = static_cast<std::uint32_t>(*max_payload);
+    if (auto name = check_.string(t, "gateway", "routes_file", presence::required)) {
+      if (name->empty()) {
+        check_.error(*t.get("routes_file"), "gateway.routes_file: must not be empty");
+      } else {
+        // Relative to gatewayd.toml, so the pair of files can move together.
+        const fs::path named{*name};
+        routes_file_ =
+            (named.is_absolute() ? named : file_.parent_path() / named).lexically_normal();
+        config_.routes_file = absolute_normal(*routes_file_);
+      }
+    }
+    milliseconds(t, "idle_timeout_ms", 0, config_.idle_timeout);
+    if (auto v =
+            check_.integer(t, "gateway", "max_supplier_connections", 1, max_connections_limit)) {
+      config_.max_supplier_connections = static_cast<std::uint32_t>(*v);
+    }
+    choice(t, "concurrency", "model", runtime::concurrency_model_names, config_.concurrency);
+    choice(t, "consumer_drain", "model", consumers::drain_model_names, config_.consumer_drain);
+    milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
+    read_reconnect(t);
+    if (auto v = check_.integer(t, "gateway", "max_queued_bytes", 0,
+                                std::numeric_limits<std::int64_t>::max())) {
+      config_.max_queued_bytes = static_cast<std::uint64_t>(*v);
+      const bool max_payload_ok = max_payload || !t.contains("max_payload");
+      if (max_payload_ok && *v != 0 && *v < config_.max_payload) {
+        check_.error(*t.get("max_queued_bytes"), "gateway.max_queued_bytes: " + std::to_string(*v) +
+                                                     " is below max_payload (" +
+                                                     std::to_string(config_.max_payload) +
+                                                     "): the largest frame could never be queued");
+      }
+    }
+    if (const auto* allow = check_.array(t, "gateway", "allow")) read_allow(*allow);
+  }
+
+  void read_allow(const toml::array& allow) {
+    for (std::size_t i = 0; i < allow.size(); ++i) {
+      const std::string path = "gateway.allow[" + std::to_string(i) + ']';
+      const auto* text = allow[i].as_string();
+      if (!text) {
+        check_.error(allow[i], path + ": expected a CIDR block (a string), got " +
+                                   std::string{describe(allow[i].type())});
+        continue;
+      }
+      std::string why;
+      if (auto block = net::parse_cidr(text->get(), &why)) {
+        config_.allow.push_back(*block);
+      } else {
+        check_.error(*text, path + ": " + in_quotes(text->get()) + ": " + why);
+      }
+    }
+  }
+
+  void read_metrics(const toml::table& t) {
+    check_.reject_unknown_keys(t, "metrics", {"listen", "enabled"});
+    if (auto e = listen_endpoint(t, "metrics", "listen")) config_.metrics_listen = *e;
+    if (auto enabled = check_.boolean(t, "metrics", "enabled")) config_.metrics_enabled = *enabled;
+  }
+
+  void read_log(const toml::table& t) {
+    check_.reject_unknown_keys(t, "log", {"level"});
+    if (auto text = check_.string(t, "log", "level")) {
+      if (!gatewayd::log::parse_level(*text, config_.log_level)) {
+        check_.error(*t.get("level"), "log.level: unknown level " + in_quotes(*text) +
+                                          " (expected debug, info, warning or error)");
+      }
+    }
+  }
+
+  // Two listeners on one port would make the second bind fail at start-up; say so now.
+  void check_listeners_differ(const toml::table& root) {
+    if (!config_.metrics_enabled || config_.metrics_listen.port == 0) return;
+    if (config_.metrics_listen != config_.supplier_listen) return;
+    const toml::node* where = root.at_path("metrics.listen").node();
+    if (!where) where = root.at_path("gateway.supplier_listen").node();
+    const std::string message = "metrics.listen: " + config_.metrics_listen.to_string() +
+                                " is also gateway.supplier_listen";
+    if (where) {
+      check_.error(*where, message);
+    } else {
+      check_.file_error(message);
+    }
+  }
+
+  toml_checker& check_;
+  const fs::path& file_;
+  service_config config_;
+  std::optional<fs::path> routes_file_;
+};
+
+service_reading read_service_text(std::string_view text, const fs::path& file) {
+  toml_checker check{file.string()};
+  service_reading reading;
+  if (auto root = check.parse(text)) {
+    service_reader reader{check, file};
+    reading = reader.read(*root);
+  }
+  reading.errors = check.take_errors();
+  return reading;
+}
+
+}  // namespace
+
+service_load_result parse_service_config(std::string_view toml_text, const fs::path& file) {
+  auto reading = read_service_text(toml_text, file);
+  service_load_result result;
+  result.errors = std::move(reading.errors);
+  if (result.errors.empty()) result.config = std::move(reading.config);
+  return result;
+}
+
+service_load_result load_service_config(const fs::path& file) {
+  toml_checker check{file.string()};
+  if (auto text = read_config_text(file, check)) return parse_service_config(*text, file);
+  return {std::nullopt, check.take_errors()};
+}
+
+full_load_result load_full_config(const fs::path& file) {
+  full_load_result result;
+  toml_checker check{file.string()};
+  const auto text = read_config_text(file, check);
+  if (!text) {
+    result.errors = check.take_errors();
+    return result;
+  }
+  auto service = read_service_text(*text, file);
+  result.errors = std::move(service.errors);
+  if (!service.routes_file_as_named) return result;
+  auto routes = load_routes_file(*service.routes_file_as_named);
+  result.errors.insert(result.errors.end(), routes.errors.begin(), routes.errors.end());
+  if (result.errors.empty()) {
+    result.config = full_config{std::move(service.config), std::move(*routes.config)};
+  }
+  return result;
+}
+
+}  // namespace gatewayd::config

@@ -1,0 +1,78 @@
+// The service settings (gatewayd.toml) as plain validated data, and the loader for both files.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config/config_error.hpp"
+#include "config/routes_config.hpp"
+#include "consumers/drain_model.hpp"
+#include "net/cidr_block.hpp"
+#include "net/endpoint.hpp"
+#include "runtime/execution_model.hpp"
+#include "runtime/log.hpp"
+
+namespace gatewayd::config {
+
+struct service_config {
+  std::filesystem::path config_file;  // gatewayd.toml, absolute and normalised
+
+  // [gateway]
+  net::endpoint supplier_listen{"127.0.0.1", 7400};
+  std::uint32_t threads = 0;                      // 0 = one per core
+  std::uint32_t max_payload = 1048576;            // bytes
+  std::filesystem::path routes_file;              // absolute and normalised
+  std::chrono::milliseconds idle_timeout{60000};  // 0 = never
+  std::uint32_t max_supplier_connections = 10000;
+  runtime::concurrency_model concurrency = runtime::concurrency_model::leader_followers;
+  consumers::drain_model consumer_drain = consumers::drain_model::strand;
+  std::chrono::milliseconds drain_timeout{5000};
+  std::chrono::milliseconds reconnect_initial{100};
+  std::chrono::milliseconds reconnect_max{30000};
+  std::uint64_t max_queued_bytes = 1073741824;  // across all consumers; 0 = no cap
+  std::vector<net::cidr_block> allow;           // empty = every peer may connect
+
+  // [metrics]
+  net::endpoint metrics_listen{"127.0.0.1", 9464};
+  bool metrics_enabled = true;
+
+  // [log]
+  gatewayd::log::level log_level = gatewayd::log::level::info;
+
+  friend bool operator==(const service_config&, const service_config&) = default;
+};
+
+struct service_load_result {
+  std::optional<service_config> config;  // set only when errors is empty
+  std::vector<config_error> errors;      // in file order
+};
+
+// Reads and validates gatewayd.toml; routes_file is resolved against its directory but the
+// routes file itself is not read (see load_full_config).
+service_load_result load_service_config(const std::filesystem::path& file);
+// The same from text in memory; `file` names it in errors and anchors routes_file.
+service_load_result parse_service_config(std::string_view toml_text,
+                                         const std::filesystem::path& file);
+
+struct full_config {
+  service_config service;
+  routes_config routing;
+};
+
+struct full_load_result {
+  std::optional<full_config> config;  // set only when errors is empty
+  std::vector<config_error> errors;   // gatewayd.toml's first, then the routes file's
+};
+
+// Loads gatewayd.toml and the routes file it names, reporting the errors of both. When
+// gatewayd.toml is too broken to say where the routes file is, only its own errors come back.
+full_load_result load_full_config(const std::filesystem::path& file);
+
+}  // namespace gatewayd::config

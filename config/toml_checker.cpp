@@ -1,0 +1,198 @@
+#include "config/toml_checker.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+namespace gatewayd::config {
+
+std::string join_path(std::string_view path, std::string_view key) {
+  std::string out{path};
+  if (!out.empty()) out += '.';
+  // Quote a key as TOML would need it, so the path can be pasted back into the file.
+  const bool bare = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '-';
+  });
+  if (bare) {
+    out += key;
+  } else {
+    out += '"';
+    out += key;
+    out += '"';
+  }
+  return out;
+}
+
+std::optional<std::string> read_config_text(const std::filesystem::path& file,
+                                            toml_checker& check) {
+  // C stdio keeps errno meaningful, so the operator learns *why* (missing, permissions,
+  // a directory) rather than just "cannot read".
+  errno = 0;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f{std::fopen(file.c_str(), "rb"), &std::fclose};
+  if (!f) {
+    check.file_error(std::string{"cannot open file: "} + std::strerror(errno));
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[16384];
+  while (true) {
+    const std::size_t n = std::fread(buf, 1, sizeof buf, f.get());
+    text.append(buf, n);
+    if (n < sizeof buf) break;
+  }
+  if (std::ferror(f.get())) {
+    check.file_error(std::string{"cannot read file: "} + std::strerror(errno));
+    return std::nullopt;
+  }
+  return text;
+}
+
+std::string_view describe(toml::node_type type) noexcept {
+  switch (type) {
+    case toml::node_type::none:
+      return "nothing";
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::array:
+      return "an array";
+    case toml::node_type::string:
+      return "a string";
+    case toml::node_type::integer:
+      return "an integer";
+    case toml::node_type::floating_point:
+      return "a floating-point number";
+    case toml::node_type::boolean:
+      return "a boolean";
+    case toml::node_type::date:
+      return "a date";
+    case toml::node_type::time:
+      return "a time";
+    case toml::node_type::date_time:
+      return "a date-time";
+  }
+  return "an unknown value";
+}
+
+std::optional<toml::table> toml_checker::parse(std::string_view text) {
+#if TOML_EXCEPTIONS
+  try {
+    return toml::parse(text, std::string{file_});
+  } catch (const toml::parse_error& e) {
+    error(e.source(), std::string{e.description()});
+    return std::nullopt;
+  }
+#else
+  auto result = toml::parse(text, std::string{file_});
+  if (!result) {
+    error(result.error().source(), std::string{result.error().description()});
+    return std::nullopt;
+  }
+  return std::move(result).table();
+#endif
+}
+
+void toml_checker::error(const toml::source_region& where, std::string message) {
+  errors_.push_back(config_error{file_, static_cast<std::uint32_t>(where.begin.line),
+                                 static_cast<std::uint32_t>(where.begin.column),
+                                 std::move(message)});
+}
+
+void toml_checker::file_error(std::string message) {
+  errors_.push_back(config_error{file_, 0, 0, std::move(message)});
+}
+
+void toml_checker::reject_unknown_keys(const toml::table& table, std::string_view path,
+                                       std::initializer_list<std::string_view> known) {
+  for (auto&& [key, value] : table) {
+    if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+    std::string message = join_path(path, key.str()) + ": unknown key (expected ";
+    bool first = true;
+    for (auto k : known) {
+      if (!first) message += ", ";
+      message += k;
+      first = false;
+    }
+    message += ')';
+    error(key, std::move(message));
+  }
+}
+
+const toml::node* toml_checker::get(const toml::table& parent, std::string_view path,
+                                    std::string_view key, presence p) {
+  const toml::node* node = parent.get(key);
+  if (!node && p == presence::required) {
+    // The table's own position: that is where the key should have been written.
+    error(parent, (path.empty() ? std::string{"file"} : std::string{path}) +
+                      ": missing required key \"" + std::string{key} + '"');
+  }
+  return node;
+}
+
+void toml_checker::wrong_type(const toml::node& node, std::string_view path, std::string_view key,
+                              std::string_view expected) {
+  error(node, join_path(path, key) + ": expected " + std::string{expected} + ", got " +
+                  std::string{describe(node.type())});
+}
+
+const toml::table* toml_checker::table(const toml::table& parent, std::string_view path,
+                                       std::string_view key, presence p) {
+  const auto* node = get(parent, path, key, p);
+  if (!node) return nullptr;
+  if (!node->is_table()) wrong_type(*node, path, key, "a table");
+  return node->as_table();
+}
+
+const toml::array* toml_checker::array(const toml::table& parent, std::string_view path,
+                                       std::string_view key, presence p) {
+  const auto* node = get(parent, path, key, p);
+  if (!node) return nullptr;
+  if (!node->is_array()) wrong_type(*node, path, key, "an array");
+  return node->as_array();
+}
+
+std::optional<std::string> toml_checker::string(const toml::table& parent, std::string_view path,
+                                                std::string_view key, presence p) {
+  const auto* node = get(parent, path, key, p);
+  if (!node) return std::nullopt;
+  if (const auto* s = node->as_string()) return s->get();
+  wrong_type(*node, path, key, "a string");
+  return std::nullopt;
+}
+
+std::optional<bool> toml_checker::boolean(const toml::table& parent, std::string_view path,
+                                          std::string_view key, presence p) {
+  const auto* node = get(parent, path, key, p);
+  if (!node) return std::nullopt;
+  if (const auto* b = node->as_boolean()) return b->get();
+  wrong_type(*node, path, key, "a boolean (true or false)");
+  return std::nullopt;
+}
+
+std::optional<std::int64_t> toml_checker::integer(const toml::table& parent, std::string_view path,
+                                                  std::string_view key, std::int64_t min,
+                                                  std::int64_t max, presence p) {
+  const auto* node = get(parent, path, key, p);
+  if (!node) return std::nullopt;
+  const auto* i = node->as_integer();
+  if (!i) {
+    wrong_type(*node, path, key, "an integer");
+    return std::nullopt;
+  }
+  const std::int64_t value = i->get();
+  if (value < min || value > max) {
+    error(*node, join_path(path, key) + ": " + std::to_string(value) + " is out of range (" +
+                     std::to_string(min) + ".." + std::to_string(max) + ')');
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::vector<config_error> toml_checker::take_errors() {
+  sort_by_position(errors_);
+  return std::move(errors_);
+}
+
+}  // namespace gatewayd::config

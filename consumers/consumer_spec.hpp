@@ -1,0 +1,22 @@
+// One consumer as the operator declared it ([consumers.NAME] in routes.toml): plain data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "consumers/overflow_policy.hpp"
+#include "net/endpoint.hpp"
+
+namespace gatewayd::consumers {
+
+struct consumer_spec {
+  std::string name;
+  net::endpoint address;                 // the gateway dials it
+  std::uint32_t queue_capacity = 10000;  // frames
+  std::uint64_t queue_bytes = 0;         // 0 = no byte cap
+  overflow_policy overflow = overflow_policy::drop_oldest;
+
+  friend bool operator==(const consumer_spec&, const consumer_spec&) = default;
+};
+
+}  // namespace gatewayd::consumers

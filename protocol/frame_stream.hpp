@@ -1,0 +1,125 @@
+// Incremental GWP/1 decoder over shared chunks: bytes arrive in arbitrary pieces, whole
+// frames come out as slices of reference-counted chunks, a partial frame waits for more.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "protocol/frame_chunk.hpp"
+#include "protocol/frame_codec.hpp"
+
+namespace gatewayd::protocol {
+
+class frame_stream {
+ public:
+  // Reads smaller than this are not worth a syscall; the chunk moves on instead.
+  static constexpr std::size_t min_read = 16 * 1024;
+
+  explicit frame_stream(std::uint32_t max_payload) noexcept : max_payload_(max_payload) {}
+
+  struct buffer {
+    char* data;
+    std::size_t size;
+  };
+  // Writable space for the next read: always room for the pending frame's remaining bytes
+  // (its size is known and checked against max_payload before any allocation).
+  buffer prepare();
+  // `n` bytes were written into the last prepare()d space.
+  void commit(std::size_t n) noexcept { end_ += n; }
+
+  struct stream_error {
+    frame_error reason = frame_error::none;
+    std::uint64_t offset = 0;  // byte offset in the whole stream
+    explicit operator bool() const noexcept { return reason != frame_error::none; }
+  };
+
+  // Calls on_frame(const frame_view&, const frame_slice&) for each whole frame committed so
+  // far. On bad input it stops and returns the error; frames before it were all delivered.
+  template <class OnFrame>
+  stream_error parse(OnFrame&& on_frame);
+
+  // Lets go of the chunk when no partial frame needs it (idle sessions then hold no buffer):
+  // a chunk with room left is parked for the next read on this thread (frame_chunk::park_tail).
+  void release_if_idle() noexcept;
+
+  bool has_partial() const noexcept { return begin_ != end_; }
+  std::size_t buffered() const noexcept { return end_ - begin_; }
+  // Bytes of the stream parsed into frames so far.
+  std::uint64_t offset() const noexcept { return consumed_before_ + begin_; }
+  frame_chunk* chunk() const noexcept { return chunk_.get(); }
+
+ private:
+  void move_to_new_chunk(std::size_t capacity);
+
+  std::uint32_t max_payload_;
+  chunk_ptr chunk_;
+  std::size_t begin_ = 0;              // first byte not yet parsed into a frame
+  std::size_t end_ = 0;                // first byte not yet written
+  std::size_t needed_ = header_size;   // bytes the frame at begin_ needs in all
+  std::uint64_t consumed_before_ = 0;  // stream bytes that lived in earlier chunks
+  // The last address parse_frame() validated: a frame carrying the same bytes needs only its
+  // fixed header checked (a supplier usually repeats one address frame after frame).
+  static constexpr std::size_t known_address_capacity = 64;
+  char known_address_[known_address_capacity] = {};
+  std::size_t known_address_length_ = 0;  // 0 = none (addresses are never empty)
+
+  // The frame at `p` (with `n` bytes available) if it is whole, well-formed and carries the
+  // known address; its size, or 0 to let parse_frame() decide.
+  std::size_t known_frame_size(const char* p, std::size_t n) const noexcept;
+};
+
+inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) const noexcept {
+  const auto* u = reinterpret_cast<const unsigned char*>(p);
+  const std::size_t a = known_address_length_;
+  if (a == 0 || n < header_size + a) return 0;
+  // Magic, version, flags and the 16-bit address length, as parse_frame() checks them.
+  if (u[0] != magic_0 || u[1] != magic_1 || u[2] != protocol_version || u[3] != 0 || u[4] != 0 ||
+      u[5] != a)
+    return 0;
+  const std::uint32_t payload = (std::uint32_t{u[6]} << 24) | (std::uint32_t{u[7]} << 16) |
+                                (std::uint32_t{u[8]} << 8) | std::uint32_t{u[9]};
+  if (payload > max_payload_) return 0;
+  const std::size_t size = header_size + a + payload;
+  if (n < size || std::memcmp(p + header_size, known_address_, a) != 0) return 0;
+  return size;
+}
+
+template <class OnFrame>
+frame_stream::stream_error frame_stream::parse(OnFrame&& on_frame) {
+  const char* base = chunk_ ? chunk_->data() : nullptr;
+  while (begin_ < end_) {
+    if (const std::size_t size = known_frame_size(base + begin_, end_ - begin_)) {
+      const char* p = base + begin_;
+      const frame_view f{
+          {p + header_size, known_address_length_},
+          {p + header_size + known_address_length_, size - header_size - known_address_length_},
+          {p, size}};
+      const frame_slice slice{chunk_.get(), static_cast<std::uint32_t>(begin_),
+                              static_cast<std::uint32_t>(size)};
+      begin_ += size;
+      on_frame(f, slice);
+      continue;
+    }
+    const parse_result r = parse_frame({base + begin_, end_ - begin_}, max_payload_);
+    if (r.state == parse_result::status::need_more) {
+      needed_ = r.needed;
+      return {};
+    }
+    if (r.state == parse_result::status::error) {
+      return {r.error, offset() + r.error_offset};
+    }
+    const frame_slice slice{chunk_.get(), static_cast<std::uint32_t>(begin_),
+                            static_cast<std::uint32_t>(r.frame.bytes.size())};
+    if (r.frame.address.size() <= known_address_capacity) {
+      known_address_length_ = r.frame.address.size();
+      std::memcpy(known_address_, r.frame.address.data(), known_address_length_);
+    }
+    begin_ += r.frame.bytes.size();
+    on_frame(r.frame, slice);
+  }
+  needed_ = header_size;
+  return {};
+}
+
+}  // namespace gatewayd::protocol

@@ -1,0 +1,150 @@
+#include "runtime/lf_pool.hpp"
+
+#include <algorithm>
+
+#include "runtime/thread_count.hpp"
+
+namespace gatewayd::runtime {
+namespace {
+thread_local lf_pool* this_pool = nullptr;
+thread_local void* this_member = nullptr;
+}  // namespace
+
+lf_pool::lf_pool(asio::io_context& ioc, unsigned threads, latency_histogram& latency)
+    : ioc_(ioc), thread_count_(thread_count(threads)), promotion_latency_(latency) {
+  followers_.reserve(thread_count_);
+}
+
+lf_pool::~lf_pool() {
+  stop();
+  join();
+}
+
+void lf_pool::start() {
+  threads_.reserve(thread_count_);
+  for (unsigned i = 0; i < thread_count_; ++i)
+    threads_.emplace_back([this] { run_thread(); });
+}
+
+void lf_pool::stop() {
+  std::lock_guard lock(mutex_);
+  if (done_) return;
+  ioc_.stop();  // wakes a leader blocked inside run_one()
+  end_locked();
+}
+
+void lf_pool::join() {
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+void lf_pool::end_locked() {
+  done_ = true;
+  for (member* f : followers_)
+    f->wake.notify_one();
+}
+
+void lf_pool::promote_new_leader() noexcept {
+  lf_pool* pool = this_pool;
+  if (!pool) return;
+  auto& me = *static_cast<member*>(this_member);
+  if (me.leading) pool->hand_over(me);
+}
+
+void lf_pool::hand_over(member& me) noexcept {
+  me.leading = false;
+  std::lock_guard lock(mutex_);
+  ++processing_;
+  if (followers_.empty()) {
+    // Nobody idle: the first thread to finish its event becomes the leader.
+    has_leader_ = false;
+    ++no_follower_;
+    return;
+  }
+  member* next = followers_.back();
+  followers_.pop_back();
+  next->promoted = true;
+  next->promoted_at = std::chrono::steady_clock::now();
+  next->wake.notify_one();
+}
+
+void lf_pool::run_thread() {
+  member me;
+  this_pool = this;
+  this_member = &me;
+  std::unique_lock lock(mutex_);
+  while (!done_) {
+    if (has_leader_) {
+      followers_.push_back(&me);
+      me.wake.wait(lock, [&] { return me.promoted || done_; });
+      if (!me.promoted) {
+        std::erase(followers_, &me);
+        break;
+      }
+      me.promoted = false;
+      // Promotion latency: from the old leader seeing its event to this thread about to wait.
+      promotion_latency_.observe(std::chrono::steady_clock::now() - me.promoted_at);
+    } else {
+      has_leader_ = true;
+    }
+    me.leading = true;
+    lock.unlock();
+    const std::size_t handled = ioc_.run_one();
+    if (handled && !me.leading) run_stranded_continuations();
+    lock.lock();
+    if (me.leading) {
+      // Nothing of ours ran (a completion internal to Asio, such as a readiness event for a
+      // socket with no operation pending) or a handler bypassed runtime::executor: leadership
+      // is still ours; give it up here so the loop takes it again or hands it on.
+      me.leading = false;
+      has_leader_ = false;
+      if (handled) ++unpromoted_;
+    } else {
+      --processing_;
+    }
+    if (handled == 0) {
+      // The io_context ran out of work or was stopped: the pool is finished.
+      end_locked();
+    }
+  }
+  this_pool = nullptr;
+  this_member = nullptr;
+}
+
+// An event's handler that started a composed operation's next step (asio::async_write, an
+// SSL stream) or deferred work queued it as a continuation: Asio keeps continuations in the
+// calling thread's private queue and moves them to the shared queue when run_one() returns,
+// without waking anyone. This thread handed the leadership on before it processed the event, so
+// the leader may be asleep in epoll_wait with that work ready, and nothing else may ever wake it.
+// Run ready work here until there is none: each poll_one() can strand the next step of a chain
+// the same way, so no fixed number of rounds is enough.
+void lf_pool::run_stranded_continuations() {
+  while (ioc_.poll_one() != 0) {
+  }
+}
+
+bool lf_pool::this_thread_leads() noexcept {
+  return this_pool && static_cast<member*>(this_member)->leading;
+}
+
+std::uint64_t lf_pool::unpromoted_events() const {
+  std::lock_guard lock(mutex_);
+  return unpromoted_;
+}
+
+lf_pool::role_counts lf_pool::roles() const {
+  std::lock_guard lock(mutex_);
+  role_counts r;
+  r.leader = has_leader_ ? 1 : 0;
+  r.processing = processing_;
+  r.follower = static_cast<unsigned>(followers_.size());
+  return r;
+}
+
+std::uint64_t lf_pool::promotions_without_follower() const {
+  std::lock_guard lock(mutex_);
+  return no_follower_;
+}
+
+}  // namespace gatewayd::runtime

@@ -1,0 +1,80 @@
+// The Leader/Followers thread pool: one leader waits on the io_context for the next event,
+// promotes a follower, then processes that event in its own thread (POSA2, over Asio).
+#pragma once
+
+#include <asio.hpp>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "runtime/latency_histogram.hpp"
+
+namespace gatewayd::runtime {
+
+class lf_pool {
+ public:
+  struct role_counts {
+    unsigned leader = 0;      // waiting for the next event (0 or 1, never more)
+    unsigned processing = 0;  // handling an event after handing leadership on
+    unsigned follower = 0;    // waiting to be promoted
+  };
+
+  lf_pool(asio::io_context& ioc, unsigned threads, latency_histogram& promotion_latency);
+  ~lf_pool();
+  lf_pool(const lf_pool&) = delete;
+  lf_pool& operator=(const lf_pool&) = delete;
+
+  void start();
+  // Ends the pool even if the io_context still has work (the normal way out is to let the
+  // io_context run out of work: the leader then sees run_one() return 0 and wakes everyone).
+  void stop();
+  // Waits for every thread to leave; the pool cannot be started again.
+  void join();
+
+  // The first act of every gateway handler (runtime::executor calls it; nothing else should):
+  // if the calling thread is the leader, hand leadership to the most recently idle follower
+  // before processing the event. A no-op on threads that are not leading or not in a pool.
+  static void promote_new_leader() noexcept;
+  // True while the calling thread is the leader of its pool: inside a handler this must be
+  // false (tests check it per handler kind).
+  static bool this_thread_leads() noexcept;
+
+  role_counts roles() const;
+  unsigned size() const noexcept { return thread_count_; }
+  // Promotions that found no idle follower (every thread was busy processing).
+  std::uint64_t promotions_without_follower() const;
+  // Events that returned from run_one() with leadership still held: Asio-internal completions
+  // that run none of our code, or a handler that bypassed runtime::executor.
+  std::uint64_t unpromoted_events() const;
+
+ private:
+  struct member {
+    std::condition_variable wake;
+    bool promoted = false;
+    bool leading = false;  // touched only by the member's own thread
+    std::chrono::steady_clock::time_point promoted_at{};
+  };
+
+  void run_thread();
+  void hand_over(member& me) noexcept;
+  void run_stranded_continuations();
+  void end_locked();
+
+  asio::io_context& ioc_;
+  const unsigned thread_count_;
+  latency_histogram& promotion_latency_;
+
+  mutable std::mutex mutex_;
+  bool has_leader_ = false;
+  bool done_ = false;
+  unsigned processing_ = 0;
+  std::uint64_t no_follower_ = 0;
+  std::uint64_t unpromoted_ = 0;
+  std::vector<member*> followers_;  // a LIFO stack: back() is the most recently idle
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace gatewayd::runtime
