@@ -1,9 +1,8 @@
-// One downstream consumer as an active object: a bounded queue filled from any thread and
-// drained by gathered writes on the consumer's own strand; it dials its endpoint and redials
-// with capped, jittered exponential backoff while the queue keeps filling under its policy.
+// One downstream consumer as an active object: a queue filled from any thread under the overflow
+// policy and drained by its own writer into the socket its link keeps dialled; it owns the
+// parts (admission, link, drain) and the one lock they share.
 #pragma once
 
-#include <array>
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
@@ -15,19 +14,22 @@
 #include <string>
 #include <vector>
 
-#include "consumers/backoff.hpp"
-#include "consumers/bounded_queue.hpp"
+#include "consumers/admission.hpp"
+#include "consumers/consumer_link.hpp"
 #include "consumers/consumer_spec.hpp"
 #include "consumers/consumer_stats.hpp"
+#include "consumers/drain.hpp"
 #include "consumers/drain_model.hpp"
 #include "consumers/flow_control.hpp"
+#include "consumers/frame_queue.hpp"
+#include "consumers/paused_suppliers.hpp"
 #include "consumers/queue_budget.hpp"
-#include "protocol/frame_chunk.hpp"
+#include "consumers/write_batch.hpp"
 #include "runtime/executor.hpp"
 
 namespace gatewayd::consumers {
 
-class consumer : public std::enable_shared_from_this<consumer> {
+class consumer : public std::enable_shared_from_this<consumer>, private link_events {
  public:
   struct options {
     std::chrono::milliseconds reconnect_initial{100};
@@ -49,11 +51,12 @@ class consumer : public std::enable_shared_from_this<consumer> {
   // Starts dialing the endpoint. Call once, after construction (needs shared_from_this).
   void start();
 
-  // Any thread; never blocks on the network. Takes over exactly one chunk reference per slice
-  // (the caller added them), whether the frame is queued or dropped, and applies the overflow
-  // policy. With the backpressure policy, when the queue is at or above capacity, `listener`
-  // (if not null) is remembered and resumed once the queue falls below the low-water mark.
-  put_result put(std::span<const protocol::frame_slice> frames,
+  // Any thread; never blocks on the network (except under the mutex drain model, whose point
+  // that is). Takes over exactly one chunk reference per slice (the caller added them), whether
+  // the frame is queued or dropped, and applies the overflow policy. With the backpressure
+  // policy, when the queue is at its limit, `listener` (if not null) is remembered and resumed
+  // once the queue falls below the low-water mark.
+  put_result put(std::span<const frame_slice> frames,
                  const std::shared_ptr<flow_control_listener>& listener);
 
   // Reload: capacity, byte cap and policy change in place; a new endpoint redials, keeping the
@@ -72,107 +75,71 @@ class consumer : public std::enable_shared_from_this<consumer> {
   overflow_policy policy() const noexcept;
 
  private:
-  // Where the link to the endpoint stands; strand-only.
-  enum class link_state : std::uint8_t { idle, connecting, connected, waiting, closed };
+  friend class strand_drain;
+  friend class mutex_drain;
 
-  // Admission of one put() batch under mutex_: the overflow policy, frame by frame.
-  struct admission;
-  void admit_locked(std::span<const protocol::frame_slice> frames, std::uint64_t batch_bytes,
-                    admission& a);
+  // link_events (strand).
+  void on_link_up(std::uint64_t conn) override;
+  void on_link_down() override;
 
-  // Dialing and the link (strand).
-  void do_connect();
-  void on_connect(std::error_code ec, std::uint64_t dial);
-  void schedule_redial();
-  void on_redial_timer(std::error_code ec);
-  void do_read(std::uint64_t conn);
-  void on_read(std::error_code ec, std::size_t n, std::uint64_t conn);
-  void connection_lost(std::uint64_t conn, std::error_code ec);
-  void close_slow(std::uint64_t conn, std::uint64_t discarded);
-  void change_endpoint();
-  void drop_link();
-
-  // Draining the queue into the socket (strand).
-  void do_drain();
-  bool take_batch_locked();
-  void write_batch();
-  void on_written(std::error_code ec, std::size_t n, std::uint64_t conn);
-  // After a write of `batch` that moved `n` bytes (both drain models): the frames the kernel
-  // took whole are released, their budget returned and counted as sent. Returns them.
-  frame_counts settle_written(std::span<const protocol::frame_slice> batch, std::size_t n);
-
-  // The mutex drain model (any thread, write_mutex_ taken inside).
-  void write_in_caller();
-  bool take_sync_batch_locked(std::uint64_t& conn);
-  void publish_connected_for_callers(std::uint64_t conn);
-  // Closes the socket on the strand; under the mutex model first wakes and waits out a
-  // blocking write in another thread.
-  void close_link_socket();
-
-  // Backpressure: waiters leave under the lock, are resumed outside it (strand).
-  bool below_low_water_locked() const noexcept;
-  void collect_resumable_locked();
-  void resume_collected();
+  // For the drains. Under mutex_: the next batch into `batch` (and the connection it is for),
+  // or false after giving up the writer role when there is nothing to send or nowhere to.
+  bool take_batch_locked(write_batch& batch, std::uint64_t& conn);
+  // After a write ended (completed, cut or failed): the unsent rest goes back to the queue, or
+  // away if the disconnect policy fired meanwhile.
+  void settle_rest(write_batch& batch);
+  // Frames the socket took whole: sent, and their budget given back.
+  void count_sent(frame_counts sent) noexcept;
   void publish_depth_locked() noexcept;
 
-  // drain_and_close (strand).
+  // Backpressure: suppliers paused on this consumer leave the list under the lock and are
+  // resumed outside it.
+  bool below_low_water_locked() const noexcept;
+  void resume_if_below_low_water();
+
+  // drain_and_close (strand), in consumer_close.cpp.
   void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
                    std::function<void(std::uint64_t)> done);
-  void on_drain_timer(std::error_code ec);
   void check_drain();
   void finish_drain();
   void complete_close();
 
-  std::string name_;
+  const std::string name_;
   consumer_stats stats_;
-  options opts_;
+  const options opts_;
   runtime::strand strand_;
-  asio::ip::tcp::socket socket_;
-  asio::steady_timer redial_timer_;
-  asio::steady_timer drain_timer_;
 
   // Guards everything down to the strand-only section. One per consumer: puts to different
   // consumers never contend, and it is never held across I/O or a call into other objects.
   mutable std::mutex mutex_;
-  bounded_queue queue_;
+  frame_queue queue_;
+  queue_limits limits_;
   net::endpoint endpoint_;
-  std::uint32_t capacity_;
-  std::uint64_t byte_cap_;  // 0 = none
-  overflow_policy policy_;
-  bool connected_ = false;  // a drain may write; put() clears it to disconnect a slow consumer
-  bool writing_ = false;    // a drain is posted or a write is in flight
-  bool closing_ = false;    // drain_and_close() was called: puts are refused
+  bool connected_ = false;          // a drain may write; cleared before the socket closes
+  bool writing_ = false;            // the writer role is taken (strand model)
+  bool closing_ = false;            // drain_and_close() was called: puts are refused
   bool discard_in_flight_ = false;  // the disconnect policy fired during a write
-  std::uint64_t conn_id_ = 0;       // the current connection; written on the strand
-  std::vector<std::shared_ptr<flow_control_listener>> waiters_;
+  std::uint64_t conn_ = 0;          // the connection writes go to
+  paused_suppliers paused_;
 
   // Read without the lock by capacity() and policy().
   std::atomic<std::uint32_t> capacity_view_;
   std::atomic<overflow_policy> policy_view_;
 
-  // Strand-only.
-  link_state state_ = link_state::idle;
-  backoff backoff_;
-  net::endpoint link_endpoint_;      // what the current dial or connection is for
-  std::uint64_t dial_id_ = 0;        // completions of superseded dials are ignored
-  std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
-  bool was_connected_ = false;       // the next dial counts as a reconnect
-  std::vector<protocol::frame_slice> in_flight_;  // owns a reference per frame
-  std::uint64_t in_flight_bytes_ = 0;
-  std::vector<asio::const_buffer> buffers_;  // in_flight_ with neighbours coalesced
-  std::vector<std::shared_ptr<flow_control_listener>> resuming_;
-  std::array<char, 256> discard_{};  // consumers send nothing; whatever arrives lands here
-  bool draining_ = false;
-  bool finishing_ = false;
-  bool closed_ = false;
-  drop_reason drain_reason_ = drop_reason::shutdown;
-  std::chrono::steady_clock::time_point drain_deadline_{};
-  std::vector<std::function<void(std::uint64_t)>> done_;
+  // The parts.
+  consumer_link link_;            // strand-only
+  std::unique_ptr<drain> drain_;  // the model's writer
 
-  // The mutex drain model: held by the one thread writing to the socket (taken before mutex_).
-  std::mutex write_mutex_;
-  std::vector<protocol::frame_slice> sync_batch_;  // under write_mutex_; a ref per frame
-  std::vector<asio::const_buffer> sync_buffers_;   // under write_mutex_
+  // drain_and_close, strand-only.
+  struct closing_state {
+    bool draining = false;   // begin_drain ran
+    bool finishing = false;  // the deadline passed or the queue emptied: closing now
+    bool closed = false;
+    drop_reason reason = drop_reason::shutdown;
+    std::chrono::steady_clock::time_point deadline{};
+    std::vector<std::function<void(std::uint64_t)>> done;
+  } close_;
+  asio::steady_timer drain_timer_;
 };
 
 }  // namespace gatewayd::consumers

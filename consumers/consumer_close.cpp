@@ -1,12 +1,8 @@
 // How a consumer ends: drain what it holds for a bounded time, then close and report.
 #include "consumers/consumer.hpp"
-
 #include "runtime/log.hpp"
 
 namespace gatewayd::consumers {
-
-// ---------------------------------------------------------------------------------------------
-// drain_and_close
 
 void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason reason,
                                std::function<void(std::uint64_t)> done) {
@@ -24,37 +20,30 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
 // deadline forward, and every `done` is called once with the same count.
 void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
                            std::function<void(std::uint64_t)> done) {
-  if (closed_) {
+  if (close_.closed) {
     if (done) done(0);
     return;
   }
-  if (done) done_.push_back(std::move(done));
+  if (done) close_.done.push_back(std::move(done));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (!draining_ || deadline < drain_deadline_) {
-    if (!draining_) drain_reason_ = reason;
-    draining_ = true;
-    drain_deadline_ = deadline;
+  if (!close_.draining || deadline < close_.deadline) {
+    if (!close_.draining) close_.reason = reason;
+    close_.draining = true;
+    close_.deadline = deadline;
     drain_timer_.expires_at(deadline);
-    drain_timer_.async_wait(asio::bind_executor(
-        strand_, [self = shared_from_this()](std::error_code ec) { self->on_drain_timer(ec); }));
+    drain_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+      // Cancelled: re-armed for an earlier deadline, or already finished.
+      if (!ec && !self->close_.finishing) self->finish_drain();
+    });
   }
-  {
-    std::lock_guard lock(mutex_);
-    collect_resumable_locked();
-  }
-  resume_collected();
+  resume_if_below_low_water();
   check_drain();
-}
-
-void consumer::on_drain_timer(std::error_code ec) {
-  if (ec || finishing_) return;  // re-armed for an earlier deadline, or already finished
-  finish_drain();
 }
 
 // Called whenever the drain may have progressed: finishes once the queue is empty and no
 // write is out, or, after the deadline, once the write that was out has come back.
 void consumer::check_drain() {
-  if (!draining_ || closed_) return;
+  if (!close_.draining || close_.closed) return;
   bool idle = false;
   bool empty = false;
   {
@@ -62,7 +51,7 @@ void consumer::check_drain() {
     idle = !writing_;
     empty = queue_.empty();
   }
-  if (finishing_) {
+  if (close_.finishing) {
     if (idle) complete_close();
   } else if (idle && empty) {
     finish_drain();
@@ -70,40 +59,32 @@ void consumer::check_drain() {
 }
 
 void consumer::finish_drain() {
-  if (finishing_) return;
-  finishing_ = true;
-  state_ = link_state::closed;
-  ++dial_id_;
-  redial_timer_.cancel();
+  if (close_.finishing) return;
+  close_.finishing = true;
   drain_timer_.cancel();
-  {
-    std::lock_guard lock(mutex_);
-    connected_ = false;
-  }
-  close_link_socket();
-  stats_.connected.store(false, std::memory_order_relaxed);
+  link_.shut();
   check_drain();
 }
 
 void consumer::complete_close() {
-  closed_ = true;
+  close_.closed = true;
   frame_counts left;
   {
     std::lock_guard lock(mutex_);
     left = queue_.clear();
     publish_depth_locked();
-    collect_resumable_locked();
+    paused_.release_locked();
   }
   if (opts_.budget) opts_.budget->release(left.bytes);
   if (left.frames) {
-    stats_.dropped[static_cast<std::size_t>(drain_reason_)].fetch_add(left.frames,
+    stats_.dropped[static_cast<std::size_t>(close_.reason)].fetch_add(left.frames,
                                                                       std::memory_order_relaxed);
   }
-  resume_collected();
+  paused_.resume_released();
   GW_LOG(info) << "consumer " << name_ << " closed; " << left.frames << " frames undelivered ("
-               << to_string(drain_reason_) << ")";
-  auto done = std::move(done_);
-  done_.clear();
+               << to_string(close_.reason) << ")";
+  auto done = std::move(close_.done);
+  close_.done.clear();
   for (auto& d : done)
     d(left.frames);
 }

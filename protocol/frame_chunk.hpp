@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 namespace gatewayd::protocol {
@@ -23,6 +24,9 @@ class frame_chunk {
   void release(std::uint32_t n = 1) noexcept {
     if (refs_.fetch_sub(n, std::memory_order_acq_rel) == n) recycle(this);
   }
+
+  // References held right now (for tests and diagnostics: it may change at any moment).
+  std::uint32_t refs() const noexcept { return refs_.load(std::memory_order_relaxed); }
 
   char* data() noexcept { return reinterpret_cast<char*>(this + 1); }
   const char* data() const noexcept { return reinterpret_cast<const char*>(this + 1); }
@@ -105,5 +109,39 @@ class chunk_ptr {
  private:
   frame_chunk* c_ = nullptr;
 };
+
+// Releases chunk references in runs: consecutive slices of one chunk (the common case, since a
+// supplier's read chunk holds many frames in a row) cost one atomic operation, not one each.
+class release_batch {
+ public:
+  release_batch() = default;
+  release_batch(const release_batch&) = delete;
+  release_batch& operator=(const release_batch&) = delete;
+  ~release_batch() { flush(); }
+
+  void add(frame_chunk* chunk) noexcept {
+    if (chunk != chunk_) {
+      flush();
+      chunk_ = chunk;
+    }
+    ++count_;
+  }
+  void flush() noexcept {
+    if (chunk_) chunk_->release(count_);
+    chunk_ = nullptr;
+    count_ = 0;
+  }
+
+ private:
+  frame_chunk* chunk_ = nullptr;
+  std::uint32_t count_ = 0;
+};
+
+// Gives back the one reference each slice owns, in runs.
+inline void release_slices(std::span<const frame_slice> slices) noexcept {
+  release_batch batch;
+  for (const auto& s : slices)
+    batch.add(s.chunk);
+}
 
 }  // namespace gatewayd::protocol

@@ -1,9 +1,9 @@
-#define BOOST_TEST_MODULE bounded_queue
+#define BOOST_TEST_MODULE frame_queue
 #include <boost/test/unit_test.hpp>
 
 #include <vector>
 
-#include "consumers/bounded_queue.hpp"
+#include "consumers/frame_queue.hpp"
 
 using namespace gatewayd::consumers;
 using gatewayd::protocol::frame_chunk;
@@ -38,7 +38,7 @@ struct live_check {
 BOOST_FIXTURE_TEST_CASE(fifo_order_and_byte_accounting, live_check) {
   test_chunk c;
   {
-    bounded_queue q;
+    frame_queue q;
     std::uint64_t total = 0;
     for (std::uint32_t i = 1; i <= 100; ++i) {
       q.push_back(c.slice(i));
@@ -64,7 +64,7 @@ BOOST_FIXTURE_TEST_CASE(fifo_order_and_byte_accounting, live_check) {
 
 BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
   test_chunk c;
-  bounded_queue q(40);
+  frame_queue q(40);
   BOOST_TEST(q.slots() == 0u);  // nothing allocated until used
   q.push_back(c.slice(1));
   BOOST_TEST(q.slots() == 16u);
@@ -84,7 +84,7 @@ BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
   BOOST_TEST(q.slots() == 0u);  // oversized storage goes back once empty
   c.chunk->release();
 
-  bounded_queue big(10000);
+  frame_queue big(10000);
   test_chunk d;
   for (int i = 0; i < 5; ++i)
     big.push_back(d.slice(1));
@@ -96,7 +96,7 @@ BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
 
 BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_check) {
   test_chunk c;
-  bounded_queue q;
+  frame_queue q;
   std::vector<frame_slice> all;
   // Wrap the ring: push 12, pop 10, push 14 more so the contents straddle the end.
   for (int i = 0; i < 12; ++i)
@@ -141,7 +141,7 @@ BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_c
   release_slices(batch);
 
   // Putting back more than the free room grows the ring and keeps the order.
-  bounded_queue r;
+  frame_queue r;
   std::vector<frame_slice> many;
   for (int i = 0; i < 40; ++i)
     many.push_back(c.slice(1));
@@ -162,7 +162,7 @@ BOOST_FIXTURE_TEST_CASE(references_are_released_exactly_once_in_runs, live_check
   test_chunk a;
   test_chunk b;
   const frame_counts cleared = [&] {
-    bounded_queue q;
+    frame_queue q;
     // Runs of one chunk interleaved with the other: each run is one release(k).
     for (int round = 0; round < 5; ++round) {
       for (int i = 0; i < 3; ++i)
@@ -192,7 +192,7 @@ BOOST_FIXTURE_TEST_CASE(references_are_released_exactly_once_in_runs, live_check
   // release_batch flushes on destruction.
   test_chunk e;
   {
-    release_batch batch;
+    gatewayd::protocol::release_batch batch;
     batch.add(e.slice(1).chunk);
     batch.add(e.slice(1).chunk);
   }

@@ -1,4 +1,4 @@
-#include "consumers/bounded_queue.hpp"
+#include "consumers/frame_queue.hpp"
 
 #include <algorithm>
 
@@ -10,21 +10,15 @@ namespace {
 constexpr std::size_t min_slots = 16;
 }  // namespace
 
-void release_slices(std::span<const protocol::frame_slice> slices) noexcept {
-  release_batch batch;
-  for (const auto& s : slices)
-    batch.add(s.chunk);
-}
-
-void bounded_queue::push_back(const protocol::frame_slice& f) {
+void frame_queue::push_back(const frame_slice& f) {
   grow_to_fit(size_ + 1);
   ring_[index(size_)] = f;
   ++size_;
   bytes_ += f.size;
 }
 
-protocol::frame_slice bounded_queue::pop_front() noexcept {
-  const protocol::frame_slice f = ring_[head_];
+frame_slice frame_queue::pop_front() noexcept {
+  const frame_slice f = ring_[head_];
   head_ = index(1);
   --size_;
   bytes_ -= f.size;
@@ -32,18 +26,18 @@ protocol::frame_slice bounded_queue::pop_front() noexcept {
   return f;
 }
 
-std::uint32_t bounded_queue::drop_front() noexcept {
-  const protocol::frame_slice f = pop_front();
+std::uint32_t frame_queue::drop_front() noexcept {
+  const frame_slice f = pop_front();
   f.chunk->release();
   return f.size;
 }
 
-frame_counts bounded_queue::take(std::size_t max_frames, std::uint64_t max_bytes,
-                                 std::vector<protocol::frame_slice>& out) {
+frame_counts frame_queue::take(std::size_t max_frames, std::uint64_t max_bytes,
+                               std::vector<frame_slice>& out) {
   frame_counts moved;
   const std::size_t limit = std::min(max_frames, size_);
   while (moved.frames < limit) {
-    const protocol::frame_slice& f = ring_[index(moved.frames)];
+    const frame_slice& f = ring_[index(moved.frames)];
     if (moved.frames > 0 && moved.bytes + f.size > max_bytes) break;
     out.push_back(f);
     moved.bytes += f.size;
@@ -56,7 +50,7 @@ frame_counts bounded_queue::take(std::size_t max_frames, std::uint64_t max_bytes
   return moved;
 }
 
-void bounded_queue::push_front_batch(std::span<const protocol::frame_slice> frames) {
+void frame_queue::push_front_batch(std::span<const frame_slice> frames) {
   if (frames.empty()) return;
   grow_to_fit(size_ + frames.size());
   head_ = (head_ + slots_ - frames.size()) % slots_;
@@ -67,9 +61,9 @@ void bounded_queue::push_front_batch(std::span<const protocol::frame_slice> fram
   size_ += frames.size();
 }
 
-frame_counts bounded_queue::clear() noexcept {
+frame_counts frame_queue::clear() noexcept {
   const frame_counts released{size_, bytes_};
-  release_batch batch;
+  protocol::release_batch batch;
   for (std::size_t i = 0; i < size_; ++i)
     batch.add(ring_[index(i)].chunk);
   batch.flush();
@@ -79,14 +73,14 @@ frame_counts bounded_queue::clear() noexcept {
   return released;
 }
 
-void bounded_queue::grow_to_fit(std::size_t needed) {
+void frame_queue::grow_to_fit(std::size_t needed) {
   if (needed <= slots_) return;
   std::size_t next = slots_ ? slots_ * 2 : min_slots;
   // Stop at the configured capacity while it suffices: a full queue then holds exactly
   // capacity slots, not the next power of two.
   if (slots_ < hint_ && next > hint_) next = hint_;
   next = std::max(next, needed);
-  auto ring = std::make_unique_for_overwrite<protocol::frame_slice[]>(next);
+  auto ring = std::make_unique_for_overwrite<frame_slice[]>(next);
   for (std::size_t i = 0; i < size_; ++i)
     ring[i] = ring_[index(i)];
   ring_ = std::move(ring);
@@ -97,7 +91,7 @@ void bounded_queue::grow_to_fit(std::size_t needed) {
 // Storage that grew far past the capacity (a backpressure overshoot, a capacity lowered by a
 // reload) is given back once the queue empties; ordinary use never gets here, so a queue that
 // empties and refills all the time does not reallocate.
-void bounded_queue::maybe_shrink() noexcept {
+void frame_queue::maybe_shrink() noexcept {
   if (slots_ > std::max(hint_, min_slots)) {
     ring_.reset();
     slots_ = 0;

@@ -11,35 +11,7 @@
 
 namespace gatewayd::consumers {
 
-// Releases chunk references in runs: consecutive slices of one chunk (the common case, since a
-// supplier's read chunk holds many frames in a row) cost one atomic operation, not one each.
-class release_batch {
- public:
-  release_batch() = default;
-  release_batch(const release_batch&) = delete;
-  release_batch& operator=(const release_batch&) = delete;
-  ~release_batch() { flush(); }
-
-  void add(protocol::frame_chunk* chunk) noexcept {
-    if (chunk != chunk_) {
-      flush();
-      chunk_ = chunk;
-    }
-    ++count_;
-  }
-  void flush() noexcept {
-    if (chunk_) chunk_->release(count_);
-    chunk_ = nullptr;
-    count_ = 0;
-  }
-
- private:
-  protocol::frame_chunk* chunk_ = nullptr;
-  std::uint32_t count_ = 0;
-};
-
-// Gives back the one reference each slice owns, in runs.
-void release_slices(std::span<const protocol::frame_slice> slices) noexcept;
+using protocol::frame_slice;
 
 // Frames and bytes moved or released by one operation.
 struct frame_counts {
@@ -47,19 +19,20 @@ struct frame_counts {
   std::uint64_t bytes = 0;
 };
 
-// Not thread-safe: the owning consumer's mutex guards it. No policy either: the caller decides
-// what to evict or refuse before it pushes, so the queue itself never refuses a frame.
+// Not thread-safe: the owning consumer's mutex guards it. No bound either: admission (the
+// overflow policy, consumers/admission.hpp) decides what to evict or refuse before it pushes,
+// so the queue itself never refuses a frame.
 //
 // Storage grows geometrically (16, 32, ... slots) and stops at the capacity hint while it is
 // enough, so an idle or lightly used consumer costs a few hundred bytes however large its
 // configured capacity; past the hint (a backpressure overshoot, a put-back batch) it keeps
 // doubling. The steady state allocates nothing.
-class bounded_queue {
+class frame_queue {
  public:
-  explicit bounded_queue(std::size_t capacity_hint = 0) noexcept : hint_(capacity_hint) {}
-  ~bounded_queue() { clear(); }
-  bounded_queue(const bounded_queue&) = delete;
-  bounded_queue& operator=(const bounded_queue&) = delete;
+  explicit frame_queue(std::size_t capacity_hint = 0) noexcept : hint_(capacity_hint) {}
+  ~frame_queue() { clear(); }
+  frame_queue(const frame_queue&) = delete;
+  frame_queue& operator=(const frame_queue&) = delete;
 
   std::size_t size() const noexcept { return size_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
@@ -69,20 +42,19 @@ class bounded_queue {
   void set_capacity_hint(std::size_t hint) noexcept { hint_ = hint; }
 
   // Takes over the one reference `f` owns.
-  void push_back(const protocol::frame_slice& f);
-  const protocol::frame_slice& front() const noexcept { return ring_[head_]; }
+  void push_back(const frame_slice& f);
+  const frame_slice& front() const noexcept { return ring_[head_]; }
   // Hands the oldest frame and its reference to the caller.
-  protocol::frame_slice pop_front() noexcept;
+  frame_slice pop_front() noexcept;
   // Releases the oldest frame; returns its size in bytes.
   std::uint32_t drop_front() noexcept;
 
   // Moves up to `max_frames` oldest frames, and no more than `max_bytes` unless the first
   // frame alone is larger (a batch is never empty while the queue is not), to the end of `out`
   // together with their references.
-  frame_counts take(std::size_t max_frames, std::uint64_t max_bytes,
-                    std::vector<protocol::frame_slice>& out);
+  frame_counts take(std::size_t max_frames, std::uint64_t max_bytes, std::vector<frame_slice>& out);
   // Puts frames taken earlier back in front of everything, in their order, with their refs.
-  void push_front_batch(std::span<const protocol::frame_slice> frames);
+  void push_front_batch(std::span<const frame_slice> frames);
   // Releases every frame; returns what was released.
   frame_counts clear() noexcept;
 
@@ -94,7 +66,7 @@ class bounded_queue {
   void grow_to_fit(std::size_t needed);
   void maybe_shrink() noexcept;
 
-  std::unique_ptr<protocol::frame_slice[]> ring_;
+  std::unique_ptr<frame_slice[]> ring_;
   std::size_t slots_ = 0;
   std::size_t head_ = 0;
   std::size_t size_ = 0;

@@ -1,0 +1,163 @@
+#include "consumers/admission.hpp"
+
+namespace gatewayd::consumers {
+namespace {
+
+// One batch's admission: the policies share the bookkeeping of what leaves the queue and what
+// is refused, and differ only in what they do when a frame does not fit.
+class admitter {
+ public:
+  admitter(frame_queue& queue, const queue_limits& limits, queue_budget* budget,
+           protocol::release_batch& refused, std::uint64_t batch_bytes)
+      : queue_(queue),
+        limits_(limits),
+        budget_(budget),
+        refused_(refused),
+        batch_reserved_(!budget || budget->try_reserve(batch_bytes)) {}
+
+  ~admitter() {
+    if (unreserve_) budget_->release(unreserve_);
+  }
+
+  admission& result() noexcept { return a_; }
+
+  void offer(const frame_slice& f) {
+    // `reserved`: the frame's bytes are held in the budget (and must be given back if it goes).
+    bool reserved = batch_reserved_;
+    bool keep = false;
+    switch (limits_.policy) {
+      case overflow_policy::drop_oldest:
+        keep = drop_oldest(f, reserved);
+        break;
+      case overflow_policy::drop_newest:
+        keep = drop_newest(f, reserved);
+        break;
+      case overflow_policy::disconnect:
+        keep = disconnect(f, reserved);
+        break;
+      case overflow_policy::backpressure:
+        keep = backpressure(f, reserved);
+        break;
+    }
+    if (!keep) return;
+    queue_.push_back(f);
+    ++a_.queued;
+  }
+
+ private:
+  bool fits_frames() const noexcept { return queue_.size() < limits_.capacity; }
+  bool fits_bytes(const frame_slice& f) const noexcept {
+    return !limits_.byte_cap || queue_.bytes() + f.size <= limits_.byte_cap;
+  }
+
+  bool drop_oldest(const frame_slice& f, bool& reserved) {
+    while (!queue_.empty() && !fits_frames())
+      evict_oldest(drop_reason::queue_full);
+    while (!queue_.empty() && !fits_bytes(f))
+      evict_oldest(drop_reason::queue_bytes);
+    if (never_fits(f, reserved)) return false;
+    if (reserved) return true;
+    while (!(reserved = budget_->try_reserve(f.size)) && !queue_.empty())
+      evict_oldest(drop_reason::global_bytes);
+    if (!reserved) refuse(f, drop_reason::global_bytes, false);
+    return reserved;
+  }
+
+  bool drop_newest(const frame_slice& f, bool& reserved) {
+    if (!fits_frames()) return refuse(f, drop_reason::queue_full, reserved);
+    if (!fits_bytes(f)) return refuse(f, drop_reason::queue_bytes, reserved);
+    return reserve_or_refuse(f, reserved);
+  }
+
+  bool disconnect(const frame_slice& f, bool& reserved) {
+    if (fits_frames() && fits_bytes(f) && (reserved || (reserved = budget_->try_reserve(f.size))))
+      return true;
+    // The whole backlog goes (and with it the batch being written: the consumer's business);
+    // the new frame starts the next connection's queue if it can fit at all.
+    const frame_counts gone = queue_.clear();
+    a_.drops[index(drop_reason::slow_consumer)] += gone.frames;
+    a_.discarded += gone.frames;
+    a_.slow = true;
+    give_back(gone.bytes);
+    if (never_fits(f, reserved)) return false;
+    return reserve_or_refuse(f, reserved);
+  }
+
+  bool backpressure(const frame_slice& f, bool& reserved) {
+    // Never drops: past the budget it queues anyway and the suppliers are paused instead; the
+    // overshoot is bounded by what they had already read.
+    if (!reserved && !budget_->try_reserve(f.size)) {
+      budget_->force_reserve(f.size);
+      a_.over_budget = true;
+    }
+    return true;
+  }
+
+  // Capacity 0, or a frame larger than the whole byte cap: nothing evicted would make room.
+  bool never_fits(const frame_slice& f, bool reserved) {
+    if (limits_.capacity == 0) return !refuse(f, drop_reason::queue_full, reserved);
+    if (limits_.byte_cap && f.size > limits_.byte_cap)
+      return !refuse(f, drop_reason::queue_bytes, reserved);
+    return false;
+  }
+
+  bool reserve_or_refuse(const frame_slice& f, bool& reserved) {
+    if (reserved || (reserved = budget_->try_reserve(f.size))) return true;
+    return refuse(f, drop_reason::global_bytes, false);
+  }
+
+  void evict_oldest(drop_reason why) {
+    const frame_slice old = queue_.pop_front();
+    refused_.add(old.chunk);
+    ++a_.drops[index(why)];
+    give_back(old.size);
+  }
+
+  // Always false: "not kept".
+  bool refuse(const frame_slice& f, drop_reason why, bool reserved) {
+    refused_.add(f.chunk);
+    ++a_.drops[index(why)];
+    if (reserved) give_back(f.size);
+    return false;
+  }
+
+  // Bytes leaving the queue: deferred to one release on the batch path, given back at once on
+  // the per-frame path, where the next reservation needs them.
+  void give_back(std::uint64_t bytes) {
+    if (!budget_) return;
+    if (batch_reserved_) {
+      unreserve_ += bytes;
+    } else {
+      budget_->release(bytes);
+    }
+  }
+
+  static constexpr std::size_t index(drop_reason r) noexcept { return static_cast<std::size_t>(r); }
+
+  frame_queue& queue_;
+  const queue_limits& limits_;
+  queue_budget* budget_;
+  protocol::release_batch& refused_;
+  const bool batch_reserved_;
+  std::uint64_t unreserve_ = 0;
+  admission a_;
+};
+
+}  // namespace
+
+admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
+                queue_budget* budget, protocol::release_batch& refused) {
+  std::uint64_t batch_bytes = 0;
+  for (const auto& f : frames)
+    batch_bytes += f.size;
+  admitter a(queue, limits, budget, refused, batch_bytes);
+  for (const auto& f : frames)
+    a.offer(f);
+  return a.result();
+}
+
+bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept {
+  return queue.size() >= limits.capacity || (limits.byte_cap && queue.bytes() >= limits.byte_cap);
+}
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,78 @@
+// A consumer's connection: dials its endpoint, redials with capped jittered backoff, notices the
+// peer leave, and moves to a new endpoint on reload. Strand-only.
+#pragma once
+
+#include <array>
+#include <asio.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include "consumers/backoff.hpp"
+#include "consumers/consumer_stats.hpp"
+#include "net/endpoint.hpp"
+#include "runtime/executor.hpp"
+
+namespace gatewayd::consumers {
+
+// What the link tells its consumer, on the consumer's strand.
+class link_events {
+ public:
+  // Connection `conn` is up: the consumer may write to the socket.
+  virtual void on_link_up(std::uint64_t conn) = 0;
+  // The socket is about to close (lost, too slow, moved, shut): no write may start on it any
+  // more, and one still running must be let go of first.
+  virtual void on_link_down() = 0;
+
+ protected:
+  ~link_events() = default;
+};
+
+class consumer_link {
+ public:
+  consumer_link(const runtime::strand& strand, const std::string& name, consumer_stats& stats,
+                backoff redial, link_events& events);
+
+  // Dials `at`. `owner` is kept alive by every operation the link has out.
+  void start(const net::endpoint& at, std::weak_ptr<void> owner);
+  // A reload moved the consumer: drop the current connection (if any) and dial `at` at once.
+  void move_to(const net::endpoint& at);
+  // A write on `conn` failed: the peer is gone; redial. Stale connection ids are ignored.
+  void lost(std::uint64_t conn, std::error_code ec);
+  // The disconnect policy threw `discarded` frames away: drop `conn` and redial.
+  void drop_slow(std::uint64_t conn, std::uint64_t discarded);
+  // For good: closes the socket and stops redialing.
+  void shut();
+
+  asio::ip::tcp::socket& socket() noexcept { return socket_; }
+  const net::endpoint& endpoint() const noexcept { return endpoint_; }
+  bool up(std::uint64_t conn) const noexcept { return state_ == state::up && conn == conn_; }
+
+ private:
+  enum class state : std::uint8_t { idle, dialing, up, waiting, shut };
+
+  void dial();
+  void on_dialed(std::error_code ec, std::uint64_t dial);
+  void wait_to_redial();
+  void read_until_closed(std::uint64_t conn);
+  void drop(const char* why, std::error_code ec);
+  void close_socket();
+
+  const std::string& name_;
+  consumer_stats& stats_;
+  link_events& events_;
+  std::weak_ptr<void> owner_;
+  asio::ip::tcp::socket socket_;
+  asio::steady_timer redial_timer_;
+  backoff backoff_;
+  net::endpoint endpoint_;
+  state state_ = state::idle;
+  std::uint64_t dial_ = 0;           // completions of superseded dials are ignored
+  std::uint64_t conn_ = 0;           // the current connection
+  std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
+  bool was_up_ = false;              // the next dial counts as a reconnect
+  std::array<char, 256> discard_{};  // consumers send nothing; whatever arrives lands here
+};
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,26 @@
+// Who writes a consumer's queue to its socket ([gateway] consumer_drain): the strategy behind the
+// consumer's writes, one per model, sharing write_batch for coalescing and settling.
+#pragma once
+
+#include <cstdint>
+
+namespace gatewayd::consumers {
+
+class drain {
+ public:
+  virtual ~drain() = default;
+
+  // True when every thread that queued frames writes them itself, one at a time (the mutex
+  // model); false when one writer at a time owns the queue (the strand model), so put() starts
+  // a drain only when none runs.
+  virtual bool writer_per_caller() const noexcept = 0;
+  // Frames are waiting on a connected consumer: write them. Any thread; put() calls it
+  // outside the consumer's lock, after taking the writer role for the strand model.
+  virtual void start() = 0;
+  // Strand: connection `conn` came up and the writer role was taken for what waited.
+  virtual void resume(std::uint64_t conn) = 0;
+  // Strand: the socket is about to close; a writer still inside it must let go first.
+  virtual void release_socket() = 0;
+};
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,52 @@
+// The suppliers a consumer asked to stop reading (backpressure): remembered under the consumer's
+// lock and resumed outside it. A paused session has no read pending, so this list is what keeps
+// it alive until it is resumed.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "consumers/flow_control.hpp"
+
+namespace gatewayd::consumers {
+
+class paused_suppliers {
+ public:
+  // Under the consumer's lock. Cheap dedupe of the common repeat (one supplier pausing again);
+  // resume_released() removes the rest.
+  void add(const std::shared_ptr<flow_control_listener>& l) {
+    if (!l) return;
+    if (!waiting_.empty() && waiting_.back() == l) return;
+    waiting_.push_back(l);
+  }
+  bool empty_locked() const noexcept { return waiting_.empty(); }
+
+  // Under the consumer's lock, on its strand: everyone waiting becomes due for resuming. Both
+  // vectors keep their capacity, so pausing and resuming allocate nothing once warm.
+  void release_locked() {
+    if (waiting_.empty()) return;
+    if (due_.empty()) {
+      due_.swap(waiting_);
+    } else {
+      due_.insert(due_.end(), waiting_.begin(), waiting_.end());
+      waiting_.clear();
+    }
+  }
+
+  // Outside the lock, on the consumer's strand: resumes each released supplier once.
+  void resume_released() {
+    if (due_.empty()) return;
+    std::sort(due_.begin(), due_.end());
+    due_.erase(std::unique(due_.begin(), due_.end()), due_.end());
+    for (const auto& l : due_)
+      l->resume_reading();
+    due_.clear();
+  }
+
+ private:
+  std::vector<std::shared_ptr<flow_control_listener>> waiting_;  // under the consumer's lock
+  std::vector<std::shared_ptr<flow_control_listener>> due_;      // strand-only
+};
+
+}  // namespace gatewayd::consumers

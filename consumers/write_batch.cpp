@@ -1,0 +1,80 @@
+#include "consumers/write_batch.hpp"
+
+namespace gatewayd::consumers {
+
+write_batch::~write_batch() {
+  discard();
+}
+
+frame_counts write_batch::fill(frame_queue& queue) {
+  reset();
+  const frame_counts taken = queue.take(max_frames, max_bytes, frames_);
+  bytes_ = taken.bytes;
+  return taken;
+}
+
+std::span<const asio::const_buffer> write_batch::unwritten() {
+  buffers_.clear();
+  const frame_slice* prev = nullptr;
+  for (std::size_t i = next_; i < frames_.size(); ++i) {
+    const frame_slice& f = frames_[i];
+    if (prev && prev->adjacent(f)) {
+      const asio::const_buffer last = buffers_.back();
+      buffers_.back() = asio::const_buffer(last.data(), last.size() + f.size);
+    } else if (i == next_) {
+      buffers_.emplace_back(f.data() + cut_, f.size - cut_);
+    } else {
+      buffers_.emplace_back(f.data(), f.size);
+    }
+    prev = &f;
+  }
+  return buffers_;
+}
+
+frame_counts write_batch::written(std::size_t n) {
+  written_ += n;
+  frame_counts done;
+  std::uint64_t left = n + cut_;
+  const std::size_t first = next_;
+  while (next_ < frames_.size() && frames_[next_].size <= left) {
+    left -= frames_[next_].size;
+    done.bytes += frames_[next_].size;
+    ++next_;
+  }
+  cut_ = static_cast<std::uint32_t>(left);
+  done.frames = next_ - first;
+  protocol::release_slices(std::span<const frame_slice>(frames_).subspan(first, done.frames));
+  return done;
+}
+
+frame_counts write_batch::return_to(frame_queue& queue) {
+  const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
+  frame_counts back{rest.size(), 0};
+  for (const auto& f : rest)
+    back.bytes += f.size;
+  queue.push_front_batch(rest);  // the references move with the frames
+  next_ = frames_.size();
+  reset();
+  return back;
+}
+
+frame_counts write_batch::discard() noexcept {
+  const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
+  frame_counts gone{rest.size(), 0};
+  for (const auto& f : rest)
+    gone.bytes += f.size;
+  protocol::release_slices(rest);
+  next_ = frames_.size();
+  reset();
+  return gone;
+}
+
+void write_batch::reset() noexcept {
+  frames_.clear();
+  next_ = 0;
+  bytes_ = 0;
+  written_ = 0;
+  cut_ = 0;
+}
+
+}  // namespace gatewayd::consumers

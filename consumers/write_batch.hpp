@@ -1,0 +1,60 @@
+// The frames of one gathered write: taken from the queue in order, coalesced into iovecs, and
+// settled as the socket takes their bytes. Both drain models write through it.
+#pragma once
+
+#include <asio.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "consumers/frame_queue.hpp"
+
+namespace gatewayd::consumers {
+
+// A frame is released (and counted as sent) only once the socket took all of its bytes. When
+// a write is cut, the cut frame and everything after it stay in the batch; on a broken
+// connection they go back to the front of the queue, so a frame is never sent in part to a
+// new connection: the next one gets it whole, from its first byte.
+class write_batch {
+ public:
+  // One gathered write carries at most this much: enough to amortise the syscall over many
+  // frames, small enough that a batch stuck on a slow peer holds little outside the queue
+  // (where the overflow policy cannot reach it).
+  static constexpr std::size_t max_frames = 1024;
+  static constexpr std::uint64_t max_bytes = 1u << 20;
+
+  write_batch() = default;
+  write_batch(const write_batch&) = delete;
+  write_batch& operator=(const write_batch&) = delete;
+  ~write_batch();
+
+  bool empty() const noexcept { return next_ == frames_.size(); }
+  // Bytes not yet written (of the cut frame, only its rest).
+  std::uint64_t unwritten_bytes() const noexcept { return bytes_ - written_; }
+
+  // Moves the oldest frames of `queue` into the (empty) batch, with their references.
+  frame_counts fill(frame_queue& queue);
+  // What is left to write, neighbouring slices of one chunk merged into one iovec (a
+  // supplier's read, routed here in a row, is one buffer). Valid until the batch changes.
+  std::span<const asio::const_buffer> unwritten();
+  // The socket took `n` more bytes: the frames now written whole are released and returned
+  // (to be counted as sent and their budget given back).
+  frame_counts written(std::size_t n);
+  // The connection broke: what was not written whole goes back to the front of `queue`.
+  frame_counts return_to(frame_queue& queue);
+  // The disconnect policy threw the backlog away: what was not written whole is released.
+  frame_counts discard() noexcept;
+
+ private:
+  void reset() noexcept;
+
+  std::vector<frame_slice> frames_;  // owns a reference per frame from next_ on
+  std::size_t next_ = 0;             // the first frame not yet written whole
+  std::uint64_t bytes_ = 0;          // of all frames in the batch
+  std::uint64_t written_ = 0;        // bytes the socket took so far
+  std::uint32_t cut_ = 0;            // bytes of frames_[next_] already written
+  std::vector<asio::const_buffer> buffers_;
+};
+
+}  // namespace gatewayd::consumers

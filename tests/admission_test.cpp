@@ -1,0 +1,192 @@
+// The overflow policies as the pure function admit(): no socket, no thread. Every frame put is
+// either in the queue or refused (its reference released) and counted by reason.
+#define BOOST_TEST_MODULE admission
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <vector>
+
+#include "consumers/admission.hpp"
+
+using namespace gatewayd::consumers;
+using gatewayd::protocol::chunk_ptr;
+using gatewayd::protocol::frame_chunk;
+using gatewayd::protocol::release_batch;
+
+namespace {
+
+std::uint64_t drops(const admission& a, drop_reason r) {
+  return a.drops[static_cast<std::size_t>(r)];
+}
+
+// Slices of one chunk, `size` bytes each, numbered by offset; each owns one reference, as the
+// router hands them over. The fixture's own reference keeps the chunk alive for inspection.
+struct frames {
+  chunk_ptr chunk{frame_chunk::acquire()};
+  std::uint32_t next = 0;
+
+  std::vector<frame_slice> make(std::size_t n, std::uint32_t size = 100) {
+    std::vector<frame_slice> out;
+    for (std::size_t i = 0; i < n; ++i) {
+      out.push_back({chunk.get(), next, size});
+      next += size;
+    }
+    chunk->add_refs(static_cast<std::uint32_t>(n));
+    return out;
+  }
+  // References held by the frames still queued: all but the fixture's own.
+  std::uint32_t queued_refs() const { return chunk->refs() - 1; }
+};
+
+admission put(frame_queue& q, std::span<const frame_slice> f, const queue_limits& l,
+              queue_budget* budget = nullptr) {
+  release_batch refused;
+  return admit(q, f, l, budget, refused);
+}
+
+std::uint32_t front_offset(const frame_queue& q) {
+  return q.front().offset;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(room_for_everything_queues_everything) {
+  frames f;
+  frame_queue q;
+  const auto batch = f.make(10);
+  const auto a = put(q, batch, {.capacity = 100});
+  BOOST_TEST(a.queued == 10u);
+  BOOST_TEST(q.size() == 10u);
+  BOOST_TEST(q.bytes() == 1000u);
+  for (const auto d : a.drops)
+    BOOST_TEST(d == 0u);
+  BOOST_TEST(f.queued_refs() == 10u);
+}
+
+BOOST_AUTO_TEST_CASE(drop_oldest_evicts_the_oldest_and_keeps_the_newest) {
+  frames f;
+  frame_queue q;
+  const queue_limits l{.capacity = 4, .policy = overflow_policy::drop_oldest};
+  put(q, f.make(4), l);
+  const auto a = put(q, f.make(3), l);
+  BOOST_TEST(a.queued == 3u);
+  BOOST_TEST(drops(a, drop_reason::queue_full) == 3u);
+  BOOST_TEST(q.size() == 4u);
+  BOOST_TEST(front_offset(q) == 300u);  // frames 0..2 went, 3 is the oldest left
+  BOOST_TEST(f.queued_refs() == 4u);    // the evicted frames' references were released
+}
+
+BOOST_AUTO_TEST_CASE(drop_oldest_with_a_byte_cap_evicts_for_bytes) {
+  frames f;
+  frame_queue q;
+  const queue_limits l{.capacity = 100, .byte_cap = 450, .policy = overflow_policy::drop_oldest};
+  put(q, f.make(4), l);
+  const auto a = put(q, f.make(2), l);
+  BOOST_TEST(drops(a, drop_reason::queue_bytes) == 2u);
+  BOOST_TEST(q.bytes() <= 450u);
+  BOOST_TEST(q.size() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(drop_newest_refuses_the_newcomers) {
+  frames f;
+  frame_queue q;
+  const queue_limits l{.capacity = 4, .policy = overflow_policy::drop_newest};
+  put(q, f.make(4), l);
+  const auto a = put(q, f.make(3), l);
+  BOOST_TEST(a.queued == 0u);
+  BOOST_TEST(drops(a, drop_reason::queue_full) == 3u);
+  BOOST_TEST(front_offset(q) == 0u);
+  BOOST_TEST(f.queued_refs() == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(disconnect_throws_the_backlog_away_and_keeps_the_newcomer) {
+  frames f;
+  frame_queue q;
+  const queue_limits l{.capacity = 4, .policy = overflow_policy::disconnect};
+  put(q, f.make(4), l);
+  const auto a = put(q, f.make(1), l);
+  BOOST_TEST(a.slow);
+  BOOST_TEST(a.discarded == 4u);
+  BOOST_TEST(drops(a, drop_reason::slow_consumer) == 4u);
+  BOOST_TEST(a.queued == 1u);
+  BOOST_TEST(q.size() == 1u);
+  BOOST_TEST(front_offset(q) == 400u);
+  BOOST_TEST(f.queued_refs() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(backpressure_never_drops_and_says_when_it_is_at_the_limit) {
+  frames f;
+  frame_queue q;
+  const queue_limits l{.capacity = 4, .policy = overflow_policy::backpressure};
+  const auto a = put(q, f.make(6), l);
+  BOOST_TEST(a.queued == 6u);
+  for (const auto d : a.drops)
+    BOOST_TEST(d == 0u);
+  BOOST_TEST(at_limit(q, l));
+  BOOST_TEST(!at_limit(q, {.capacity = 7}));
+  BOOST_TEST(at_limit(q, {.capacity = 7, .byte_cap = 600}));
+}
+
+BOOST_AUTO_TEST_CASE(frames_that_can_never_fit_are_refused_by_every_dropping_policy) {
+  for (const auto policy :
+       {overflow_policy::drop_oldest, overflow_policy::drop_newest, overflow_policy::disconnect}) {
+    BOOST_TEST_CONTEXT("policy " << to_string(policy)) {
+      frames f;
+      frame_queue q;
+      const auto zero = put(q, f.make(2), {.capacity = 0, .policy = policy});
+      BOOST_TEST(zero.queued == 0u);
+      BOOST_TEST(drops(zero, drop_reason::queue_full) == 2u);
+      const auto huge = put(q, f.make(1, 500), {.capacity = 10, .byte_cap = 400, .policy = policy});
+      BOOST_TEST(huge.queued == 0u);
+      BOOST_TEST(drops(huge, drop_reason::queue_bytes) == 1u);
+      BOOST_TEST(q.empty());
+      BOOST_TEST(f.queued_refs() == 0u);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_cap) {
+  queue_budget budget(1000);
+  frames f;
+  frame_queue q;
+  const queue_limits newest{.capacity = 100, .policy = overflow_policy::drop_newest};
+  // The whole batch fits: one reservation for it.
+  put(q, f.make(8), newest, &budget);
+  BOOST_TEST(budget.used() == 800u);
+  // This batch does not fit whole: frame by frame, the first two fit, the rest is refused.
+  const auto a = put(q, f.make(4), newest, &budget);
+  BOOST_TEST(a.queued == 2u);
+  BOOST_TEST(drops(a, drop_reason::global_bytes) == 2u);
+  BOOST_TEST(budget.used() == 1000u);
+
+  // drop-oldest makes room for the newest by evicting, counted as global_bytes.
+  frame_queue other;
+  const queue_limits oldest{.capacity = 100, .policy = overflow_policy::drop_oldest};
+  budget.release(q.clear().bytes);
+  put(other, f.make(10), oldest, &budget);
+  const auto b = put(other, f.make(2), oldest, &budget);
+  BOOST_TEST(b.queued == 2u);
+  BOOST_TEST(drops(b, drop_reason::global_bytes) == 2u);
+  BOOST_TEST(budget.used() == 1000u);
+  BOOST_TEST(other.bytes() == 1000u);
+
+  // backpressure queues past the budget and says so.
+  frame_queue third;
+  const auto c = put(third, f.make(1), {.policy = overflow_policy::backpressure}, &budget);
+  BOOST_TEST(c.queued == 1u);
+  BOOST_TEST(c.over_budget);
+  BOOST_TEST(budget.used() == 1100u);
+  budget.release(other.clear().bytes + third.clear().bytes);
+  BOOST_TEST(budget.used() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(enum_names_round_trip) {
+  for (std::size_t i = 0; i < drop_reason_count; ++i) {
+    const auto r = static_cast<drop_reason>(i);
+    BOOST_TEST((drop_reason_names.parse(to_string(r)).value() == r));
+  }
+  BOOST_TEST(to_string(drop_reason::global_bytes) == "global_bytes");
+  BOOST_TEST(overflow_policy_names.choices() ==
+             "drop-oldest, drop-newest, disconnect or backpressure");
+  BOOST_TEST(!overflow_policy_names.parse("drop_oldest").has_value());
+}

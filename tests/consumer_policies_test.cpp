@@ -1,0 +1,172 @@
+// The overflow policies and byte caps as a running consumer applies them, over real loopback
+// sockets (admission_test holds the same rules to the pure function, without a network).
+#define BOOST_TEST_MODULE consumer_policies
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/consumer_harness.hpp"
+
+using namespace gatewayd::test;
+
+BOOST_FIXTURE_TEST_CASE(drop_oldest_keeps_the_newest, io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::drop_oldest));
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  frame_source src(big_payload);
+  fill_until_stuck(*c, src);
+  const auto t = put_all(*c, src.make(64));
+  BOOST_TEST(t.queued == 64u);  // drop-oldest always takes the new frame
+  BOOST_TEST(c->stats().queued_frames.load() == 16u);
+  const std::uint64_t drops = dropped(*c, gc::drop_reason::queue_full);
+  BOOST_TEST(drops >= 48u);
+  BOOST_TEST(c->stats().dropped_total() == drops);
+
+  BOOST_REQUIRE(r->wait_frames(src.count() - drops, 5s));
+  const auto seqs = r->seqs();
+  BOOST_TEST(seqs.size() == src.count() - drops);
+  for (std::size_t i = 1; i < seqs.size(); ++i)
+    BOOST_TEST_REQUIRE(seqs[i] > seqs[i - 1]);
+  // The queue's 16 frames were the 16 newest.
+  for (std::size_t i = 0; i < 16; ++i) {
+    BOOST_TEST(seqs[seqs.size() - 16 + i] == src.count() - 16 + i);
+  }
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(drop_newest_keeps_the_oldest, io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::drop_newest));
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  frame_source src(big_payload);
+  fill_until_stuck(*c, src);
+  const auto t = put_all(*c, src.make(64));
+  BOOST_TEST(t.queued < 64u);
+  BOOST_TEST(c->stats().queued_frames.load() == 16u);
+  const std::uint64_t drops = dropped(*c, gc::drop_reason::queue_full);
+  BOOST_TEST(drops == 64u - t.queued);
+
+  // What arrives is exactly the first frames, without a gap: the refused ones are the newest.
+  BOOST_REQUIRE(r->wait_frames(src.count() - drops, 5s));
+  const auto seqs = r->seqs();
+  BOOST_TEST(seqs.size() == src.count() - drops);
+  for (std::size_t i = 0; i < seqs.size(); ++i)
+    BOOST_TEST_REQUIRE(seqs[i] == i);
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(disconnect_discards_the_queue_and_redials, io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::disconnect));
+  auto r1 = p.accept(2s);
+  BOOST_REQUIRE(r1);
+  frame_source src(big_payload);
+  fill_until_stuck(*c, src);
+  put_all(*c, src.make(64));
+  const std::uint64_t slow = dropped(*c, gc::drop_reason::slow_consumer);
+  BOOST_TEST(slow > 0u);
+
+  // The first connection ends (after what the kernel had accepted), a second one comes.
+  BOOST_REQUIRE(r1->wait_eof(3s));
+  auto r2 = p.accept(2s);
+  BOOST_REQUIRE(r2);
+  BOOST_REQUIRE(wait_until([&] { return c->stats().connected.load(); }, 2s));
+  // What was left in the queue after the discard goes to the new connection, whole.
+  const std::uint64_t queued_after = src.count() - r1->frames().size() - c->stats().dropped_total();
+  BOOST_REQUIRE(r2->wait_frames(queued_after, 3s));
+  const auto s1 = r1->seqs();
+  const auto s2 = r2->seqs();
+  BOOST_TEST(s1.size() + s2.size() + c->stats().dropped_total() == src.count());
+  if (!s1.empty() && !s2.empty()) BOOST_TEST(s2.front() > s1.back());
+  for (std::size_t i = 1; i < s2.size(); ++i)
+    BOOST_TEST(s2[i] > s2[i - 1]);
+  if (!s2.empty()) BOOST_TEST(s2.back() == src.count() - 1);
+  BOOST_TEST(c->stats().reconnects.load() == 1u);
+  BOOST_TEST(c->stats().dropped_total() == dropped(*c, gc::drop_reason::slow_consumer));
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(backpressure_drops_nothing_pauses_and_resumes, io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 16, gc::overflow_policy::backpressure));
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  auto listener = std::make_shared<test_listener>();
+  frame_source src(big_payload);
+  fill_until_stuck(*c, src);
+  const auto before = c->stats().queued_frames.load();
+  const auto t = put_all(*c, src.make(64), listener);
+  BOOST_TEST(t.queued == 64u);
+  BOOST_TEST(t.paused);
+  BOOST_TEST(c->stats().queued_frames.load() == before + 64);  // beyond capacity, bounded
+  BOOST_TEST(c->stats().dropped_total() == 0u);
+  BOOST_TEST(listener->resumed.load() == 0);
+
+  // The reader catches up: everything arrives, and the supplier is resumed once.
+  BOOST_REQUIRE(r->wait_frames(src.count(), 5s));
+  for (std::size_t i = 0; i < src.count(); ++i)
+    BOOST_TEST_REQUIRE(r->frames()[i] == src.frame(i));
+  BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 2s));
+  BOOST_TEST(c->stats().dropped_total() == 0u);
+  // Below capacity again: no pause.
+  BOOST_TEST(!put_all(*c, src.make(4), listener).paused);
+  BOOST_TEST(r->wait_frames(src.count(), 2s));
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+  BOOST_TEST(listener->resumed.load() == 1);
+}
+
+BOOST_FIXTURE_TEST_CASE(byte_cap_drop_oldest_keeps_the_newest_while_away, io_fixture) {
+  const gatewayd::net::endpoint at = unused_endpoint();
+  frame_source src(1000);
+  const std::uint64_t frame_size = 10 + 5 + 1000;  // header, "t.seq", payload
+  auto c = make(spec(at, 1000, gc::overflow_policy::drop_oldest, 10 * frame_size));
+  put_all(*c, src.make(30));
+  BOOST_TEST(c->stats().queued_frames.load() == 10u);
+  BOOST_TEST(c->stats().queued_bytes.load() == 10 * frame_size);
+  BOOST_TEST(dropped(*c, gc::drop_reason::queue_bytes) == 20u);
+
+  peer p(at.port);
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE(r->wait_frames(10, 3s));
+  const auto seqs = r->seqs();
+  for (std::size_t i = 0; i < 10; ++i)
+    BOOST_TEST(seqs[i] == 20 + i);
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(global_budget_drops_count_as_global_bytes, io_fixture) {
+  frame_source src(1000);
+  const std::uint64_t frame_size = 10 + 5 + 1000;  // header, "t.seq", payload
+  gc::queue_budget budget(20 * frame_size + 100);
+  auto a = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_newest), &budget);
+  auto b = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_oldest), &budget);
+
+  BOOST_TEST(put_all(*a, src.make(30)).queued == 20u);
+  BOOST_TEST(dropped(*a, gc::drop_reason::global_bytes) == 10u);
+  BOOST_TEST(budget.used() == 20 * frame_size);
+
+  // The budget is full of a's frames: b has nothing of its own to evict.
+  BOOST_TEST(put_all(*b, src.make(5)).queued == 0u);
+  BOOST_TEST(dropped(*b, gc::drop_reason::global_bytes) == 5u);
+
+  BOOST_TEST(close_consumer(*a, 50ms) == 20u);
+  BOOST_TEST(budget.used() == 0u);
+
+  // Now b fills the budget alone and then evicts its own oldest to make room.
+  BOOST_TEST(put_all(*b, src.make(30)).queued == 30u);
+  BOOST_TEST(b->stats().queued_frames.load() == 20u);
+  BOOST_TEST(dropped(*b, gc::drop_reason::global_bytes) == 15u);
+  BOOST_TEST(budget.used() == 20 * frame_size);
+  BOOST_TEST(close_consumer(*b, 50ms) == 20u);
+  BOOST_TEST(budget.used() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(drop_reason_names) {
+  BOOST_TEST(gc::to_string(gc::drop_reason::queue_full) == "queue_full");
+  BOOST_TEST(gc::to_string(gc::drop_reason::queue_bytes) == "queue_bytes");
+  BOOST_TEST(gc::to_string(gc::drop_reason::global_bytes) == "global_bytes");
+  BOOST_TEST(gc::to_string(gc::drop_reason::slow_consumer) == "slow_consumer");
+  BOOST_TEST(gc::to_string(gc::drop_reason::removed) == "removed");
+  BOOST_TEST(gc::to_string(gc::drop_reason::shutdown) == "shutdown");
+}

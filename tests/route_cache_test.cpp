@@ -1,0 +1,140 @@
+// The per-thread route cache in front of the trie: hits, misses, eviction, invalidation by
+// table id, and the bypass for wide results and long addresses.
+#define BOOST_TEST_MODULE route_cache
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "routing/route_cache.hpp"
+#include "routing/routing_table.hpp"
+#include "tests/support/routing_rules.hpp"
+
+using namespace gatewayd::routing;
+using namespace gatewayd::test;
+
+BOOST_AUTO_TEST_SUITE(cache)
+
+BOOST_AUTO_TEST_CASE(hits_and_misses) {
+  const auto table =
+      routing_table::build(make_config({"a", "b"}, {{"x.*", {"a"}}, {"x.y", {"b"}}}, "b"));
+  lookup_scratch scratch;
+  route_cache cache;
+  auto r = cache.lookup(*table, "x.y", scratch);
+  BOOST_TEST(to_vector(r) == (indices{0, 1}), boost::test_tools::per_element());
+  BOOST_TEST(r.matched);
+  BOOST_TEST(cache.hits() == 0u);
+  BOOST_TEST(cache.misses() == 1u);
+  r = cache.lookup(*table, "x.y", scratch);
+  BOOST_TEST(to_vector(r) == (indices{0, 1}), boost::test_tools::per_element());
+  BOOST_TEST(cache.hits() == 1u);
+  r = cache.lookup(*table, "nope", scratch);
+  BOOST_TEST(to_vector(r) == (indices{1}), boost::test_tools::per_element());
+  BOOST_TEST(!r.matched);
+  r = cache.lookup(*table, "nope", scratch);
+  BOOST_TEST(!r.matched);  // a cached miss keeps its flag
+  BOOST_TEST(to_vector(r) == (indices{1}), boost::test_tools::per_element());
+  BOOST_TEST(cache.hits() == 2u);
+  BOOST_TEST(cache.misses() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(same_length_addresses_do_not_collide) {
+  const auto table =
+      routing_table::build(make_config({"a", "b"}, {{"k.a", {"a"}}, {"k.b", {"b"}}}));
+  lookup_scratch scratch;
+  route_cache cache;
+  // Far more distinct addresses than entries: evictions and slot sharing must never
+  // return another address's answer.
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 1000; ++i) {
+      const std::string address = (i % 2 ? "k.a" : "k.b") + std::string{"."} + std::to_string(i);
+      BOOST_TEST(cache.lookup(*table, address, scratch).consumers.empty());
+      const std::string direct = i % 2 ? "k.a" : "k.b";
+      const auto r = cache.lookup(*table, direct, scratch);
+      BOOST_REQUIRE(r.consumers.size() == 1u);
+      BOOST_TEST(r.consumers[0] == (i % 2 ? 0u : 1u));
+    }
+  }
+  BOOST_TEST(cache.hits() > 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_new_table_invalidates) {
+  const auto first = routing_table::build(make_config({"a", "b"}, {{"x", {"a"}}}));
+  const auto second = routing_table::build(make_config({"a", "b"}, {{"x", {"b"}}}));
+  lookup_scratch scratch;
+  route_cache cache;
+  BOOST_TEST(cache.lookup(*first, "x", scratch).consumers[0] == 0u);
+  BOOST_TEST(cache.lookup(*first, "x", scratch).consumers[0] == 0u);
+  BOOST_TEST(cache.hits() == 1u);
+  BOOST_TEST(cache.lookup(*second, "x", scratch).consumers[0] == 1u);
+  BOOST_TEST(cache.hits() == 1u);
+  BOOST_TEST(cache.lookup(*second, "x", scratch).consumers[0] == 1u);
+  BOOST_TEST(cache.hits() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_table_at_a_reused_address_still_invalidates) {
+  // A freed table's memory may hold the next one: the cache must key on id(), not on the
+  // table's address.
+  lookup_scratch scratch;
+  route_cache cache;
+  auto table = routing_table::build(make_config({"a", "b"}, {{"x", {"a"}}}));
+  BOOST_TEST(cache.lookup(*table, "x", scratch).consumers[0] == 0u);
+  table.reset();
+  table = routing_table::build(make_config({"a", "b"}, {{"x", {"b"}}}));
+  BOOST_TEST(cache.lookup(*table, "x", scratch).consumers[0] == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(wide_results_and_long_addresses_bypass) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 10; ++i)
+    names.push_back(numbered("c", i));
+  const std::string long_address(route_cache::max_address_length + 1, 'l');
+  const auto table = routing_table::build(
+      make_config(names, {{"wide", names}, {long_address, {"c3"}}, {"short", {"c4"}}}));
+  lookup_scratch scratch;
+  route_cache cache;
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST(cache.lookup(*table, "wide", scratch).consumers.size() == 10u);
+    const auto r = cache.lookup(*table, long_address, scratch);
+    BOOST_TEST(to_vector(r) == (indices{3}), boost::test_tools::per_element());
+  }
+  BOOST_TEST(cache.hits() == 0u);
+  BOOST_TEST(cache.misses() == 6u);
+  cache.lookup(*table, "short", scratch);
+  cache.lookup(*table, "short", scratch);
+  BOOST_TEST(cache.hits() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(hot_addresses_stay_cached) {
+  // A session cycling over a few addresses must hit every time once warm, whatever sets
+  // they hash to.
+  const auto table = routing_table::build(make_config({"a"}, {{"hot.>", {"a"}}}));
+  std::vector<std::string> hot;
+  for (std::size_t i = 0; i < 12; ++i)
+    hot.push_back(numbered("hot.address-", i));
+  lookup_scratch scratch;
+  route_cache cache;
+  for (const auto& a : hot)
+    cache.lookup(*table, a, scratch);
+  BOOST_TEST(cache.misses() == hot.size());
+  for (int round = 0; round < 10; ++round) {
+    for (const auto& a : hot)
+      BOOST_TEST(cache.lookup(*table, a, scratch).matched);
+  }
+  BOOST_TEST(cache.hits() == 10 * hot.size());
+  BOOST_TEST(cache.misses() == hot.size());
+}
+
+BOOST_AUTO_TEST_CASE(clear_forgets) {
+  const auto table = routing_table::build(make_config({"a"}, {{"x", {"a"}}}));
+  lookup_scratch scratch;
+  route_cache cache;
+  cache.clear();  // before any lookup: nothing to do, nothing to break
+  cache.lookup(*table, "x", scratch);
+  cache.clear();
+  cache.lookup(*table, "x", scratch);
+  BOOST_TEST(cache.hits() == 0u);
+  BOOST_TEST(cache.misses() == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
