@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "config/routes_loader.hpp"
+#include "config/settings.hpp"
 #include "config/toml_checker.hpp"
 
 namespace gatewayd::config {
@@ -116,11 +117,7 @@ class service_reader {
   }
 
   void read_gateway(const toml::table& t) {
-    check_.reject_unknown_keys(
-        t, "gateway",
-        {"supplier_listen", "threads", "max_payload", "routes_file", "idle_timeout_ms",
-         "max_supplier_connections", "concurrency", "drain_timeout_ms", "reconnect_initial_ms",
-         "reconnect_max_ms", "max_queued_bytes", "allow", "consumer_drain"});
+    check_.reject_unknown_keys(t, "gateway", keys_of("gateway"));
     if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
     if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
       config_.threads = static_cast<std::uint32_t>(*v);
@@ -180,13 +177,13 @@ class service_reader {
   }
 
   void read_metrics(const toml::table& t) {
-    check_.reject_unknown_keys(t, "metrics", {"listen", "enabled"});
+    check_.reject_unknown_keys(t, "metrics", keys_of("metrics"));
     if (auto e = listen_endpoint(t, "metrics", "listen")) config_.metrics_listen = *e;
     if (auto enabled = check_.boolean(t, "metrics", "enabled")) config_.metrics_enabled = *enabled;
   }
 
   void read_log(const toml::table& t) {
-    check_.reject_unknown_keys(t, "log", {"level"});
+    check_.reject_unknown_keys(t, "log", keys_of("log"));
     if (auto text = check_.string(t, "log", "level")) {
       if (!gatewayd::log::parse_level(*text, config_.log_level)) {
         check_.error(*t.get("level"), "log.level: unknown level " + in_quotes(*text) +

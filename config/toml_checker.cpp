@@ -105,7 +105,7 @@ void toml_checker::file_error(std::string message) {
 }
 
 void toml_checker::reject_unknown_keys(const toml::table& table, std::string_view path,
-                                       std::initializer_list<std::string_view> known) {
+                                       std::span<const std::string_view> known) {
   for (auto&& [key, value] : table) {
     if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
     std::string message = join_path(path, key.str()) + ": unknown key (expected ";

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,7 +44,11 @@ class toml_checker {
 
   // Reports each key of `table` that is not in `known`, at the key.
   void reject_unknown_keys(const toml::table& table, std::string_view path,
-                           std::initializer_list<std::string_view> known);
+                           std::span<const std::string_view> known);
+  void reject_unknown_keys(const toml::table& table, std::string_view path,
+                           std::initializer_list<std::string_view> known) {
+    reject_unknown_keys(table, path, std::span(known.begin(), known.size()));
+  }
 
   // The child table at `key`; a value of another type is an error.
   const toml::table* table(const toml::table& parent, std::string_view path, std::string_view key,

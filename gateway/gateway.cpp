@@ -6,39 +6,13 @@
 #include <exception>
 #include <sstream>
 
+#include "config/settings.hpp"
 #include "metrics/gateway_collector.hpp"
 #include "metrics/process_collector.hpp"
 #include "routing/routing_table.hpp"
 #include "runtime/log.hpp"
 
 namespace gatewayd::gateway {
-namespace {
-
-std::string text_of(const net::endpoint& e) {
-  return e.to_string();
-}
-std::string text_of(std::uint64_t v) {
-  return std::to_string(v);
-}
-std::string text_of(bool v) {
-  return v ? "true" : "false";
-}
-std::string text_of(runtime::concurrency_model m) {
-  return std::string(to_string(m));
-}
-std::string text_of(std::chrono::milliseconds ms) {
-  return std::to_string(ms.count());
-}
-std::string text_of(const std::vector<net::cidr_block>& blocks) {
-  std::string s = "[";
-  for (const auto& b : blocks) {
-    if (s.size() > 1) s += ", ";
-    s += b.to_string();
-  }
-  return s + "]";
-}
-
-}  // namespace
 
 gateway::gateway(config::service_config service, const config::routes_config& routes)
     : service_(std::move(service)),
@@ -256,15 +230,7 @@ void gateway::do_reload(std::string_view trigger) {
     GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
     return reload_failed(trigger, 1);
   }
-  warn_restart_only(next.service);
-  // The settings that can change live (docs/configuration.md, column "reload"); they are
-  // read on this strand only, so plain assignment is enough.
-  service_.routes_file = next.service.routes_file;
-  service_.drain_timeout = next.service.drain_timeout;
-  if (service_.log_level != next.service.log_level) {
-    service_.log_level = next.service.log_level;
-    log::set_level(service_.log_level);
-  }
+  apply_settings(next.service);
   publish_routing(next.routing, std::move(table));
   if (watcher_) watcher_->watch({service_.config_file, service_.routes_file});
   reloads_.succeeded.fetch_add(1);
@@ -288,29 +254,23 @@ void gateway::reload_failed(std::string_view trigger, std::size_t errors) {
   notify_.ready(status);
 }
 
-// Settings bound into running parts (listeners, the thread pool, open sessions, the queue
-// budget, consumers' backoff) keep their start-up value; an operator is told, not ignored.
-void gateway::warn_restart_only(const config::service_config& next) const {
-  const auto& now = service_;
-  auto check = [&](const char* key, const auto& running, const auto& wanted) {
-    if (running == wanted) return;
-    GW_LOG(warning) << now.config_file.string() << ": " << key << " changed from "
-                    << text_of(running) << " to " << text_of(wanted)
-                    << ": needs a restart; keeping " << text_of(running) << " until then";
-  };
-  check("gateway.supplier_listen", now.supplier_listen, next.supplier_listen);
-  check("gateway.threads", std::uint64_t{now.threads}, std::uint64_t{next.threads});
-  check("gateway.concurrency", now.concurrency, next.concurrency);
-  check("gateway.max_payload", std::uint64_t{now.max_payload}, std::uint64_t{next.max_payload});
-  check("gateway.idle_timeout_ms", now.idle_timeout, next.idle_timeout);
-  check("gateway.max_supplier_connections", std::uint64_t{now.max_supplier_connections},
-        std::uint64_t{next.max_supplier_connections});
-  check("gateway.allow", now.allow, next.allow);
-  check("gateway.reconnect_initial_ms", now.reconnect_initial, next.reconnect_initial);
-  check("gateway.reconnect_max_ms", now.reconnect_max, next.reconnect_max);
-  check("gateway.max_queued_bytes", now.max_queued_bytes, next.max_queued_bytes);
-  check("metrics.enabled", now.metrics_enabled, next.metrics_enabled);
-  check("metrics.listen", now.metrics_listen, next.metrics_listen);
+// What the settings table (config/settings.cpp) says a reload may change is applied; what
+// needs a restart keeps its running value and the operator is told, not ignored.
+void gateway::apply_settings(const config::service_config& next) {
+  const auto plan = config::plan_reload(service_, next);
+  for (const config::setting* s : plan.restart) {
+    GW_LOG(warning) << service_.config_file.string() << ": " << s->path() << " changed from "
+                    << s->text(service_) << " to " << s->text(next) << ": needs a restart; keeping "
+                    << s->text(service_) << " until then";
+  }
+  if (plan.unclassified) {
+    GW_LOG(error) << service_.config_file.string()
+                  << ": a setting changed that the reload does not know; it is not applied";
+  }
+  // Read on this strand only, so plain assignment is enough.
+  for (const config::setting* s : plan.live)
+    s->copy(service_, next);
+  log::set_level(service_.log_level);
 }
 
 std::string gateway::serving_status() const {

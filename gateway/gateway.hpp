@@ -64,7 +64,7 @@ class gateway {
   void start_metrics();
   void do_reload(std::string_view trigger);
   void reload_failed(std::string_view trigger, std::size_t errors);
-  void warn_restart_only(const config::service_config& next) const;
+  void apply_settings(const config::service_config& next);
   void publish_routing(const config::routes_config& routes,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;

@@ -21,7 +21,17 @@ bool under_journald() noexcept {
   return value;
 }
 
-std::string_view name_of(level l) noexcept {
+}  // namespace
+
+void set_level(level l) noexcept {
+  current_level.store(static_cast<int>(l));
+}
+
+bool enabled(level l) noexcept {
+  return static_cast<int>(l) <= current_level.load(std::memory_order_relaxed);
+}
+
+std::string_view to_string(level l) noexcept {
   switch (l) {
     case level::error:
       return "error";
@@ -35,19 +45,9 @@ std::string_view name_of(level l) noexcept {
   return "info";
 }
 
-}  // namespace
-
-void set_level(level l) noexcept {
-  current_level.store(static_cast<int>(l));
-}
-
-bool enabled(level l) noexcept {
-  return static_cast<int>(l) <= current_level.load(std::memory_order_relaxed);
-}
-
 bool parse_level(std::string_view name, level& out) noexcept {
   for (level l : {level::error, level::warning, level::info, level::debug}) {
-    if (name == name_of(l)) {
+    if (name == to_string(l)) {
       out = l;
       return true;
     }
@@ -75,7 +75,7 @@ void write(level l, std::string_view message) noexcept {
       std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ ", tm.tm_year + 1900,
                     tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, int(ms));
       text += stamp;
-      text += name_of(l);
+      text += to_string(l);
       text += ' ';
     }
     text += message;

@@ -12,6 +12,8 @@ enum class level : int { error = 3, warning = 4, info = 6, debug = 7 };
 
 void set_level(level l) noexcept;
 bool enabled(level l) noexcept;
+// "debug", "info", "warning", "error".
+std::string_view to_string(level l) noexcept;
 // Parses "debug", "info", "warning", "error"; false when unknown.
 bool parse_level(std::string_view name, level& out) noexcept;
 // Writes one whole line (no newline needed) atomically with respect to other lines.

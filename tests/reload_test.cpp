@@ -276,11 +276,11 @@ BOOST_AUTO_TEST_CASE(settings_that_need_a_restart_are_warned_and_kept) {
   BOOST_TEST_REQUIRE(c1.wait_for_connections(1, 5s));
   test_supplier kept(gw.supplier_port);
 
-  // The fixture's gatewayd.toml with threads, the supplier address and the idle timeout
-  // changed (restart-only) and the log level raised (applies at once).
+  // The fixture's gatewayd.toml with threads, the supplier address, the idle timeout and the
+  // consumer drain model changed (restart-only) and the log level raised (applies at once).
   gw.dir.write("gatewayd.toml",
                "[gateway]\nsupplier_listen = \"127.0.0.1:1\"\nthreads = 3\n"
-               "routes_file = \"routes.toml\"\nidle_timeout_ms = 1000\n"
+               "routes_file = \"routes.toml\"\nidle_timeout_ms = 1000\nconsumer_drain = \"mutex\"\n"
                "[metrics]\nlisten = \"127.0.0.1:0\"\n[log]\nlevel = \"warning\"\n");
   gw.daemon->signal(SIGHUP);
   const auto threads =
@@ -291,6 +291,8 @@ BOOST_AUTO_TEST_CASE(settings_that_need_a_restart_are_warned_and_kept) {
                  "gateway.supplier_listen changed from 127.0.0.1:0 to 127.0.0.1:1: needs a "
                  "restart") >= 1u);
   BOOST_TEST(gw.daemon->count_in_log("gateway.idle_timeout_ms changed from 60000 to 1000") >= 1u);
+  BOOST_TEST(gw.daemon->count_in_log(
+                 "gateway.consumer_drain changed from strand to mutex: needs a restart") >= 1u);
   BOOST_TEST_REQUIRE(eventually([&] { return metric(gw.metrics_port, reload_ok) >= 1; }, 10s));
 
   // The running values stay: two pool threads, the same supplier port, and no idle timeout

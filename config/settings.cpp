@@ -1,0 +1,117 @@
+#include "config/settings.hpp"
+
+#include <array>
+
+namespace gatewayd::config {
+namespace {
+
+std::string text_of(const net::endpoint& e) {
+  return e.to_string();
+}
+std::string text_of(std::uint32_t v) {
+  return std::to_string(v);
+}
+std::string text_of(std::uint64_t v) {
+  return std::to_string(v);
+}
+std::string text_of(bool v) {
+  return v ? "true" : "false";
+}
+std::string text_of(std::chrono::milliseconds ms) {
+  return std::to_string(ms.count());
+}
+std::string text_of(const std::filesystem::path& p) {
+  return p.string();
+}
+std::string text_of(runtime::concurrency_model m) {
+  return std::string{runtime::to_string(m)};
+}
+std::string text_of(consumers::drain_model m) {
+  return std::string{consumers::to_string(m)};
+}
+std::string text_of(log::level l) {
+  return std::string{log::to_string(l)};
+}
+std::string text_of(const std::vector<net::cidr_block>& blocks) {
+  std::string s = "[";
+  for (const auto& b : blocks) {
+    if (s.size() > 1) s += ", ";
+    s += b.to_string();
+  }
+  return s + "]";
+}
+
+// One table row for the service_config member `Member`.
+template <auto Member>
+constexpr setting field(std::string_view section, std::string_view key, reload_effect effect) {
+  return setting{
+      section,
+      key,
+      effect,
+      [](const service_config& a, const service_config& b) { return a.*Member == b.*Member; },
+      [](service_config& to, const service_config& from) { to.*Member = from.*Member; },
+      [](const service_config& c) { return text_of(c.*Member); },
+  };
+}
+
+using enum reload_effect;
+using c = service_config;
+
+// Settings bound into running parts (listeners, the thread pool, open sessions, the queue
+// budget, consumers' backoff and writers) keep their start-up value: a reload cannot rebuild
+// them without dropping connections.
+constexpr std::array table{
+    field<&c::supplier_listen>("gateway", "supplier_listen", restart),
+    field<&c::threads>("gateway", "threads", restart),
+    field<&c::max_payload>("gateway", "max_payload", restart),
+    field<&c::routes_file>("gateway", "routes_file", live),
+    field<&c::idle_timeout>("gateway", "idle_timeout_ms", restart),
+    field<&c::max_supplier_connections>("gateway", "max_supplier_connections", restart),
+    field<&c::concurrency>("gateway", "concurrency", restart),
+    field<&c::drain_timeout>("gateway", "drain_timeout_ms", live),
+    field<&c::reconnect_initial>("gateway", "reconnect_initial_ms", restart),
+    field<&c::reconnect_max>("gateway", "reconnect_max_ms", restart),
+    field<&c::max_queued_bytes>("gateway", "max_queued_bytes", restart),
+    field<&c::allow>("gateway", "allow", restart),
+    field<&c::consumer_drain>("gateway", "consumer_drain", restart),
+    field<&c::metrics_listen>("metrics", "listen", restart),
+    field<&c::metrics_enabled>("metrics", "enabled", restart),
+    field<&c::log_level>("log", "level", live),
+};
+
+}  // namespace
+
+std::string setting::path() const {
+  std::string p{section};
+  p += '.';
+  p += key;
+  return p;
+}
+
+std::span<const setting> settings() noexcept {
+  return table;
+}
+
+std::vector<std::string_view> keys_of(std::string_view section) {
+  std::vector<std::string_view> keys;
+  for (const auto& s : table) {
+    if (s.section == section) keys.push_back(s.key);
+  }
+  return keys;
+}
+
+reload_plan plan_reload(const service_config& running, const service_config& next,
+                        std::span<const setting> table) {
+  reload_plan plan;
+  service_config covered = running;
+  covered.config_file = next.config_file;  // where the file is, not a key in it
+  for (const auto& s : table) {
+    s.copy(covered, next);
+    if (s.same(running, next)) continue;
+    (s.effect == live ? plan.live : plan.restart).push_back(&s);
+  }
+  plan.unclassified = !(covered == next);
+  return plan;
+}
+
+}  // namespace gatewayd::config
