@@ -8,6 +8,7 @@ drain models, the share of its thread time spent blocked. Writes bench/results/<
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -105,4 +106,5 @@ def main(argv=None):
         json.dump(rows, f, indent=1)
     print("\n" + table)
     print(f"written to {out}.md")
+    shutil.rmtree(h.work, ignore_errors=True)
     return 0
