@@ -23,8 +23,25 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
+# The port of "KEY": "HOST:PORT" in gatewayd's ports file (empty when absent or null).
+port_of() { sed -nE "s/.*\"$1\": \"[^\"]*:([0-9]+)\".*/\1/p" <<<"$2"; }
+
+# gatewayd's ports file once the process $1 has written it (its pid first), or fails.
+wait_for_ports() {
+  local pid=$1 file=$2 log=$3 text
+  for _ in $(seq 200); do
+    text=$(cat "$file" 2>/dev/null || true)
+    [[ $text == "{\"pid\": $pid,"* ]] && { echo "$text"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "metrics_overhead: gatewayd did not start:" >&2
+  cat "$log" >&2
+  return 1
+}
+
 run_once() {  # $1 = on|off; prints the received frames/s
-  local mode=$1 cport enabled log sport mport args
+  local mode=$1 cport enabled log ports sport mport args
   cport=$(free_port)
   enabled=$([[ $mode == on ]] && echo true || echo false)
   cat >"$work/routes.toml" <<TOML
@@ -45,14 +62,18 @@ listen = "127.0.0.1:0"
 enabled = $enabled
 TOML
   log=$work/gatewayd-$mode.log
-  "$gatewayd" --config "$work/gatewayd.toml" 2>"$log" &
+  "$gatewayd" --config "$work/gatewayd.toml" --ports-file "$work/ports-$mode.json" 2>"$log" &
   gw_pid=$!
-  for _ in $(seq 100); do grep -q "listening for suppliers" "$log" && break; sleep 0.1; done
-  sport=$(grep -o 'suppliers on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
+  if ! ports=$(wait_for_ports "$gw_pid" "$work/ports-$mode.json" "$log"); then
+    kill "$gw_pid" 2>/dev/null
+    wait "$gw_pid" || true
+    return 1
+  fi
+  sport=$(port_of supplier "$ports")
   args=(--supplier-port "$sport" --consumer-port "$cport" --payload 128 --seconds "$seconds"
     --gateway-pid "$gw_pid")
   if [[ $mode == on ]]; then
-    mport=$(grep -o 'metrics on 127.0.0.1:[0-9]*' "$log" | cut -d: -f2)
+    mport=$(port_of metrics "$ports")
     args+=(--scrape "$mport")
   fi
   local out
@@ -71,6 +92,7 @@ for ((i = 0; i < rounds; i++)); do
   ((i % 2)) && order=(off on)
   for mode in "${order[@]}"; do
     read -r rate cpu <<<"$(run_once "$mode")"
+    [[ -n $rate ]] || { echo "metrics_overhead: the $mode run failed" >&2; exit 1; }
     if [[ $mode == on ]]; then
       on+=("$rate") on_cpu+=("$cpu")
     else

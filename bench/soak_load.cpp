@@ -14,9 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "tests/support/rel_traffic.hpp"
+#include "tools/traffic/traffic_consumer.hpp"
+#include "tools/traffic/traffic_supplier.hpp"
 
-using namespace gatewayd::test;
+using namespace gatewayd::traffic;
 
 namespace {
 
@@ -62,15 +63,14 @@ options parse(int argc, char** argv) {
       usage();
     }
   }
-  if (!o.supplier_port || o.consumer_ports.empty() ||
-      o.consumer_ports.size() > max_traffic_suppliers || o.suppliers == 0 ||
-      o.suppliers > max_traffic_suppliers)
+  if (!o.supplier_port || o.consumer_ports.empty() || o.consumer_ports.size() > max_streams ||
+      o.suppliers == 0 || o.suppliers > 0xffff)
     usage();
   return o;
 }
 
 struct totals {
-  std::uint64_t sent = 0, received = 0, corrupt = 0, misrouted = 0, duplicates = 0, gaps = 0;
+  std::uint64_t sent = 0, received = 0, corrupt = 0, misrouted = 0, duplicated = 0, lost = 0;
 };
 
 }  // namespace
@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
       t.received += y.frames.load();
       t.corrupt += y.corrupt.load() + y.partial_at_close.load();
       t.misrouted += y.misrouted.load();
-      t.duplicates += y.duplicates.load();
-      t.gaps += y.gaps.load();
+      t.duplicated += y.duplicated.load() + y.late.load();
+      t.lost += y.lost.load();
     }
     return t;
   };
@@ -110,7 +110,7 @@ int main(int argc, char** argv) {
     {
       std::ofstream out(tmp);
       out << t.sent << ' ' << t.received << ' ' << t.corrupt << ' ' << t.misrouted << ' '
-          << t.duplicates << ' ' << t.gaps << '\n';
+          << t.duplicated << ' ' << t.lost << '\n';
     }
     std::rename(tmp.c_str(), o.status_file.c_str());
   };
@@ -132,9 +132,9 @@ int main(int argc, char** argv) {
   }
   write_status(t);
   std::cout << "soak_load: sent " << t.sent << " received " << t.received << " corrupt "
-            << t.corrupt << " misrouted " << t.misrouted << " duplicates " << t.duplicates
-            << " gaps " << t.gaps << '\n';
-  const bool ok = t.corrupt == 0 && t.misrouted == 0 && t.duplicates == 0 && t.gaps == 0 &&
+            << t.corrupt << " misrouted " << t.misrouted << " duplicated " << t.duplicated
+            << " lost " << t.lost << '\n';
+  const bool ok = t.corrupt == 0 && t.misrouted == 0 && t.duplicated == 0 && t.lost == 0 &&
                   t.received == t.sent;
   return ok ? 0 : 1;
 }

@@ -12,7 +12,8 @@ namespace gatewayd::gateway {
 struct command_line {
   enum class mode { run, check, version, help };
   mode what = mode::run;
-  std::filesystem::path config;  // set for run and check
+  std::filesystem::path config;      // set for run and check
+  std::filesystem::path ports_file;  // run only; empty = none
 };
 
 struct command_line_result {
@@ -21,8 +22,8 @@ struct command_line_result {
 };
 
 // Parses the arguments after the program name: `--config PATH` (or `--config=PATH`),
-// `--check`, `--version`, `--help` / `-h`. --version and --help win over everything else,
-// as GNU tools do, so `gatewayd --config x --version` prints the version.
+// `--ports-file PATH` (or `=PATH`), `--check`, `--version`, `--help` / `-h`. --version and --help
+// win over everything else, as GNU tools do, so `gatewayd --config x --version` prints the version.
 command_line_result parse_command_line(std::span<const std::string_view> args);
 command_line_result parse_command_line(int argc, const char* const* argv);
 

@@ -1,11 +1,15 @@
 // gatewayd's entry point: reads the command line and runs, checks, or prints help or version.
+#include <unistd.h>
+
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "config/service_config.hpp"
 #include "gateway/command_line.hpp"
 #include "gateway/gateway.hpp"
+#include "gateway/ports_file.hpp"
 #include "routing/routing_table.hpp"
 #include "runtime/log.hpp"
 
@@ -37,8 +41,18 @@ int check_configuration(const std::filesystem::path& config) {
   return 0;
 }
 
-// `gatewayd --config PATH`: start-up errors (bad config, a port in use) exit 1 with the reason.
-int run_daemon(const std::filesystem::path& config) {
+// What the listeners of `gw` got, for --ports-file.
+gateway::bound_ports bound_ports_of(const gateway::gateway& gw) {
+  const auto s = gw.supplier_endpoint();
+  gateway::bound_ports ports{::getpid(), {s.address().to_string(), s.port()}, std::nullopt};
+  if (gw.metrics_port() != 0)
+    ports.metrics = {gw.settings().metrics_listen.host, gw.metrics_port()};
+  return ports;
+}
+
+// `gatewayd --config PATH`: start-up errors (bad config, a port in use, a ports file that
+// cannot be written) exit 1 with the reason.
+int run_daemon(const std::filesystem::path& config, const std::filesystem::path& ports_path) {
   auto loaded = config::load_full_config(config);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
@@ -50,6 +64,8 @@ int run_daemon(const std::filesystem::path& config) {
   try {
     GW_LOG(info) << "gatewayd " << GATEWAYD_VERSION << " starting with " << config.string();
     gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing);
+    std::optional<gateway::ports_file> ports;  // the listeners are bound from here on
+    if (!ports_path.empty()) ports.emplace(ports_path, bound_ports_of(gw));
     gw.run();
   } catch (const std::exception& e) {
     GW_LOG(error) << "not starting: " << e.what();
@@ -80,5 +96,5 @@ int main(int argc, char** argv) {
     case gateway::command_line::mode::run:
       break;
   }
-  return run_daemon(parsed.line->config);
+  return run_daemon(parsed.line->config, parsed.line->ports_file);
 }

@@ -126,6 +126,17 @@ BOOST_AUTO_TEST_CASE(check_in_either_order) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(ports_file_with_a_space_or_an_equals_sign) {
+  const auto r = parse({"--config", "x.toml", "--ports-file", "/run/gw/ports.json"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST((r.line->what == mode::run));
+  BOOST_TEST(r.line->ports_file == fs::path{"/run/gw/ports.json"});
+  const auto e = parse({"--ports-file=p.json", "--config=x.toml"});
+  BOOST_REQUIRE(e.line.has_value());
+  BOOST_TEST(e.line->ports_file == fs::path{"p.json"});
+  BOOST_TEST(parse({"--config", "x.toml"}).line->ports_file.empty());
+}
+
 BOOST_AUTO_TEST_CASE(version_and_help_win) {
   BOOST_TEST((parse({"--version"}).line->what == mode::version));
   BOOST_TEST((parse({"--config", "x", "--version"}).line->what == mode::version));
@@ -145,6 +156,12 @@ BOOST_AUTO_TEST_CASE(bad_arguments) {
       {{"--verbose"}, "unknown option '--verbose'"},
       {{"-c", "x"}, "unknown option '-c'"},
       {{"--config", "a", "b"}, "unexpected argument 'b'"},
+      {{"--config", "a", "--ports-file"}, "--ports-file needs a file path"},
+      {{"--config", "a", "--ports-file="}, "--ports-file needs a file path"},
+      {{"--config", "a", "--ports-file", "p", "--ports-file", "q"},
+       "--ports-file given more than once"},
+      {{"--check", "--config", "a", "--ports-file", "p"},
+       "--ports-file is for running, not with --check"},
   };
   for (const auto& [args, error] : cases) {
     const auto r = parse(args);
@@ -163,7 +180,8 @@ BOOST_AUTO_TEST_CASE(argv_form_skips_the_program_name) {
 
 BOOST_AUTO_TEST_CASE(usage_names_every_mode) {
   const auto text = usage("gatewayd");
-  for (const char* s : {"--config PATH", "--check --config PATH", "--version", "--help"}) {
+  for (const char* s :
+       {"--config PATH", "--check --config PATH", "--version", "--help", "--ports-file FILE"}) {
     BOOST_TEST(text.find(s) != std::string::npos);
   }
 }

@@ -8,13 +8,17 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/support/forked_consumer.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/scrape.hpp"
-#include "tests/support/rel_traffic.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tools/traffic/sockets.hpp"
+#include "tools/traffic/traffic_consumer.hpp"
+#include "tools/traffic/traffic_supplier.hpp"
 
 using namespace gatewayd::test;
+using namespace gatewayd::traffic;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
@@ -22,7 +26,9 @@ namespace {
 
 // A port nobody listens on right now (bound by the kernel's choice, then released).
 unsigned short free_port() {
-  const int fd = listen_loopback(0);
+  std::error_code ec;
+  const int fd = listen_on(loopback(0), ec);
+  BOOST_TEST_REQUIRE(fd >= 0, ec.message());
   const unsigned short port = local_port(fd);
   ::close(fd);
   return port;
@@ -68,35 +74,34 @@ BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_only_what_the_kernel_hel
   BOOST_TEST(eventually([&] { return after_restart->frames.load() > 20000; }, 30s));
   s.stop();
   const std::uint64_t sent = s.sent();
-  // Everything still queued in the gateway arrives at the restarted consumer.
+  // Everything still queued in the gateway arrives at the restarted consumer: it has seen the
+  // last number once what arrived and the gap before its first frame make up all that was sent.
   BOOST_TEST(eventually(
-      [&] { return after_restart->last_seq[0].load() + 1 == static_cast<std::int64_t>(sent); },
-      30s));
+      [&] { return after_restart->lost.load() + after_restart->frames.load() == sent; }, 30s));
   kill_consumer_process(consumer);
 
   // Whole frames only, in order, never twice, on both sides of the cut.
   for (const consumer_tally* t : {&*before_kill, &*after_restart}) {
     BOOST_TEST(t->corrupt.load() == 0u);
     BOOST_TEST(t->misrouted.load() == 0u);
-    BOOST_TEST(t->duplicates.load() == 0u);
+    BOOST_TEST(t->duplicated.load() == 0u);
+    BOOST_TEST(t->connections.load() == 1u);
   }
-  BOOST_TEST(before_kill->gaps.load() == 0u);
+  BOOST_TEST(before_kill->lost.load() == 0u);
   const auto received = before_kill->frames.load() + after_restart->frames.load();
   BOOST_TEST_REQUIRE(received <= sent);
   const std::uint64_t lost = sent - received;
   // The loss is one run at the cut: the restarted consumer's only hole is before its first
   // frame, right after the last frame the killed one read.
-  BOOST_TEST(after_restart->gaps.load() == before_kill->frames.load() + lost);
+  BOOST_TEST(after_restart->lost.load() == before_kill->frames.load() + lost);
   const std::uint64_t frame_size = 10 + 5 + payload;
   BOOST_TEST_MESSAGE("consumer SIGKILLed: sent " << sent << ", received " << received
                                                  << ", lost at the cut " << lost << " frames ("
                                                  << lost * frame_size << " bytes; bound "
                                                  << kernel_buffer_bound() << ")");
   BOOST_TEST(lost * frame_size <= kernel_buffer_bound());
-  BOOST_TEST(after_restart->connections.load() == 1u);
   BOOST_TEST(
       scrape_metric(gw.metrics_port, "gatewayd_consumer_reconnects_total{consumer=\"c0\"}") >= 1);
-  BOOST_TEST(gw.daemon->count_in_log("consumer c0 connected") == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(a_consumer_down_at_start_gets_everything_once_it_comes_up) {
@@ -116,8 +121,8 @@ BOOST_AUTO_TEST_CASE(a_consumer_down_at_start_gets_everything_once_it_comes_up) 
   BOOST_TEST(scrape_metric(gw.metrics_port, connected) == 0);
   traffic_consumer late(0, port);
   BOOST_TEST(eventually([&] { return late.tally().frames.load() == sent; }, 30s));
-  BOOST_TEST(late.tally().gaps.load() == 0u);
-  BOOST_TEST(late.tally().duplicates.load() == 0u);
+  BOOST_TEST(late.tally().lost.load() == 0u);
+  BOOST_TEST(late.tally().duplicated.load() == 0u);
   BOOST_TEST(late.tally().corrupt.load() == 0u);
   BOOST_TEST(scrape_metric(gw.metrics_port, connected) == 1);
 }
@@ -145,10 +150,8 @@ BOOST_AUTO_TEST_CASE(gatewayd_killed_under_load_and_restarted_on_its_port_resume
   gw.daemon->signal(SIGKILL);
   BOOST_TEST_REQUIRE(gw.daemon->wait_exit(10s).has_value());
   const auto frames_at_kill = sink.tally().frames.load();
-  gw.daemon = std::make_unique<daemon_process>(
-      GATEWAYD_BINARY, std::vector<std::string>{"--config", gw.config_path()},
-      gw.dir.path() / "gatewayd-restarted.log");
-  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("listening for suppliers on", 20s).has_value());
+  gw.restart("gatewayd-restarted.log");
+  BOOST_TEST_REQUIRE(gw.supplier_port == port);
   const auto listening_at = clock_type::now();
   // The old connection's last bytes may still arrive; wait for clearly new traffic.
   BOOST_TEST_REQUIRE(
@@ -170,7 +173,7 @@ BOOST_AUTO_TEST_CASE(gatewayd_killed_under_load_and_restarted_on_its_port_resume
   // in order and never twice.
   const auto& t = sink.tally();
   BOOST_TEST(t.corrupt.load() == 0u);
-  BOOST_TEST(t.duplicates.load() == 0u);
+  BOOST_TEST(t.duplicated.load() == 0u);
   BOOST_TEST(t.misrouted.load() == 0u);
   BOOST_TEST(t.partial_at_close.load() <= 1u);  // the killed daemon's connection may end mid-frame
 }
@@ -267,8 +270,8 @@ BOOST_AUTO_TEST_CASE(a_reload_storm_under_traffic_loses_misroutes_and_duplicates
       expected += s->sent_to(k);
     const auto& t = consumers[k]->tally();
     BOOST_TEST(eventually([&] { return t.frames.load() == expected; }, 30s), "consumer " << k);
-    BOOST_TEST(t.gaps.load() == 0u);
-    BOOST_TEST(t.duplicates.load() == 0u);
+    BOOST_TEST(t.lost.load() == 0u);
+    BOOST_TEST(t.duplicated.load() == 0u);
     BOOST_TEST(t.misrouted.load() == 0u);
     BOOST_TEST(t.corrupt.load() == 0u);
     BOOST_TEST_MESSAGE("reload storm: consumer " << k << " got " << t.frames.load()

@@ -5,10 +5,11 @@
 
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
-#include "tests/support/rel_traffic.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tools/traffic/traffic_supplier.hpp"
 
 using namespace gatewayd::test;
+using namespace gatewayd::traffic;
 using namespace std::chrono_literals;
 
 namespace {

@@ -12,11 +12,13 @@
 
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
-#include "tests/support/rel_traffic.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tools/traffic/traffic_consumer.hpp"
+#include "tools/traffic/traffic_supplier.hpp"
 
 using namespace gatewayd::test;
+using namespace gatewayd::traffic;
 using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
@@ -133,8 +135,8 @@ void check_good_traffic(const traffic_consumer& sink, traffic_supplier& good) {
   BOOST_TEST(eventually([&] { return sink.tally().frames.load() == good.sent(); }, 30s));
   const auto& t = sink.tally();
   BOOST_TEST(t.frames.load() == good.sent());
-  BOOST_TEST(t.gaps.load() == 0u);
-  BOOST_TEST(t.duplicates.load() == 0u);
+  BOOST_TEST(t.lost.load() == 0u);
+  BOOST_TEST(t.duplicated.load() == 0u);
   BOOST_TEST(t.corrupt.load() == 0u);
   BOOST_TEST(t.misrouted.load() == 0u);
   BOOST_TEST(t.partial_at_close.load() == 0u);

@@ -13,6 +13,7 @@
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tools/traffic/payload.hpp"
 
 using namespace gatewayd::test;
 using namespace std::chrono_literals;
@@ -88,7 +89,8 @@ BOOST_AUTO_TEST_CASE(fifty_reloads_under_traffic_route_every_frame_exactly_once)
       while (!stop) {
         std::string batch;
         for (int k = 0; k < 20; ++k)
-          batch += gatewayd::protocol::encode_frame("x.seq", std::to_string(seq++));
+          batch += gatewayd::protocol::encode_frame("x.seq",
+                                                    gatewayd::traffic::numbered_payload(1, seq++));
         s.send(batch);
         sent = seq;
         std::this_thread::sleep_for(1ms);
@@ -124,7 +126,8 @@ BOOST_AUTO_TEST_CASE(fifty_reloads_under_traffic_route_every_frame_exactly_once)
   for (auto [c, mark] : {std::pair{&c1, 1}, std::pair{&c2, 2}}) {
     int last = -1;
     for (const auto& f : c->frames()) {
-      const int seq = std::stoi(f.payload);
+      const auto header = gatewayd::traffic::read_header(f.payload);
+      const int seq = header ? static_cast<int>(header->sequence) : -1;
       BOOST_TEST_REQUIRE((seq >= 0 && seq < total));
       BOOST_TEST_REQUIRE(where[seq] == 0, "frame " << seq << " delivered twice");
       where[seq] = mark;

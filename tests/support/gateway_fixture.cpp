@@ -1,9 +1,45 @@
 #include "tests/support/gateway_fixture.hpp"
 
 #include <fstream>
+#include <regex>
+#include <sstream>
 #include <stdexcept>
+#include <thread>
+
+#include "tests/support/scrape.hpp"
+#include "tests/support/test_peers.hpp"
 
 namespace gatewayd::test {
+
+namespace {
+
+// The port of `"key": "HOST:PORT"` in a ports file, 0 when absent (or null).
+unsigned short port_of(const std::string& json, const std::string& key) {
+  const std::regex re("\"" + key + "\": \"[^\"]*:([0-9]+)\"");
+  std::smatch m;
+  return std::regex_search(json, m, re) ? static_cast<unsigned short>(std::stoi(m[1])) : 0;
+}
+
+// The ports file once the daemon `pid` has written it (a file left by a killed predecessor
+// names another pid), or nothing after `timeout` or when the daemon ended.
+std::optional<std::string> read_ports_file(const std::filesystem::path& path,
+                                           daemon_process& daemon,
+                                           std::chrono::milliseconds timeout) {
+  const std::string pid = "{\"pid\": " + std::to_string(daemon.pid()) + ",";
+  std::optional<std::string> json;
+  eventually(
+      [&] {
+        std::ifstream in(path);
+        std::stringstream text;
+        text << in.rdbuf();
+        if (text.str().rfind(pid, 0) == 0) json = text.str();
+        return json.has_value() || !daemon.running();
+      },
+      timeout);
+  return json;
+}
+
+}  // namespace
 
 gateway_fixture::gateway_fixture(const std::string& routes, const std::string& gateway_extra,
                                  const std::vector<std::string>& env, bool metrics) {
@@ -13,20 +49,38 @@ gateway_fixture::gateway_fixture(const std::string& routes, const std::string& g
             "routes_file = \"routes.toml\"\n" +
                 gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
                 (metrics ? "" : "enabled = false\n"));
-  daemon = std::make_unique<daemon_process>(GATEWAYD_BINARY,
-                                            std::vector<std::string>{"--config", config_path()},
-                                            dir.path() / "gatewayd.log", env);
-  const auto line = daemon->wait_for_log("listening for suppliers on", std::chrono::seconds(10));
-  if (!line) throw std::runtime_error("gatewayd did not start:\n" + daemon->log());
-  supplier_port = port_in(*line);
-  if (metrics) {
-    if (const auto m = daemon->wait_for_log("metrics on", std::chrono::seconds(5))) {
-      metrics_port = port_in(*m);
-    }
-  }
+  start("gatewayd.log", env);
 }
 
 gateway_fixture::~gateway_fixture() = default;
+
+void gateway_fixture::restart(const std::string& log_name, const std::vector<std::string>& env) {
+  start(log_name, env);
+}
+
+void gateway_fixture::start(const std::string& log_name, const std::vector<std::string>& env) {
+  daemon = std::make_unique<daemon_process>(
+      GATEWAYD_BINARY,
+      std::vector<std::string>{"--config", config_path(), "--ports-file", ports_path()},
+      dir.path() / log_name, env);
+  const auto json = read_ports_file(ports_path(), *daemon, std::chrono::seconds(20));
+  if (!json) throw std::runtime_error("gatewayd did not start:\n" + daemon->log());
+  supplier_port = port_of(*json, "supplier");
+  metrics_port = port_of(*json, "metrics");
+}
+
+bool gateway_fixture::consumers_connected(const std::vector<std::string>& names,
+                                          std::chrono::milliseconds timeout) const {
+  return eventually(
+      [&] {
+        for (const auto& n : names)
+          if (scrape_metric(metrics_port, "gatewayd_consumer_connected{consumer=\"" + n + "\"}") !=
+              1)
+            return false;
+        return true;
+      },
+      timeout);
+}
 
 namespace {
 long status_field(pid_t pid, const std::string& field) {

@@ -1,5 +1,5 @@
 // Starts the real gatewayd on generated configs (ports chosen by the kernel) and tells the
-// test where it listens.
+// test where it listens, from the daemon's --ports-file.
 #pragma once
 
 #include <chrono>
@@ -18,16 +18,26 @@ struct gateway_fixture {
   unsigned short metrics_port = 0;
 
   // `gateway_extra` goes into [gateway]; `routes` is the whole routes.toml.
-  // Waits until the daemon logs that it listens; fails the test otherwise.
+  // Waits until the daemon has written its ports file; fails the test otherwise.
   gateway_fixture(const std::string& routes, const std::string& gateway_extra = "",
                   const std::vector<std::string>& env = {}, bool metrics = true);
   ~gateway_fixture();
 
   std::string config_path() const { return (dir.path() / "gatewayd.toml").string(); }
   std::string routes_path() const { return (dir.path() / "routes.toml").string(); }
+  std::string ports_path() const { return (dir.path() / "ports.json").string(); }
+  // Starts the daemon again on config_path() (after the test ended the last one), logging to
+  // `log_name` in dir, and waits for its ports as the constructor does.
+  void restart(const std::string& log_name, const std::vector<std::string>& env = {});
+  // True once /metrics shows every named consumer connected (gatewayd_consumer_connected 1).
+  bool consumers_connected(const std::vector<std::string>& names,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   // Peak and current resident memory of the daemon, in KiB (from /proc/PID/status).
   long rss_kib() const;
   long peak_rss_kib() const;
+
+ private:
+  void start(const std::string& log_name, const std::vector<std::string>& env);
 };
 
 // [consumers.NAME] with the endpoint and optional extra lines.

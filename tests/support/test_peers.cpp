@@ -139,17 +139,6 @@ bool test_supplier::closed_by_peer(std::chrono::milliseconds timeout) {
   return false;
 }
 
-std::string numbered_payload(int supplier, int seq, std::size_t size) {
-  // Built piecewise: GCC 12 warns falsely (-Wrestrict) on a chain of string operator+.
-  std::string p(1, 's');
-  p += std::to_string(supplier);
-  p += '-';
-  p += std::to_string(seq);
-  p += ':';
-  p.resize(std::max(size, p.size()), char('a' + seq % 26));
-  return p;
-}
-
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (!condition()) {

@@ -80,10 +80,6 @@ class test_supplier {
   asio::ip::tcp::socket socket_;
 };
 
-// "s<supplier>-<seq>:" padded to `size` bytes: a payload whose origin and order a test can read
-// back from what a consumer received.
-std::string numbered_payload(int supplier, int seq, std::size_t size = 32);
-
 // Polls `condition` every 10 ms until it holds or `timeout` passes.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "protocol/frame_codec.hpp"
-#include "tools/gateway_peer/peer_header.hpp"
+#include "tools/traffic/payload_header.hpp"
 
 namespace gatewayd::tools {
 
@@ -20,13 +20,15 @@ const char* const main_help =
     "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached)\n";
 
 const char* const send_help =
-    "usage: gateway-peer send --to HOST:PORT --address A [--size N] [--rate R]\n"
+    "usage: gateway-peer send --to HOST:PORT --address A[,B...] [--size N] [--rate R]\n"
     "                         [--count C | --duration D] [--connections K] [--reconnect] [--json]\n"
     "\n"
     "  --to HOST:PORT     the gateway's supplier listener (literal IPv4, or [IPv6]:port)\n"
-    "  --address A        the frames' address, e.g. orders.eu.created\n"
+    "  --address A[,B...] the frames' address, e.g. orders.eu.created; with several (at most\n"
+    "                     256), frame i of a connection goes to the i-th in turn (mixed\n"
+    "                     addresses) and is numbered in that address's stream\n"
     "  --size N           payload bytes (default 128, at least 16: the first 16 carry the send\n"
-    "                     time, sequence number and sender id the receiver checks)\n"
+    "                     time, the sequence number, stream and sender id the receiver checks)\n"
     "  --rate R           frames per second over all connections (default: as fast as possible)\n"
     "  --count C          frames to send over all connections, then exit\n"
     "  --duration D       seconds to send, then exit (default: until SIGINT/SIGTERM)\n"
@@ -41,8 +43,10 @@ const char* const recv_help =
     "                         [--expect N] [--json]\n"
     "\n"
     "Accepts the gateway's consumer connection(s) (and re-accepts after a disconnect), checks\n"
-    "every frame, and prints a live line about once a second on stderr: frames/s, MB/s,\n"
-    "latency p50/p99/p99.9/max, lost, reordered, duplicated. A summary follows at the end.\n"
+    "every frame's order per (sender, stream), and prints a live line about once a second on\n"
+    "stderr: frames/s, MB/s, latency p50/p99/p99.9/max, lost, reordered, duplicated. A summary\n"
+    "follows at the end. Sequence numbers start at 0: frames before a stream's first arrival\n"
+    "count as lost.\n"
     "\n"
     "  --listen HOST:PORT the consumer endpoint the gateway dials (port 0: any free port,\n"
     "                     printed on stderr as 'listening on HOST:PORT')\n"
@@ -120,6 +124,26 @@ net::endpoint to_endpoint(const std::string& flag, const std::string& v) {
   return *ep;
 }
 
+// "a,b,c": each a GWP/1 address; at most one stream id's worth of them.
+std::vector<std::string> to_addresses(const std::string& flag, const std::string& v) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t comma = v.find(',', from);
+    std::string a = v.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    if (!protocol::valid_address(a) || a.size() > protocol::max_address_length) {
+      throw usage_error(flag + ": '" + a +
+                        "' is not a GWP/1 address (tokens of A-Z a-z 0-9 _ - joined by '.', "
+                        "at most 255 bytes)");
+    }
+    out.push_back(std::move(a));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (out.size() > traffic::max_streams) throw usage_error(flag + ": at most 256 addresses");
+  return out;
+}
+
 }  // namespace
 
 send_options parse_send(const std::vector<std::string>& args) {
@@ -133,19 +157,14 @@ send_options parse_send(const std::vector<std::string>& args) {
       if (o.to.port == 0) throw usage_error("--to: port 0 cannot be dialled");
       have_to = true;
     } else if (flag == "--address") {
-      o.address = r.value(flag);
-      if (!protocol::valid_address(o.address) || o.address.size() > protocol::max_address_length) {
-        throw usage_error("--address: '" + o.address +
-                          "' is not a GWP/1 address (tokens of A-Z a-z 0-9 _ - joined by '.', "
-                          "at most 255 bytes)");
-      }
+      o.addresses = to_addresses(flag, r.value(flag));
       have_address = true;
     } else if (flag == "--size") {
-      o.size = to_count(flag, r.value(flag), peer_header_size, 256u << 20);
+      o.size = to_count(flag, r.value(flag), traffic::header_size, 256u << 20);
     } else if (flag == "--rate") {
       o.rate = to_seconds(flag, r.value(flag), false);
     } else if (flag == "--count") {
-      o.count = to_count(flag, r.value(flag), 1, max_sequence);
+      o.count = to_count(flag, r.value(flag), 1, traffic::max_sequence);
     } else if (flag == "--duration") {
       o.duration = to_seconds(flag, r.value(flag), false);
     } else if (flag == "--connections") {
@@ -182,7 +201,7 @@ recv_options parse_recv(const std::vector<std::string>& args) {
     } else if (flag == "--duration") {
       o.duration = to_seconds(flag, r.value(flag), false);
     } else if (flag == "--expect") {
-      o.expect = to_count(flag, r.value(flag), 1, max_sequence);
+      o.expect = to_count(flag, r.value(flag), 1, traffic::max_sequence);
     } else if (flag == "--json") {
       o.json = true;
     } else {

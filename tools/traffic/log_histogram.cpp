@@ -1,9 +1,9 @@
-#include "tools/gateway_peer/log_histogram.hpp"
+#include "tools/traffic/log_histogram.hpp"
 
 #include <algorithm>
 #include <cmath>
 
-namespace gatewayd::tools {
+namespace gatewayd::traffic {
 
 void log_histogram::merge(const log_histogram& other) noexcept {
   for (std::size_t i = 0; i < bucket_count; ++i)
@@ -39,4 +39,4 @@ std::uint64_t log_histogram::quantile(double q) const noexcept {
   return max_;
 }
 
-}  // namespace gatewayd::tools
+}  // namespace gatewayd::traffic

@@ -5,7 +5,7 @@
 #include <array>
 #include <cstdint>
 
-namespace gatewayd::tools {
+namespace gatewayd::traffic {
 
 class log_histogram {
  public:
@@ -40,4 +40,4 @@ class log_histogram {
   std::uint64_t max_ = 0;
 };
 
-}  // namespace gatewayd::tools
+}  // namespace gatewayd::traffic

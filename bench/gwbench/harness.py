@@ -1,0 +1,241 @@
+"""One benchmark case end to end: gateway-peer receivers (the consumers), a gatewayd on a
+generated configuration, gateway-peer senders (the suppliers); measured from /proc, from
+gatewayd's /metrics and from the receivers' JSON summaries."""
+
+import dataclasses
+import json
+import os
+import re
+import socket
+import subprocess
+import tempfile
+import time
+
+from . import probes, procs
+
+
+@dataclasses.dataclass
+class Sender:
+    """One `gateway-peer send`: frame i of each connection to addresses[i mod k]."""
+    addresses: list
+    size: int = 128
+    rate: int = 0  # frames/s over its connections; 0 = as fast as it goes
+    connections: int = 1
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    receivers: dict  # receiver process -> the consumer names it plays (one connection each)
+    routes: dict  # match -> consumer names
+    senders: list
+    fanout: int = 1  # deliveries each frame sent should make
+    consumer_extra: str = ""  # TOML lines for every consumer (overflow, capacity, ...)
+    stall: dict = dataclasses.field(default_factory=dict)  # receiver -> stall after S seconds
+    idle_suppliers: int = 0  # idle connections opened before the load
+    seconds: float = 0  # load time; 0 = the run's --seconds
+    min_seconds: float = 0
+
+
+class Harness:
+    def __init__(self, build_dir, threads):
+        self.gatewayd = os.path.join(build_dir, "gateway", "gatewayd")
+        self.peer = os.path.join(build_dir, "tools", "gateway-peer")
+        self.threads = threads
+        self.work = tempfile.mkdtemp(prefix="gatewayd-bench-")
+        self.seq = 0
+
+    def path(self, name):
+        """A fresh file name in the work directory (case and model names may hold '/')."""
+        self.seq += 1
+        return os.path.join(self.work, f"{self.seq:03d}-" + re.sub(r"[^\w.+-]", "_", name))
+
+    def check_model(self, keys):
+        """(True, "") when gatewayd --check accepts the model's [gateway] keys."""
+        cfg = self.write_config(keys, {"probe": ["c"]}, {"c": "127.0.0.1:9"}, "", 0)
+        r = subprocess.run([self.gatewayd, "--check", "--config", cfg], capture_output=True,
+                           text=True, timeout=30)
+        return r.returncode == 0, (r.stdout + r.stderr).strip()
+
+    def write_config(self, model_keys, routes, endpoints, consumer_extra, max_suppliers):
+        d = self.path("config")
+        os.makedirs(d)
+        parts = [f'[consumers.{n}]\nendpoint = "{ep}"\n{consumer_extra}\n'
+                 for n, ep in endpoints.items()]
+        parts += ["[[routes]]\nmatch = \"%s\"\nto = [%s]\n" % (m, ", ".join(f'"{t}"' for t in to))
+                  for m, to in routes.items()]
+        with open(os.path.join(d, "routes.toml"), "w") as f:
+            f.write("\n".join(parts))
+        gw = ['supplier_listen = "127.0.0.1:0"', 'routes_file = "routes.toml"',
+              f"threads = {self.threads}", "drain_timeout_ms = 1000", "idle_timeout_ms = 0"]
+        if max_suppliers:
+            gw.append(f"max_supplier_connections = {max_suppliers}")
+        gw += [f"{k} = {v}" for k, v in model_keys]
+        with open(os.path.join(d, "gatewayd.toml"), "w") as f:
+            f.write("[gateway]\n" + "\n".join(gw) +
+                    '\n\n[metrics]\nlisten = "127.0.0.1:0"\n\n[log]\nlevel = "info"\n')
+        return os.path.join(d, "gatewayd.toml")
+
+    # ----------------------------------------------------------------------- one case
+
+    def run(self, case, model_keys, seconds):
+        seconds = max(case.seconds or seconds, case.min_seconds)
+        receivers = self.start_receivers(case)
+        endpoints = {n: f"127.0.0.1:{port}" for _, _, port, names in receivers.values()
+                     for n in names}
+        cfg = self.write_config(model_keys, case.routes, endpoints, case.consumer_extra,
+                                case.idle_suppliers + 100 if case.idle_suppliers else 0)
+        gw, sport, mport = self.start_gateway(case.name, cfg, list(endpoints))
+        res = {"name": case.name}
+        if case.idle_suppliers:
+            res.update(self.idle_connections(gw, sport, mport, case.idle_suppliers))
+        before = self.counters(gw, receivers, mport)
+        t0 = time.time()
+        sent, sent_rate, sender_cpu = self.send(case, sport, seconds)
+        self.settle(mport)
+        wall = time.time() - t0
+        after = self.counters(gw, receivers, mport)
+        res.update(peak_rss_kib=probes.status_kib(gw.pid, "VmHWM"),
+                   rss_kib=probes.status_kib(gw.pid, "VmRSS"), rss_before_kib=before["rss"])
+        procs.end(gw)
+        recv = {g: self.summary(p, out) for g, (p, out, _, _) in receivers.items()}
+        res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu))
+        return res
+
+    def start_receivers(self, case):
+        receivers = {}
+        for g, names in case.receivers.items():
+            out, err = self.path(f"{case.name}-{g}.json"), self.path(f"{case.name}-{g}.err")
+            cmd = [self.peer, "recv", "--listen", "127.0.0.1:0", "--json"]
+            if g in case.stall:
+                cmd += ["--stall-after", str(case.stall[g])]
+            p = procs.start(cmd, out, err)
+            port = probes.listening_port(err, 10)
+            if port is None:
+                raise RuntimeError(f"{case.name}: gateway-peer recv did not start: see {err}")
+            receivers[g] = (p, out, port, names)
+        return receivers
+
+    def start_gateway(self, name, cfg, consumers):
+        log, ports_path = self.path(f"{name}-gatewayd.log"), self.path(f"{name}-ports.json")
+        gw = procs.start([self.gatewayd, "--config", cfg, "--ports-file", ports_path], log)
+        ports = probes.ports_file(ports_path, gw, 20)
+        if ports is None:
+            raise RuntimeError(f"{name}: gatewayd did not start: see {log}")
+        sport, mport = probes.port_of(ports["supplier"]), probes.port_of(ports["metrics"])
+        if not probes.consumers_connected(mport, consumers, 60):
+            raise RuntimeError(f"{name}: consumers did not all connect: see {log}")
+        return gw, sport, mport
+
+    def send(self, case, sport, seconds):
+        """Runs the senders to their end: (frames sent, frames/s, their CPU seconds)."""
+        running = []
+        for s in case.senders:
+            cmd = [self.peer, "send", "--to", f"127.0.0.1:{sport}", "--address",
+                   ",".join(s.addresses), "--size", str(s.size), "--duration", str(seconds),
+                   "--connections", str(s.connections), "--json"]
+            if s.rate:
+                cmd += ["--rate", str(s.rate)]
+            out = self.path(f"{case.name}-send.json")
+            running.append((procs.start(cmd, out, out + ".err"), out))
+        sent, rate, cpu = 0, 0.0, 0.0
+        for p, out in running:
+            usage = procs.reap(p, seconds + 60)
+            cpu += usage.ru_utime + usage.ru_stime
+            with open(out) as f:
+                js = json.loads(f.read() or "{}")
+            sent += js.get("frames", 0)
+            rate += js.get("frames_per_s", 0.0)
+        return sent, rate, cpu
+
+    @staticmethod
+    def settle(mport, timeout=10.0):
+        """Waits until gatewayd's queue depths and sent counter stand still: what it read has
+        been written, dropped, or sits with a consumer that does not read (S5)."""
+        deadline, last = time.time() + timeout, None
+        while time.time() < deadline:
+            text = probes.scrape(mport)
+            now = (probes.metric_sum(text, "gatewayd_consumer_queue_depth"),
+                   probes.metric_sum(text, "gatewayd_consumer_messages_sent_total"))
+            if now == last:
+                break
+            last = now
+            time.sleep(0.2)
+        time.sleep(0.2)  # the kernel's socket buffers into the receivers
+
+    def counters(self, gw, receivers, mport):
+        text = probes.scrape(mport)
+        return {"cpu": probes.cpu_seconds(gw.pid), "busy": probes.system_busy_seconds(),
+                "ctx": probes.ctx_switches(gw.pid), "rss": probes.status_kib(gw.pid, "VmRSS"),
+                "recv_cpu": sum(probes.cpu_seconds(r[0].pid) for r in receivers.values()),
+                "metrics": text}
+
+    @staticmethod
+    def summary(p, out):
+        procs.end(p)
+        with open(out) as f:
+            text = f.read()
+        return json.loads(text) if text.strip() else {}
+
+    @staticmethod
+    def measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu):
+        m0, m1 = before["metrics"], after["metrics"]
+
+        def delta(name, label):
+            a, b = probes.sums_by(m0, name, label), probes.sums_by(m1, name, label)
+            return {k: v - a.get(k, 0.0) for k, v in b.items()}
+
+        def total(key):
+            return sum(r.get(key, 0) for r in recv.values())
+
+        delivered = total("frames")
+        expected = sent * case.fanout
+        lost = max(0, expected - (delivered - total("duplicated")))
+        drops = {k: int(v) for k, v in delta("gatewayd_consumer_dropped_messages_total",
+                                             "reason").items() if v}
+        blocked = delta("gatewayd_consumer_blocked_seconds_total", "cause")
+        threads = probes.metric_sum(m1, "gatewayd_lf_threads") or os.cpu_count()
+        lat = [r["latency_ns"] for r in recv.values() if r.get("latency_ns", {}).get("count")]
+        res = {
+            "sent": sent, "sent_per_s": sent_rate, "expected": expected, "delivered": delivered,
+            "deliveries_per_s": total("frames_per_s"), "mb_per_s": total("mb_per_s"),
+            "lost": lost, "lost_share": lost / expected if expected else 0.0, "drops": drops,
+            "gaps": total("lost"), "dup": total("duplicated"), "reordered": total("reordered"),
+            "corrupt": total("corrupt"), "receivers": recv, "wall": wall,
+            "gw_cpu": after["cpu"] - before["cpu"], "sender_cpu": sender_cpu,
+            "recv_cpu": after["recv_cpu"] - before["recv_cpu"],
+            "machine_busy": after["busy"] - before["busy"],
+            "ctx_vol": after["ctx"][0] - before["ctx"][0],
+            "ctx_nonvol": after["ctx"][1] - before["ctx"][1],
+            "unroutable": probes.metric_sum(m1, "gatewayd_messages_unroutable_total"),
+            "received_by_gw": probes.metric_sum(m1, "gatewayd_supplier_messages_received_total"),
+            "threads": threads, "blocked_lock_s": blocked.get("lock", 0.0),
+            "blocked_write_s": blocked.get("write", 0.0),
+        }
+        res["tools_cpu"] = res["sender_cpu"] + res["recv_cpu"]
+        res["promotion_p99_us"], res["promotions"] = probes.promotion_p99_us(m1)
+        for q in ("p50", "p99", "p999", "max"):
+            res[q + "_us"] = max((x[q] for x in lat), default=0) / 1e3
+        frames = max(delivered, 1)
+        res["ctx_per_msg"] = (res["ctx_vol"] + res["ctx_nonvol"]) / frames
+        res["cpu_us_per_frame"] = 1e6 * res["gw_cpu"] / frames
+        res["blocked_share"] = (res["blocked_lock_s"] + res["blocked_write_s"]) / (threads * wall)
+        res["lock_share"] = res["blocked_lock_s"] / (threads * wall)
+        return res
+
+    def idle_connections(self, gw, port, mport, n):
+        """Opens n idle supplier connections, measures the gateway's RSS, closes them."""
+        base = probes.status_kib(gw.pid, "VmRSS")
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
+        # The gateway accepts asynchronously: wait for its metric to show them all.
+        deadline = time.time() + 20
+        while time.time() < deadline:
+            accepted = probes.metric_sum(probes.scrape(mport), "gatewayd_supplier_connections")
+            if accepted >= n:
+                break
+            time.sleep(0.2)
+        rss, hwm = probes.status_kib(gw.pid, "VmRSS"), probes.status_kib(gw.pid, "VmHWM")
+        for s in socks:
+            s.close()
+        return {"idle": n, "idle_rss_kib": rss, "idle_base_rss_kib": base, "idle_hwm_kib": hwm,
+                "idle_accepted": int(accepted)}

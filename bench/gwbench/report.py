@@ -1,0 +1,259 @@
+"""The benchmark's Markdown tables and gnuplot plots: one body per scenario (scenarios.py names
+which), the per-run files in bench/results/ and the summary with the machine."""
+
+import os
+import platform
+import shutil
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def table(headers, rows):
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out) + "\n"
+
+
+def fmt(v):
+    return "n/a" if v is None else "%.1f" % v
+
+
+def mib(kib):
+    return kib / 1024.0
+
+
+def millions(v):
+    return "%.2fM" % (v / 1e6)
+
+
+def cpu_split(r):
+    """gatewayd / load tools / everything else on the machine, in cores (of os.cpu_count())."""
+    others = max(0.0, r["machine_busy"] - r["gw_cpu"] - r["tools_cpu"])
+    return "%.2f / %.2f / %.2f" % (r["gw_cpu"] / r["wall"], r["tools_cpu"] / r["wall"],
+                                   others / r["wall"])
+
+
+def lost(r):
+    """Frames sent and never delivered (deliveries expected minus made), with their share."""
+    return "%d (%.1f%%)" % (r["lost"], 100 * r["lost_share"])
+
+
+def drops(r):
+    """gatewayd's own count of what it dropped, by reason."""
+    return ", ".join(f"{k} {v}" for k, v in sorted(r["drops"].items())) or "0"
+
+
+THROUGHPUT_HEAD = ["case", "sent/s", "delivered/s", "lost", "drops by reason (gatewayd)", "MB/s",
+                   "p50 us", "p99 us", "CPU gatewayd / tools / others (cores)", "ctx sw/msg",
+                   "corrupt"]
+
+
+def throughput_row(r, label=None):
+    return [label or r["name"], millions(r["sent_per_s"]), millions(r["deliveries_per_s"]),
+            lost(r), drops(r), "%.0f" % r["mb_per_s"], "%.0f" % r["p50_us"],
+            "%.0f" % r["p99_us"], cpu_split(r), "%.4f" % r["ctx_per_msg"], "%d" % r["corrupt"]]
+
+
+def per_receiver(r):
+    rows = [[g, millions(x.get("frames_per_s", 0)), "%.0f" % (x["latency_ns"]["p99"] / 1e3),
+             x.get("lost", 0), x.get("streams", 0)] for g, x in sorted(r["receivers"].items())]
+    return "\n" + table(["consumer", "frames/s", "p99 us", "gaps (sequence)", "streams"], rows)
+
+
+# --------------------------------------------------------------------------- scenario bodies
+
+
+def throughput_with_promotion(results, rep):
+    r = results[0]
+    return (table(THROUGHPUT_HEAD, [throughput_row(r)]) +
+            "\nL/F promotion latency p99: %s us over %d promotions.\n" % (
+                fmt(r["promotion_p99_us"]), r["promotions"]))
+
+
+def throughput_per_receiver(results, rep):
+    body = table(THROUGHPUT_HEAD, [throughput_row(r) for r in results])
+    for r in results:
+        body += f"\n{r['name']}, per consumer:\n" + per_receiver(r)
+    return body
+
+
+def latency(results, rep):
+    rows = [[r["name"], "%.0f" % r["p50_us"], "%.0f" % r["p99_us"], "%.0f" % r["p999_us"],
+             "%.0f" % r["max_us"], fmt(r["promotion_p99_us"]), cpu_split(r),
+             "%.3f" % r["ctx_per_msg"], lost(r)] for r in results]
+    return table(["case", "p50 us", "p99 us", "p99.9 us", "max us", "promotion p99 us",
+                  "CPU gatewayd / tools / others", "ctx sw/msg", "lost"], rows)
+
+
+def healthy_worst_second(r):
+    """Worst whole second of the healthy consumers (c1..c3), skipping the first and last
+    (partial) seconds, and their mean frames/s."""
+    worst, mean = None, []
+    for g in ("c1", "c2", "c3"):
+        ps = list(r["receivers"][g].get("per_second", []))
+        while ps and ps[-1] == 0:  # the receiver outlives the sender
+            ps.pop()
+        ps = ps[1:-1]
+        if ps:
+            worst = min(ps) if worst is None else min(worst, min(ps))
+            mean.append(sum(ps) / len(ps))
+    return worst or 0, (sum(mean) / len(mean)) if mean else 0
+
+
+def isolation(results, rep):
+    base, stall = results
+    healthy_p99 = [max(r["receivers"][g]["latency_ns"]["p99"] for g in ("c1", "c2", "c3")) / 1e3
+                   for r in (base, stall)]
+    rows = []
+    for label, r, p99 in (("without stall", base, healthy_p99[0]),
+                          ("c4 stalled after 1 s", stall, healthy_p99[1])):
+        worst, mean = healthy_worst_second(r)
+        rows.append([label, millions(mean), millions(worst), "%.0f" % p99,
+                     "%.1f" % mib(r["peak_rss_kib"]), drops(r), cpu_split(r)])
+    body = table(["run", "healthy mean frames/s (each)", "healthy worst second", "healthy p99 us",
+                  "gatewayd peak RSS MiB", "drops by reason", "CPU gatewayd / tools / others"],
+                 rows)
+    ws, mb = healthy_worst_second(stall)[0], healthy_worst_second(base)[1]
+    body += ("\nHealthy worst second with the stall / healthy mean without it: %.0f%% "
+             "(target >= 95%%). Healthy p99 ratio: %.2fx (target <= 1.5x). Stalled consumer's "
+             "queue bound: 16 MiB (queue_bytes), so the RSS target is <= 16 + 32 MiB over the "
+             "run without a stall: measured %+.1f MiB.\n" % (
+                 100 * ws / mb if mb else 0,
+                 healthy_p99[1] / healthy_p99[0] if healthy_p99[0] else 0,
+                 mib(stall["peak_rss_kib"] - base["peak_rss_kib"])))
+    return body
+
+
+def scale(results, rep):
+    *loads, idle = results
+    rows = [[r["name"].split("-")[1], millions(r["deliveries_per_s"]), millions(r["sent_per_s"]),
+             lost(r), "%.1f" % mib(r["peak_rss_kib"]), cpu_split(r), "%d" % r["corrupt"]]
+            for r in loads]
+    pts = [(int(r["name"].split("-")[1]), r["deliveries_per_s"] / 1e6) for r in loads]
+    png = rep.plot("S6", "S6: deliveries/s vs consumers (fan-out of every frame)", "consumers",
+                   "M deliveries/s", [("deliveries/s", pts)], logx=True)
+    body = table(["consumers (all get every frame)", "deliveries/s", "frames in/s", "lost",
+                  "gatewayd peak RSS MiB", "CPU gatewayd / tools / others", "corrupt"], rows)
+    body += ("\n%d idle supplier connections (%d open at the gateway, by its "
+             "gatewayd_supplier_connections): gatewayd RSS %.1f MiB with them open "
+             "(%.1f MiB before they connected: %.1f KiB per connection).\n" % (
+                 idle["idle"], idle["idle_accepted"], mib(idle["idle_rss_kib"]),
+                 mib(idle["idle_base_rss_kib"]),
+                 (idle["idle_rss_kib"] - idle["idle_base_rss_kib"]) / idle["idle"]))
+    return body + (f"\n![S6]({png})\n" if png else "")
+
+
+def sweep(results, rep):
+    rows = [throughput_row(r, r["name"].split("-")[1]) for r in results]
+    sizes = [int(r["name"].split("-")[1][:-1]) for r in results]
+    png = rep.plot("sweep", "S1 payload sweep: 1 -> 1, max rate", "payload bytes",
+                   "M frames/s  |  GB/s",
+                   [("M frames/s", [(s, r["deliveries_per_s"] / 1e6) for s, r in zip(sizes, results)]),
+                    ("GB/s", [(s, r["mb_per_s"] / 1e3) for s, r in zip(sizes, results)])],
+                   logx=True)
+    return (table(["payload"] + THROUGHPUT_HEAD[1:], rows) +
+            (f"\n![payload sweep]({png})\n" if png else ""))
+
+
+def models(by_model, rep):
+    """One row per model: S1, the two mixed shapes (delivered/s and lost), S4 at 100k/s."""
+    rows = []
+    for name, results in by_model.items():
+        if isinstance(results, str):
+            rows.append([name, "skipped: gatewayd --check refuses it: " + results] + [""] * 7)
+            continue
+        r1, r3, ralt, r4 = results
+        rows.append([name, millions(r1["deliveries_per_s"]),
+                     "%s, lost %s" % (millions(r3["deliveries_per_s"]), lost(r3)),
+                     "%s, lost %s" % (millions(ralt["deliveries_per_s"]), lost(ralt)),
+                     "%.0f / %.0f / %.0f" % (r4["p50_us"], r4["p99_us"], r4["p999_us"]),
+                     "%.4f / %.4f" % (r1["ctx_per_msg"], r4["ctx_per_msg"]), cpu_split(r1),
+                     fmt(r4["promotion_p99_us"]), drops(r3)])
+    return (table(["model", "S1 delivered/s", "S3 4->4 mixed delivered/s", "S3 1->4 alternating "
+                   "delivered/s", "S4 p50 / p99 / p99.9 us", "ctx sw/msg S1 / S4",
+                   "S1 CPU gatewayd / tools / others", "S4 promotion p99 us",
+                   "S3 4->4 drops by reason"], rows) +
+            "\nModels come from bench/models.txt ([gateway] keys per model).\n")
+
+
+def one_line(r):
+    """A case's result as it finishes, on the terminal."""
+    return ("%.2fM deliveries/s, lost %s, drops %s, sent %.2fM/s, p50 %.0f us p99 %.0f us, "
+            "gw cpu %.2f, tools cpu %.2f, corrupt %d" % (
+                r["deliveries_per_s"] / 1e6, lost(r), drops(r), r["sent_per_s"] / 1e6,
+                r["p50_us"], r["p99_us"], r["gw_cpu"] / r["wall"], r["tools_cpu"] / r["wall"],
+                r["corrupt"]))
+
+
+def comparison(rows):
+    """bench/models' table: one row per (case, model), medians over the rounds."""
+    out = [[r["scenario"], r["model"], "%s" % millions(r["deliveries_per_s"]),
+            "%d (%.1f%%)" % (r["lost"], 100 * r["lost_share"]), "%.0f" % r["p50_us"],
+            "%.0f" % r["p99_us"], "%.3f" % r["cpu_us_per_frame"],
+            "%.4f (%.4f + %.4f)" % (r["ctx_per_msg"], r["vol_per_frame"], r["nonvol_per_frame"]),
+            "%.1f%%" % (100 * r["blocked_share"]), "%.2f%%" % (100 * r["lock_share"]),
+            "%d/%d" % (r["delivered"], r["expected"]), drops(r)] for r in rows]
+    return table(["case", "model", "delivered/s", "lost (median)", "p50 us", "p99 us",
+                  "gatewayd CPU us/frame", "ctx sw/frame (vol + invol)",
+                  "blocked share (lock + write)", "lock share", "delivered/expected (all rounds)",
+                  "drops by reason (all rounds)"], out)
+
+
+# --------------------------------------------------------------------------- files
+
+
+class Report:
+    def __init__(self, out_dir, stamp):
+        self.out_dir = out_dir
+        self.stamp = stamp
+        self.sections = []
+
+    def write(self, key, title, body):
+        path = os.path.join(self.out_dir, f"{self.stamp}-{key}.md")
+        with open(path, "w") as f:
+            f.write(f"# {title}\n\n{body}")
+        self.sections.append((title, body))
+        print(f"wrote {os.path.relpath(path, ROOT)}", flush=True)
+
+    def plot(self, name, title, xlabel, ylabel, series, logx=False):
+        """series: [(label, [(x, y), ...])]; writes NAME.png (and its .dat) if gnuplot exists."""
+        if not shutil.which("gnuplot"):
+            return None
+        dat = os.path.join(self.out_dir, f"{self.stamp}-{name}.dat")
+        png = os.path.join(self.out_dir, f"{self.stamp}-{name}.png")
+        with open(dat, "w") as f:
+            for label, pts in series:
+                f.write(f"# {label}\n" + "".join(f"{x} {y}\n" for x, y in pts) + "\n\n")
+        plots = ", ".join(f"'{dat}' index {i} with linespoints lw 2 title '{label}'"
+                          for i, (label, _) in enumerate(series))
+        script = (f"set terminal png size 900,540\nset output '{png}'\nset title '{title}'\n"
+                  f"set xlabel '{xlabel}'\nset ylabel '{ylabel}'\nset grid\nset key left top\n"
+                  + ("set logscale x 2\n" if logx else "") + f"plot {plots}\n")
+        subprocess.run(["gnuplot"], input=script, text=True, check=False)
+        return os.path.relpath(png, self.out_dir)
+
+    def summary(self, seconds_taken):
+        parts = [f"# gatewayd benchmark, {self.stamp}\n", "## Machine\n", machine(),
+                 "\nCPU columns: cores used on average over the load window by gatewayd, by the "
+                 "gateway-peer senders + receivers, and by everything else on the machine "
+                 "(/proc/stat busy time minus the first two); the machine has %d.\n"
+                 "lost: deliveries expected (frames sent x the consumers each goes to) minus "
+                 "those made; drops by reason: gatewayd_consumer_dropped_messages_total over "
+                 "the case.\n" % os.cpu_count(), "Run time: %.0f s.\n" % seconds_taken]
+        parts += [f"\n## {title}\n\n{body}" for title, body in self.sections]
+        path = os.path.join(self.out_dir, f"{self.stamp}-summary.md")
+        with open(path, "w") as f:
+            f.write("".join(parts))
+        return path
+
+
+def machine():
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    keep = ("Architecture", "CPU(s):", "Model name", "Thread(s) per core", "Core(s) per socket",
+            "L1d", "L2", "L3", "Hypervisor vendor", "CPU max MHz")
+    lines = [l.strip() for l in lscpu.splitlines() if l.strip().startswith(keep)]
+    with open("/proc/loadavg") as f:
+        load = " ".join(f.read().split()[:3])
+    return ("```\n" + "\n".join(lines) + "\nkernel: " + platform.release() +
+            "\nload average at start: " + load + "\n```\n")

@@ -1,0 +1,118 @@
+"""The benchmark's scenarios as data: a table of (key, title, the cases it runs, the report
+body it renders). bench/run runs the rows it is asked for; the cases are plain data that
+harness.Harness.run executes."""
+
+import collections
+
+from . import report
+from .harness import Case, Sender
+
+# The lossless consumer of the throughput scenarios that measure the rate the gateway
+# sustains (S1, S2, S6): at maximum rate a dropping policy would measure drops instead.
+LOSSLESS = 'queue_capacity = 100000\noverflow = "backpressure"'
+S5_RATE = 200000
+
+
+def names(n, first=1):
+    return [f"c{i}" for i in range(first, first + n)]
+
+
+def own_receiver(consumers):
+    return {c: [c] for c in consumers}
+
+
+def one_to_one(name, size=128, rate=0, seconds=0):
+    return Case(name, {"c1": ["c1"]}, {"s1.>": ["c1"]}, [Sender(["s1.data"], size, rate)],
+                consumer_extra=LOSSLESS, seconds=seconds)
+
+
+def fan_out(name, n=4, rate=0, **case_options):
+    """Every frame to all n consumers."""
+    cs = names(n)
+    return Case(name, own_receiver(cs), {"fan.>": cs}, [Sender(["fan.data"], rate=rate)],
+                fanout=n, **case_options)
+
+
+def mixed(name, suppliers, n=4, consumer_extra=""):
+    """The shape users send (issue 12): every supplier addresses frame i to consumer i mod n
+    (c1, c2, ..., c1, ...), routes bench.cN -> cN, 128-byte payloads at maximum rate, with the
+    default overflow policy and queue capacity unless consumer_extra says otherwise."""
+    cs = names(n)
+    addresses = [f"bench.{c}" for c in cs]
+    return Case(name, own_receiver(cs), {a: [c] for a, c in zip(addresses, cs)},
+                [Sender(addresses) for _ in range(suppliers)], consumer_extra=consumer_extra)
+
+
+def fan_in(name, suppliers=4):
+    return Case(name, {"c1": ["c1"]}, {"in.>": ["c1"]},
+                [Sender([f"in.s{i}"]) for i in range(suppliers)], consumer_extra=LOSSLESS)
+
+
+def isolation(stalled):
+    # drop-oldest with a byte bound: the stalled consumer's queue is what may grow. Paced so
+    # that healthy consumers keep up without the stall: at the maximum rate drop-oldest drops
+    # for every consumer that is slower than the supplier, which hides isolation.
+    return fan_out("S5-stall" if stalled else "S5-nostall", rate=S5_RATE, min_seconds=4.0,
+                   consumer_extra='queue_capacity = 1000000\nqueue_bytes = 16777216\n'
+                                  'overflow = "drop-oldest"',
+                   stall={"c4": 1.0} if stalled else {})
+
+
+def scale(n):
+    cs = names(n, first=0)
+    return Case(f"S6-{n}", {"all": cs}, {"s6.>": cs}, [Sender(["s6.data"])], fanout=n,
+                consumer_extra='queue_capacity = 10000\noverflow = "backpressure"')
+
+
+def idle(n):
+    return Case("S6-idle", {"c1": ["c1"]}, {"s6.>": ["c1"]}, [Sender(["s6.data"], rate=1000)],
+                seconds=1, idle_suppliers=n)
+
+
+def latency(rate, name=None):
+    return one_to_one(name or f"S4-{rate // 1000}k", rate=rate)
+
+
+MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
+SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
+S6_CONSUMERS = (1, 10, 100, 1000)
+# What the model comparison runs for every model of bench/models.txt (bench/run's "models").
+PER_MODEL = [one_to_one("S1"), *MIXED_SHAPES, latency(100000)]
+
+Scenario = collections.namedtuple("Scenario", "key title cases body per_model",
+                                  defaults=(False,))
+
+# cases(seconds) -> [Case]; body(results, rep) -> Markdown (results: [result] in case order,
+# or for per_model rows {model name: [result]} with a None entry for a refused model).
+SCENARIOS = [
+    Scenario("S1", "S1: 1 supplier -> 1 consumer, 128 B payloads, max rate",
+             lambda secs: [one_to_one("S1")], report.throughput_with_promotion),
+    Scenario("S2", "S2: fan-out 1 -> 4, 128 B, max rate",
+             lambda secs: [fan_out("S2", consumer_extra=LOSSLESS)], report.throughput_per_receiver),
+    Scenario("S3", "S3: the mixed shapes: 4 suppliers -> 4 consumers and 1 -> 4, each frame "
+                   "to the next consumer in turn, 128 B, max rate, default overflow policy "
+                   "and queue capacity",
+             lambda secs: MIXED_SHAPES, report.throughput_per_receiver),
+    Scenario("S4", "S4: latency at fixed rates, 1 -> 1, 128 B",
+             lambda secs: [latency(20000), latency(100000)], report.latency),
+    Scenario("S5", f"S5: isolation: S2 (paced at {S5_RATE // 1000}k frames/s) with consumer 4 "
+                   "stalled after 1 s",
+             lambda secs: [isolation(False), isolation(True)], report.isolation),
+    Scenario("S6", "S6: scale",
+             lambda secs: [scale(n) for n in S6_CONSUMERS] + [idle(10000)], report.scale),
+    Scenario("sweep", "S1 payload sweep (16 B .. 64 KiB, 3 s each)",
+             lambda secs: [one_to_one(f"S1-{s}B", size=s, seconds=min(secs, 3.0))
+                           for s in SWEEP_SIZES],
+             report.sweep),
+    Scenario("models", "Concurrency models: S1, the mixed shapes (S3) and S4 (100k frames/s) "
+                       "per model",
+             lambda secs: PER_MODEL, report.models, per_model=True),
+]
+KEYS = [s.key for s in SCENARIOS]
+
+# bench/models: the fuller comparison, every model, several rounds. F is not one of bench/run's
+# scenarios: fan-in is where several threads want the same consumer at once, the case the
+# strands article measured.
+COMPARISON = [one_to_one("S1 1->1 max"), mixed("S3 4->4 mixed", 4),
+              mixed("S3 1->4 alternating", 1), latency(20000, "S4 1->1 @20k/s"),
+              latency(100000, "S4 1->1 @100k/s"), fan_in("F 4->1 max")]

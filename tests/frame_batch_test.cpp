@@ -1,0 +1,87 @@
+// The traffic library's sending side: pre-encoded frames, stamped per (sender, stream) in
+// place, rotating over several addresses.
+#define BOOST_TEST_MODULE frame_batch
+#include <boost/test/unit_test.hpp>
+
+#include <stdexcept>
+#include <vector>
+
+#include "protocol/frame_codec.hpp"
+#include "tools/traffic/frame_batch.hpp"
+#include "tools/traffic/payload_header.hpp"
+
+using namespace gatewayd::traffic;
+namespace protocol = gatewayd::protocol;
+
+namespace {
+
+struct sent_frame {
+  std::string address;
+  payload_header header;
+  std::size_t payload_size;
+};
+
+// Every frame in `bytes` (which must hold whole frames only).
+std::vector<sent_frame> frames_in(std::string_view bytes) {
+  std::vector<sent_frame> out;
+  while (!bytes.empty()) {
+    const auto r = protocol::parse_frame(bytes, protocol::default_max_payload);
+    BOOST_TEST_REQUIRE((r.state == protocol::parse_result::status::frame));
+    out.push_back(
+        {std::string(r.frame.address), *read_header(r.frame.payload), r.frame.payload.size()});
+    bytes.remove_prefix(r.frame.bytes.size());
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_address_numbers_every_frame_in_turn) {
+  frame_batch b({"orders.eu"}, 40, 77, 8);
+  BOOST_TEST(b.capacity() == 8u);
+  const auto first = frames_in(b.next(8, 111));
+  const auto second = frames_in(b.next(3, 222));
+  BOOST_TEST_REQUIRE(first.size() == 8u);
+  BOOST_TEST_REQUIRE(second.size() == 3u);
+  for (std::size_t i = 0; i < 8; ++i) {
+    BOOST_TEST(first[i].address == "orders.eu");
+    BOOST_TEST(first[i].header.sequence == i);
+    BOOST_TEST(first[i].header.stream == 0);
+    BOOST_TEST(first[i].header.sender == 77);
+    BOOST_TEST(first[i].header.send_ns == 111u);
+    BOOST_TEST(first[i].payload_size == 40u);
+  }
+  BOOST_TEST(second[2].header.sequence == 10u);
+  BOOST_TEST(second[2].header.send_ns == 222u);
+  BOOST_TEST(b.stamped(0) == 11u);
+}
+
+BOOST_AUTO_TEST_CASE(mixed_addresses_rotate_and_are_numbered_per_stream_across_batches) {
+  const std::vector<std::string> addresses = {"a", "bb.x", "c.long.address", "d"};
+  frame_batch b(addresses, 16, 5, 10);
+  std::vector<sent_frame> all;
+  // Batch sizes that are not multiples of the address count: each batch continues the rotation.
+  for (std::size_t n : {3, 10, 1, 7, 9}) {
+    const auto got = frames_in(b.next(n, 1));
+    BOOST_TEST(got.size() == n);
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  BOOST_TEST_REQUIRE(all.size() == 30u);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    BOOST_TEST(all[i].address == addresses[i % 4], "frame " << i);
+    BOOST_TEST(all[i].header.stream == i % 4);
+    BOOST_TEST(all[i].header.sequence == i / 4);
+  }
+  BOOST_TEST(b.stamped(0) == 8u);  // frames 0, 4, ..., 28
+  BOOST_TEST(b.stamped(3) == 7u);
+  BOOST_TEST(b.stamped_total() == 30u);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_holds_about_max_bytes_and_at_least_one_frame) {
+  BOOST_TEST(frame_batch({"x"}, 1000, 1, 4096, 64 * 1024).capacity() == 64u * 1024 / 1011);
+  BOOST_TEST(frame_batch({"x"}, 100000, 1, 4096, 64 * 1024).capacity() == 1u);
+  BOOST_TEST(frame_batch({"x"}, 16, 1, 32).capacity() == 32u);
+  BOOST_CHECK_THROW(frame_batch({}, 16, 1), std::invalid_argument);
+  BOOST_CHECK_THROW(frame_batch({"x"}, 15, 1), std::invalid_argument);
+  BOOST_CHECK_THROW(frame_batch(std::vector<std::string>(257, "x"), 16, 1), std::invalid_argument);
+}

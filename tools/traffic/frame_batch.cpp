@@ -1,0 +1,52 @@
+#include "tools/traffic/frame_batch.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "protocol/frame_codec.hpp"
+#include "tools/traffic/payload.hpp"
+
+namespace gatewayd::traffic {
+
+frame_batch::frame_batch(std::vector<std::string> addresses, std::size_t payload_size,
+                         std::uint16_t sender, std::size_t max_frames, std::size_t max_bytes)
+    : addresses_(std::move(addresses)), sender_(sender), next_sequence_(addresses_.size(), 0) {
+  const std::size_t k = addresses_.size();
+  if (k == 0 || k > max_streams) throw std::invalid_argument("frame_batch: 1..256 addresses");
+  if (payload_size < header_size) throw std::invalid_argument("frame_batch: payload too small");
+  std::string payload(payload_size, '\0');
+  fill_payload(payload.data(), payload.size());
+  std::vector<std::string> cycle;
+  std::size_t cycle_bytes = 0;
+  for (const auto& a : addresses_) {
+    cycle.push_back(protocol::encode_frame(a, payload));
+    cycle_bytes += cycle.back().size();
+  }
+  const std::size_t by_bytes = std::max<std::size_t>(1, max_bytes * k / cycle_bytes);
+  capacity_ = std::clamp<std::size_t>(by_bytes, 1, std::max<std::size_t>(max_frames, 1));
+  const std::size_t frames = capacity_ + k - 1;
+  bytes_.reserve(frames * (cycle_bytes / k + k));
+  for (std::size_t j = 0; j < frames; ++j) {
+    frame_at_.push_back(bytes_.size());
+    header_at_.push_back(bytes_.size() + protocol::header_size + addresses_[j % k].size());
+    bytes_ += cycle[j % k];
+  }
+  frame_at_.push_back(bytes_.size());
+}
+
+std::string_view frame_batch::next(std::size_t n, std::uint64_t send_ns) noexcept {
+  const std::size_t k = addresses_.size();
+  const auto first = static_cast<std::size_t>(stamped_ % k);
+  n = std::clamp<std::size_t>(n, 1, capacity_);
+  std::size_t stream = first;
+  for (std::size_t j = first; j < first + n; ++j) {
+    store_header(bytes_.data() + header_at_[j],
+                 payload_header{send_ns, next_sequence_[stream]++,
+                                static_cast<std::uint8_t>(stream), sender_});
+    if (++stream == k) stream = 0;
+  }
+  stamped_ += n;
+  return {bytes_.data() + frame_at_[first], frame_at_[first + n] - frame_at_[first]};
+}
+
+}  // namespace gatewayd::traffic

@@ -1,0 +1,48 @@
+// A sender's frames, encoded once and stamped in place before each write: frame i of the
+// sender goes to address i mod k and is numbered in stream i mod k (mixed-address traffic).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gatewayd::traffic {
+
+class frame_batch {
+ public:
+  // `addresses`: 1..max_streams valid GWP/1 addresses (one is a plain single-address sender);
+  // `payload_size` >= header_size. One next() returns at most `max_frames` frames and about
+  // `max_bytes` (at least one frame).
+  frame_batch(std::vector<std::string> addresses, std::size_t payload_size, std::uint16_t sender,
+              std::size_t max_frames = 4096, std::size_t max_bytes = 256 * 1024);
+
+  // How many frames one next() may stamp.
+  std::size_t capacity() const noexcept { return capacity_; }
+  std::size_t streams() const noexcept { return addresses_.size(); }
+  std::uint16_t sender() const noexcept { return sender_; }
+
+  // Stamps the next n (1..capacity()) frames with `send_ns` and the next sequence number of
+  // their stream, and returns their encoded bytes, back to back. A write that fails leaves
+  // those numbers used: the receiver counts the frames as lost.
+  std::string_view next(std::size_t n, std::uint64_t send_ns) noexcept;
+
+  // Sequence numbers stamped so far in `stream` (its next frame's number).
+  std::uint64_t stamped(std::size_t stream) const noexcept { return next_sequence_[stream]; }
+  std::uint64_t stamped_total() const noexcept { return stamped_; }
+
+ private:
+  std::vector<std::string> addresses_;
+  std::uint16_t sender_;
+  std::size_t capacity_ = 1;
+  // Frames for streams 0..k-1 repeated, capacity + k - 1 of them, so a batch can start at any
+  // stream: frame j starts at frame_at_[j]; its payload header at header_at_[j].
+  std::string bytes_;
+  std::vector<std::size_t> frame_at_;
+  std::vector<std::size_t> header_at_;
+  std::vector<std::uint64_t> next_sequence_;
+  std::uint64_t stamped_ = 0;
+};
+
+}  // namespace gatewayd::traffic
