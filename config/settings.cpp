@@ -74,6 +74,7 @@ constexpr std::array table{
     field<&c::max_queued_bytes>("gateway", "max_queued_bytes", restart),
     field<&c::allow>("gateway", "allow", restart),
     field<&c::consumer_drain>("gateway", "consumer_drain", restart),
+    field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),
     field<&c::metrics_listen>("metrics", "listen", restart),
     field<&c::metrics_enabled>("metrics", "enabled", restart),
     field<&c::log_level>("log", "level", live),

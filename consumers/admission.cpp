@@ -1,5 +1,7 @@
 #include "consumers/admission.hpp"
 
+#include <algorithm>
+
 namespace gatewayd::consumers {
 namespace {
 
@@ -21,11 +23,11 @@ class admitter {
 
   admission& result() noexcept { return a_; }
 
-  void offer(const frame_slice& f) {
+  void offer(const frame_slice& f, bool congested) {
     // `reserved`: the frame's bytes are held in the budget (and must be given back if it goes).
     bool reserved = batch_reserved_;
     bool keep = false;
-    switch (limits_.policy) {
+    switch (congested ? limits_.policy : overflow_policy::backpressure) {
       case overflow_policy::drop_oldest:
         keep = drop_oldest(f, reserved);
         break;
@@ -146,18 +148,44 @@ class admitter {
 }  // namespace
 
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
-                queue_budget* budget, protocol::release_batch& refused) {
+                queue_budget* budget, bool congested, protocol::release_batch& refused) {
   std::uint64_t batch_bytes = 0;
   for (const auto& f : frames)
     batch_bytes += f.size;
   admitter a(queue, limits, budget, refused, batch_bytes);
   for (const auto& f : frames)
-    a.offer(f);
+    a.offer(f, congested);
   return a.result();
 }
 
 bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept {
   return queue.size() >= limits.capacity || (limits.byte_cap && queue.bytes() >= limits.byte_cap);
+}
+
+namespace {
+
+// Four batches of a gathered write: enough that a writer never runs dry while its suppliers
+// are paused and resumed, few enough that a healthy consumer's queue stays short.
+constexpr std::size_t high_water_frames = 4 * write_batch::max_frames;
+constexpr std::uint64_t high_water_bytes = 4 * write_batch::max_bytes;
+
+std::size_t high_frames(const queue_limits& l) noexcept {
+  return std::max<std::size_t>(1, std::min<std::size_t>(high_water_frames, l.capacity / 2));
+}
+std::uint64_t high_bytes(const queue_limits& l) noexcept {
+  return std::max<std::uint64_t>(
+      1, l.byte_cap ? std::min(high_water_bytes, l.byte_cap / 2) : high_water_bytes);
+}
+
+}  // namespace
+
+bool above_high_water(const frame_queue& queue, const queue_limits& limits) noexcept {
+  return queue.size() >= high_frames(limits) || queue.bytes() >= high_bytes(limits);
+}
+
+bool below_low_water(const frame_queue& queue, const queue_limits& limits) noexcept {
+  return queue.size() < std::max<std::size_t>(1, high_frames(limits) / 2) &&
+         queue.bytes() < std::max<std::uint64_t>(1, high_bytes(limits) / 2);
 }
 
 }  // namespace gatewayd::consumers

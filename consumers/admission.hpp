@@ -11,6 +11,7 @@
 #include "consumers/frame_queue.hpp"
 #include "consumers/overflow_policy.hpp"
 #include "consumers/queue_budget.hpp"
+#include "consumers/write_batch.hpp"
 #include "protocol/frame_chunk.hpp"
 
 namespace gatewayd::consumers {
@@ -35,10 +36,23 @@ struct admission {
 // in `budget` (the gateway-wide byte cap; may be null) until it is sent or dropped. The budget
 // is reserved for the whole batch at once; only when that fails (the gateway is near its cap)
 // does each frame reserve its own bytes, so the shared counter is touched once per batch.
+//
+// The policy drops frames only for a `congested` consumer: one that is not connected, or
+// whose socket refused bytes since its queue was last empty. A consumer that takes everything
+// it is given loses nothing: what queues up behind it is the gateway's own lag (its threads
+// read faster than they write), so every frame is queued, past the limits and the budget if
+// need be, and the caller pauses the suppliers at the high-water mark instead.
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
-                queue_budget* budget, protocol::release_batch& refused);
+                queue_budget* budget, bool congested, protocol::release_batch& refused);
 
 // True when the queue is at its frame or byte limit (backpressure then pauses suppliers).
 bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept;
+
+// The gateway's own marks for a consumer that keeps up: past the high one the gateway pauses
+// the suppliers feeding it, below the low one (half of it) it resumes them. A few batches'
+// worth, and never more than half the queue limits, so the queue stays short (latency, memory)
+// and the limits are never what stops a healthy consumer's frames.
+bool above_high_water(const frame_queue& queue, const queue_limits& limits) noexcept;
+bool below_low_water(const frame_queue& queue, const queue_limits& limits) noexcept;
 
 }  // namespace gatewayd::consumers

@@ -15,6 +15,7 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
       capacity_view_(spec.queue_capacity),
       policy_view_(spec.overflow),
       link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max), *this),
+      grace_timer_(strand_),
       drain_timer_(strand_) {
   if (opts_.drain == drain_model::mutex) {
     drain_ = std::make_unique<mutex_drain>(*this);
@@ -77,7 +78,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         refused.add(f.chunk);
       a.drops[static_cast<std::size_t>(drop_reason::removed)] = frames.size();
     } else {
-      a = admit(queue_, frames, limits_, opts_.budget, refused);
+      a = admit(queue_, frames, limits_, opts_.budget, congested_, refused);
       if (a.slow && connected_) {
         // No write may start on the doomed connection from here on; the strand drops it, and
         // a batch being written is discarded when it comes back.
@@ -85,8 +86,11 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         slow_conn = conn_;
         if (writing_) discard_in_flight_ = true;
       }
-      if (limits_.policy == overflow_policy::backpressure &&
-          (at_limit(queue_, limits_) || a.over_budget)) {
+      // Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the
+      // gateway's own high-water mark, where the gateway, not the consumer, is behind.
+      const bool backpressure = limits_.policy == overflow_policy::backpressure &&
+                                (at_limit(queue_, limits_) || a.over_budget);
+      if (backpressure || (!congested_ && above_high_water(queue_, limits_))) {
         result.pause_supplier = true;
         paused_.add(listener);
       }
@@ -120,9 +124,41 @@ bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn) {
     publish_depth_locked();
     return true;
   }
+  // Caught up with everything on a live connection: from here on the consumer keeps up again.
+  if (connected_ && congested_) {
+    congested_ = false;
+    stats_.congested.store(false, std::memory_order_relaxed);
+  }
   writing_ = false;
   discard_in_flight_ = false;
   return false;
+}
+
+void consumer::socket_refused() {
+  if (stuck_) return;
+  stuck_ = true;
+  grace_timer_.expires_after(opts_.slow_after);
+  grace_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
+    if (!ec && self->stuck_) self->fell_behind();
+  });
+}
+
+void consumer::caught_up() {
+  if (!stuck_) return;
+  stuck_ = false;
+  grace_timer_.cancel();
+}
+
+void consumer::fell_behind() {
+  stats_.congested.store(true, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(mutex_);
+    congested_ = true;
+    // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
+    // one, and its overflow policy deals with it from here on (backpressure keeps its own).
+    if (below_low_water_locked()) paused_.release_locked();
+  }
+  paused_.resume_released();
 }
 
 void consumer::settle_rest(write_batch& batch) {
@@ -168,24 +204,26 @@ void consumer::on_link_up(std::uint64_t conn) {
     conn_ = conn;
     connected_ = true;
     // A write of the previous connection still on its way back (aborted) resumes the drain
-    // itself when it returns.
+    // itself when it returns. What waited meanwhile keeps the consumer congested until it is
+    // written out.
     if (!writing_ && !queue_.empty()) {
       writing_ = true;
       start = true;
     }
+    if (queue_.empty()) congested_ = false;
+    stats_.congested.store(congested_, std::memory_order_relaxed);
   }
-  if (start) {
-    drain_->resume(conn);
-  } else {
-    check_drain();
-  }
+  drain_->on_link_up(start);
+  if (!start) check_drain();
 }
 
 void consumer::on_link_down() {
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
+    congested_ = true;
   }
+  stats_.congested.store(true, std::memory_order_relaxed);
   drain_->release_socket();
 }
 
@@ -214,11 +252,14 @@ void consumer::reconfigure(const consumer_spec& spec) {
 // Backpressure
 
 bool consumer::below_low_water_locked() const noexcept {
-  // Suppliers paused on this consumer are released when it stops taking frames (closing) or
-  // stops pausing (a reload changed the policy), else once the queue is down to half.
-  if (closing_ || limits_.policy != overflow_policy::backpressure) return true;
-  const std::size_t low_water = std::max<std::size_t>(limits_.capacity / 2, 1);
-  return queue_.size() < low_water &&
+  // Suppliers paused on this consumer are released when it stops taking frames (closing);
+  // when the gateway had caught up with it, or it stopped keeping up (then its policy
+  // applies); and, under backpressure, once the queue is down to half its limits.
+  if (closing_) return true;
+  const bool caught_up = congested_ || below_low_water(queue_, limits_);
+  if (limits_.policy != overflow_policy::backpressure) return caught_up;
+  const std::size_t half = std::max<std::size_t>(limits_.capacity / 2, 1);
+  return caught_up && queue_.size() < half &&
          (limits_.byte_cap == 0 || queue_.bytes() < limits_.byte_cap / 2);
 }
 

@@ -36,6 +36,12 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
     std::chrono::milliseconds reconnect_max{30000};
     queue_budget* budget = nullptr;  // gateway-wide byte cap shared by all consumers; may be null
     drain_model drain = drain_model::strand;
+    // How long a consumer whose socket is full may take to catch up (empty its queue) before
+    // it counts as slow and its overflow policy applies; until then the gateway holds its
+    // frames and pauses the suppliers feeding it at the high-water mark. Longer than a busy
+    // machine keeps a reader off the CPU, short enough that the suppliers' TCP buffers hold
+    // what they send meanwhile.
+    std::chrono::milliseconds slow_after{100};
   };
 
   struct put_result {
@@ -85,6 +91,11 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // For the drains. Under mutex_: the next batch into `batch` (and the connection it is for),
   // or false after giving up the writer role when there is nothing to send or nowhere to.
   bool take_batch_locked(write_batch& batch, std::uint64_t& conn);
+  // Strand. The socket took less than it was given: unless the consumer catches up (its queue
+  // empties) within options::slow_after, it is slow, and its overflow policy applies.
+  void socket_refused();
+  void caught_up();
+  void fell_behind();
   // After a write ended (completed, cut or failed): the unsent rest goes back to the queue, or
   // away if the disconnect policy fired meanwhile.
   void settle_rest(write_batch& batch);
@@ -119,7 +130,11 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   bool writing_ = false;            // the writer role is taken (strand model)
   bool closing_ = false;            // drain_and_close() was called: puts are refused
   bool discard_in_flight_ = false;  // the disconnect policy fired during a write
-  std::uint64_t conn_ = 0;          // the connection writes go to
+  // Not connected, or its socket has refused bytes for options::slow_after without the queue
+  // emptying since: only then does the overflow policy drop (admission.hpp). Until then the
+  // gateway holds its frames and pauses the suppliers at the high-water mark.
+  bool congested_ = true;
+  std::uint64_t conn_ = 0;  // the connection writes go to
   paused_suppliers paused_;
 
   // Read without the lock by capacity() and policy().
@@ -129,6 +144,10 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // The parts.
   consumer_link link_;            // strand-only
   std::unique_ptr<drain> drain_;  // the model's writer
+
+  // Strand-only: the socket refused bytes and the queue has not emptied since.
+  bool stuck_ = false;
+  asio::steady_timer grace_timer_;
 
   // drain_and_close, strand-only.
   struct closing_state {

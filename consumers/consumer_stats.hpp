@@ -35,6 +35,8 @@ struct consumer_stats {
   std::atomic<std::uint64_t> sent_bytes{0};
   std::atomic<std::uint64_t> reconnects{0};
   std::atomic<bool> connected{false};
+  // Not connected, or behind for longer than slow_consumer_ms: its overflow policy applies.
+  std::atomic<bool> congested{true};
   std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped{};
   // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total):
   // waiting for its locks (the queue lock in put(); the writer mutex of the "mutex" drain

@@ -17,8 +17,9 @@ class drain {
   // Frames are waiting on a connected consumer: write them. Any thread; put() calls it
   // outside the consumer's lock, after taking the writer role for the strand model.
   virtual void start() = 0;
-  // Strand: connection `conn` came up and the writer role was taken for what waited.
-  virtual void resume(std::uint64_t conn) = 0;
+  // Strand: a connection came up; `frames_waiting`: the writer role was taken for what
+  // queued while the link was down.
+  virtual void on_link_up(bool frames_waiting) = 0;
   // Strand: the socket is about to close; a writer still inside it must let go first.
   virtual void release_socket() = 0;
 };

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "consumers/consumer.hpp"
+#include "consumers/gathered_send.hpp"
 
 namespace gatewayd::consumers {
 namespace {
@@ -36,9 +37,10 @@ void mutex_drain::start() {
     if (!more) break;
     std::error_code ec;
     const auto t0 = std::chrono::steady_clock::now();
-    // Blocks until the kernel took it all (Asio polls for writability on a full buffer), or
+    // Blocks until the kernel took it all (waiting for writability on a full buffer), or
     // fails when the strand shuts the socket down (release_socket).
-    const std::size_t n = asio::write(c_.link_.socket(), batch_.unwritten(), ec);
+    const std::size_t n =
+        gathered_send_all(c_.link_.socket().native_handle(), batch_.unwritten(), ec);
     write_ns += nanoseconds_since(t0);
     c_.count_sent(batch_.written(n));
     c_.settle_rest(batch_);
@@ -64,7 +66,8 @@ void mutex_drain::start() {
   }
 }
 
-void mutex_drain::resume(std::uint64_t /*conn*/) {
+void mutex_drain::on_link_up(bool frames_waiting) {
+  if (!frames_waiting) return;
   asio::post(c_.strand_.get_inner_executor(), [self = c_.shared_from_this(), this] { start(); });
 }
 

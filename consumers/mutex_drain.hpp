@@ -21,7 +21,7 @@ class mutex_drain final : public drain {
   void start() override;
   // What queued while the link was down is written off the strand (on any pool thread), so a
   // blocking write never holds up the strand's timers.
-  void resume(std::uint64_t conn) override;
+  void on_link_up(bool frames_waiting) override;
   // Wakes a writer blocked on a full send buffer (its write fails with EPIPE), then waits for
   // it to let go: closing under its feet could hand the descriptor number to another socket.
   void release_socket() override;

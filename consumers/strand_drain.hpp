@@ -1,5 +1,6 @@
-// The strand drain model (the design): one writer at a time on the consumer's strand writes the
-// queue with gathered writes that never block a thread; put() only starts it when none runs.
+// The strand drain model (the design): one writer at a time, on the consumer's strand, writes the
+// queue with gathered non-blocking writes; when the strand is idle it runs at once in the thread
+// that queued the frames.
 #pragma once
 
 #include <cstdint>
@@ -14,18 +15,28 @@ class consumer;
 
 class strand_drain final : public drain {
  public:
+  // What one turn writes at most before it yields the thread (posts the rest of its work to
+  // the strand): a reading thread that found a consumer idle writes for it, but not forever
+  // while other suppliers keep that consumer's queue full.
+  static constexpr std::uint64_t turn_bytes = 4 * write_batch::max_bytes;
+
   explicit strand_drain(consumer& c) noexcept : c_(c) {}
 
   bool writer_per_caller() const noexcept override { return false; }
+  // Dispatched, not posted: when the consumer's strand is idle the drain runs right here, in
+  // the thread that read and routed the frames, so a frame reaches the consumer's socket
+  // without waking another thread; when the strand is busy it queues there.
   void start() override;
-  void resume(std::uint64_t conn) override;
+  void on_link_up(bool frames_waiting) override;
   void release_socket() override {}  // nothing writes outside the strand
 
  private:
-  // Strand, with the writer role: the next batch, or give the role up.
-  void next();
-  void write();
-  void on_written(std::error_code ec, std::size_t n);
+  // Strand, with the writer role: writes until the queue is empty, the socket refuses more
+  // (then waits for it to be writable) or the turn is spent.
+  void run();
+  // The next batch, or false after giving the writer role up.
+  bool next_batch();
+  void wait_writable();
 
   consumer& c_;
   write_batch batch_;       // strand-only

@@ -13,18 +13,16 @@ frame_counts write_batch::fill(frame_queue& queue) {
   return taken;
 }
 
-std::span<const asio::const_buffer> write_batch::unwritten() {
+std::span<const iovec> write_batch::unwritten() {
   buffers_.clear();
   const frame_slice* prev = nullptr;
   for (std::size_t i = next_; i < frames_.size(); ++i) {
     const frame_slice& f = frames_[i];
     if (prev && prev->adjacent(f)) {
-      const asio::const_buffer last = buffers_.back();
-      buffers_.back() = asio::const_buffer(last.data(), last.size() + f.size);
-    } else if (i == next_) {
-      buffers_.emplace_back(f.data() + cut_, f.size - cut_);
+      buffers_.back().iov_len += f.size;
     } else {
-      buffers_.emplace_back(f.data(), f.size);
+      const std::size_t skip = i == next_ ? cut_ : 0;
+      buffers_.push_back({const_cast<char*>(f.data()) + skip, f.size - skip});
     }
     prev = &f;
   }

@@ -2,7 +2,8 @@
 // settled as the socket takes their bytes. Both drain models write through it.
 #pragma once
 
-#include <asio.hpp>
+#include <sys/uio.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -37,7 +38,7 @@ class write_batch {
   frame_counts fill(frame_queue& queue);
   // What is left to write, neighbouring slices of one chunk merged into one iovec (a
   // supplier's read, routed here in a row, is one buffer). Valid until the batch changes.
-  std::span<const asio::const_buffer> unwritten();
+  std::span<const iovec> unwritten();
   // The socket took `n` more bytes: the frames now written whole are released and returned
   // (to be counted as sent and their budget given back).
   frame_counts written(std::size_t n);
@@ -54,7 +55,7 @@ class write_batch {
   std::uint64_t bytes_ = 0;          // of all frames in the batch
   std::uint64_t written_ = 0;        // bytes the socket took so far
   std::uint32_t cut_ = 0;            // bytes of frames_[next_] already written
-  std::vector<asio::const_buffer> buffers_;
+  std::vector<iovec> buffers_;
 };
 
 }  // namespace gatewayd::consumers

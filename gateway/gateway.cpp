@@ -73,6 +73,7 @@ void gateway::publish_routing(const config::routes_config& routes,
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
+  options.slow_after = service_.slow_consumer;
   options.budget = &budget_;
   options.drain = service_.consumer_drain;
 

@@ -31,6 +31,12 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
   auto connected =
       family("gatewayd_consumer_connected",
              "1 while the gateway has a connection to the consumer, else 0.", MetricType::Gauge);
+  auto congested =
+      family("gatewayd_consumer_congested",
+             "1 while the consumer is not connected or has not caught up for slow_consumer_ms: its "
+             "overflow policy applies. 0 while it takes what it is given (the gateway then pauses "
+             "suppliers rather than drop).",
+             MetricType::Gauge);
   auto sent = family("gatewayd_consumer_messages_sent_total",
                      "Frames written whole to the consumer's connection.", MetricType::Counter);
   auto sent_bytes = family("gatewayd_consumer_bytes_sent_total",
@@ -54,6 +60,8 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_sample(capacity, c->capacity(), {{"consumer", n}});
       add_sample(connected, st.connected.load(std::memory_order_relaxed) ? 1 : 0,
                  {{"consumer", n}});
+      add_sample(congested, st.congested.load(std::memory_order_relaxed) ? 1 : 0,
+                 {{"consumer", n}});
       add_sample(sent, value(st.sent_frames), {{"consumer", n}});
       add_sample(sent_bytes, value(st.sent_bytes), {{"consumer", n}});
       add_sample(reconnects, value(st.reconnects), {{"consumer", n}});
@@ -66,8 +74,8 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       }
     }
   }
-  for (auto* f :
-       {&depth, &bytes, &capacity, &connected, &sent, &sent_bytes, &dropped, &reconnects, &blocked})
+  for (auto* f : {&depth, &bytes, &capacity, &connected, &congested, &sent, &sent_bytes, &dropped,
+                  &reconnects, &blocked})
     out.push_back(std::move(*f));
 }
 

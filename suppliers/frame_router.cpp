@@ -29,7 +29,7 @@ bool frame_router::route(std::string_view address, const protocol::frame_slice& 
   }
   const auto& result = last_result_;
   if (slice.chunk != refs_chunk_) {
-    take_refs();
+    hold();
     refs_chunk_ = slice.chunk;
   }
   for (const routing::consumer_index i : result.consumers) {
@@ -41,7 +41,7 @@ bool frame_router::route(std::string_view address, const protocol::frame_slice& 
   return result.matched;
 }
 
-void frame_router::take_refs() noexcept {
+void frame_router::hold() noexcept {
   if (pending_refs_) refs_chunk_->add_refs(pending_refs_);
   pending_refs_ = 0;
 }
@@ -49,7 +49,7 @@ void frame_router::take_refs() noexcept {
 frame_router::flush_result frame_router::flush(
     const std::shared_ptr<consumers::flow_control_listener>& listener) {
   // References first: a consumer may send and release a frame before put() even returns.
-  take_refs();
+  hold();
   refs_chunk_ = nullptr;
   flush_result r;
   for (const routing::consumer_index i : touched_) {

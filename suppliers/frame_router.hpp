@@ -25,17 +25,21 @@ class frame_router {
   // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
   bool route(std::string_view address, const protocol::frame_slice& slice);
 
+  // Takes the chunk references the frames routed so far need. Call before the stream may let
+  // go of their chunk (its next read): until then they are only counted.
+  void hold() noexcept;
+
   struct flush_result {
-    bool pause = false;  // some backpressure consumer asked the supplier to stop reading
+    bool pause = false;  // some consumer asked the supplier to stop reading
   };
-  // Takes the chunk references the batches need and hands every consumer its batch.
+  // Takes the references still pending and hands every consumer its batch: one put() per
+  // consumer for everything routed since the last flush, however many reads that spans.
   flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener);
 
   std::uint64_t table_version() const noexcept { return snapshot_ ? snapshot_->version : 0; }
 
  private:
   void refresh(const route_snapshot_holder& routes);
-  void take_refs() noexcept;
 
   const route_snapshot_holder* holder_ = nullptr;
   std::shared_ptr<const route_snapshot> snapshot_;

@@ -14,6 +14,7 @@
 
 namespace gatewayd::suppliers {
 
+class frame_router;
 class session_registry;
 
 // What every session shares, owned by the gateway and outliving all sessions.
@@ -66,9 +67,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void read_and_route();
   void read_for_handoff();
   void on_handoff_done();
-  // Parses every whole frame the stream holds and routes it (on whichever thread owns the
-  // stream: the strand, or the worker it was handed to). Counts frames and unroutable ones.
-  routed route_read();
+  // Parses every whole frame the stream holds and routes it into `router` (on whichever thread
+  // owns the stream: the strand, or the worker it was handed to), holding the chunk references
+  // the frames need. Counts frames and unroutable ones.
+  routed route_frames(frame_router& router);
+  // Hands the consumers what was routed; true when one of them asks us to pause.
+  bool flush(frame_router& router);
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
   void closed_by_peer();

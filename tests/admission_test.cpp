@@ -38,10 +38,11 @@ struct frames {
   std::uint32_t queued_refs() const { return chunk->refs() - 1; }
 };
 
+// As a consumer that stopped keeping up (its socket refused bytes) admits: the policy applies.
 admission put(frame_queue& q, std::span<const frame_slice> f, const queue_limits& l,
               queue_budget* budget = nullptr) {
   release_batch refused;
-  return admit(q, f, l, budget, refused);
+  return admit(q, f, l, budget, true, refused);
 }
 
 std::uint32_t front_offset(const frame_queue& q) {
@@ -178,6 +179,60 @@ BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_c
   BOOST_TEST(budget.used() == 1100u);
   budget.release(other.clear().bytes + third.clear().bytes);
   BOOST_TEST(budget.used() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_consumer_that_keeps_up_loses_nothing_whatever_its_policy) {
+  for (const auto policy : {overflow_policy::drop_oldest, overflow_policy::drop_newest,
+                            overflow_policy::disconnect, overflow_policy::backpressure}) {
+    BOOST_TEST_CONTEXT("policy " << to_string(policy)) {
+      queue_budget budget(500);
+      frames f;
+      frame_queue q;
+      const queue_limits l{.capacity = 4, .byte_cap = 300, .policy = policy};
+      release_batch refused;
+      // Past the frame limit, the byte cap and the global budget: the gateway is behind, not
+      // the consumer, so all of it queues (the caller pauses the suppliers instead).
+      const auto a = admit(q, f.make(8), l, &budget, false, refused);
+      BOOST_TEST(a.queued == 8u);
+      for (const auto d : a.drops)
+        BOOST_TEST(d == 0u);
+      BOOST_TEST(!a.slow);
+      BOOST_TEST(a.over_budget);
+      BOOST_TEST(budget.used() == 800u);
+      BOOST_TEST(above_high_water(q, l));
+      budget.release(q.clear().bytes);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(high_and_low_water_stay_within_half_the_limits) {
+  frames f;
+  frame_queue q;
+  // Large limits: a few batches' worth (4,096 frames or 4 MiB) is the high-water mark.
+  const queue_limits big{.capacity = 1000000};
+  for (int i = 0; i < 40; ++i)
+    put(q, f.make(100, 10), big);
+  BOOST_TEST(!above_high_water(q, big));
+  BOOST_TEST(!below_low_water(q, big));  // 4,000 frames: above the low mark of 2,048
+  put(q, f.make(96, 10), big);
+  BOOST_TEST(above_high_water(q, big));
+  // Small limits: half the capacity, half the byte cap.
+  frame_queue small;
+  const queue_limits tight{.capacity = 10, .byte_cap = 10000};
+  put(small, f.make(4), tight);
+  BOOST_TEST(!above_high_water(small, tight));
+  BOOST_TEST(!below_low_water(small, tight));
+  put(small, f.make(1), tight);
+  BOOST_TEST(above_high_water(small, tight));
+  for (int i = 0; i < 3; ++i)
+    small.drop_front();
+  BOOST_TEST(!below_low_water(small, tight));  // 2 frames: the low mark is half of 5
+  small.drop_front();
+  BOOST_TEST(below_low_water(small, tight));
+  const queue_limits bytes{.capacity = 100, .byte_cap = 600};
+  frame_queue by_bytes;
+  put(by_bytes, f.make(3), bytes);
+  BOOST_TEST(above_high_water(by_bytes, bytes));  // 300 bytes: half the byte cap
 }
 
 BOOST_AUTO_TEST_CASE(enum_names_round_trip) {

@@ -33,6 +33,7 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.max_queued_bytes", "max_queued_bytes = 2097152"},
     {"gateway.allow", "allow = [\"10.0.0.0/8\"]"},
     {"gateway.consumer_drain", "consumer_drain = \"mutex\""},
+    {"gateway.slow_consumer_ms", "slow_consumer_ms = 750"},
     {"metrics.listen", "listen = \"127.0.0.1:9999\""},
     {"metrics.enabled", "enabled = false"},
     {"log.level", "level = \"debug\""},

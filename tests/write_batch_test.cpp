@@ -43,8 +43,8 @@ BOOST_AUTO_TEST_CASE(neighbours_of_one_chunk_are_one_iovec) {
   BOOST_TEST(q.queue.empty());
   const auto iov = batch.unwritten();
   BOOST_REQUIRE(iov.size() == 1u);
-  BOOST_TEST(iov[0].size() == 1000u);
-  BOOST_TEST(iov[0].data() == q.a->data());
+  BOOST_TEST(iov[0].iov_len == 1000u);
+  BOOST_TEST(iov[0].iov_base == q.a->data());
 
   queued_frames mixed(10, 100, true);
   write_batch other;
@@ -76,8 +76,8 @@ BOOST_AUTO_TEST_CASE(written_releases_whole_frames_and_continues_a_cut_one) {
   BOOST_TEST(q.a->refs() == 4u);
   const auto iov = batch.unwritten();
   BOOST_REQUIRE(iov.size() == 1u);
-  BOOST_TEST(iov[0].data() == q.a->data() + 250);  // the third frame, from its cut
-  BOOST_TEST(iov[0].size() == 250u);
+  BOOST_TEST(iov[0].iov_base == q.a->data() + 250);  // the third frame, from its cut
+  BOOST_TEST(iov[0].iov_len == 250u);
   BOOST_TEST(batch.unwritten_bytes() == 250u);
   BOOST_TEST(batch.written(50).frames == 1u);  // the cut frame is complete now
   BOOST_TEST(batch.written(200).frames == 2u);

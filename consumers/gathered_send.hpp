@@ -1,0 +1,23 @@
+// One gathered write of a whole batch with sendmsg(2): up to IOV_MAX buffers in one syscall.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <span>
+#include <system_error>
+
+namespace gatewayd::consumers {
+
+// Asio's write_some hands the kernel at most 64 buffers per call; a batch of mixed-address
+// traffic has one buffer per frame (its neighbours in the chunk went to other consumers), so
+// Asio would cut it into pieces of 64 frames, a syscall and a reader wake-up each. This sends
+// up to IOV_MAX (1,024 on Linux, write_batch's frame limit) at once. Never blocks on a
+// non-blocking socket (would_block instead), never raises SIGPIPE. Returns the bytes taken.
+std::size_t gathered_send(int fd, std::span<const iovec> buffers, std::error_code& ec) noexcept;
+
+// The same, waiting for room while the socket is full (the mutex drain model's blocking write):
+// returns once everything is written or the socket failed.
+std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error_code& ec);
+
+}  // namespace gatewayd::consumers
