@@ -23,7 +23,8 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
                    service_.idle_timeout},
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
-      watchdog_(executor_, notify_) {
+      watchdog_(executor_, notify_),
+      log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
@@ -130,6 +131,7 @@ void gateway::run() {
   }
   acceptor_->start();
   watchdog_.start();
+  log_flush_.start();
   if (watchdog_.period().count()) {
     GW_LOG(info)
         << "systemd watchdog: pinging every "
@@ -140,6 +142,8 @@ void gateway::run() {
   notify_.ready(serving_status());
   model_->start();
   model_->join();
+  // What the rate limits still hold back, whether or not its second is over.
+  log::flush_suppressed(log::rate_limit::clock::time_point::max());
   GW_LOG(info) << "gatewayd stopped";
 }
 
@@ -199,6 +203,7 @@ void gateway::finish_shutdown() {
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
   watchdog_.stop();
+  log_flush_.stop();
   // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
   // runs out of work and the pool's threads leave on their own.
 }

@@ -21,6 +21,7 @@
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
+#include "runtime/periodic_timer.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
@@ -84,6 +85,7 @@ class gateway {
   runtime::strand control_;  // reloads and shutdown, one at a time
   systemd_notify notify_;
   watchdog watchdog_;
+  runtime::periodic_timer log_flush_;  // reports rate-limited log lines held back
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
   std::unique_ptr<metrics::metrics_server> metrics_;
