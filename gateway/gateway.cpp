@@ -16,6 +16,7 @@ namespace gatewayd::gateway {
 
 gateway::gateway(config::service_config service, const config::routes_config& routes)
     : service_(std::move(service)),
+      started_from_(stamp_files({service_.config_file, service_.routes_file})),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
       budget_(service_.max_queued_bytes),
@@ -124,6 +125,7 @@ void gateway::run() {
   wait_for_signal();
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
+    watcher_->reading(std::move(started_from_));
     watcher_->watch({service_.config_file, service_.routes_file});
   } catch (const std::exception& e) {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
@@ -155,6 +157,7 @@ void gateway::wait_for_signal() {
 
 void gateway::on_signal(int signo) {
   if (signo == SIGHUP) {
+    if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
     do_reload("SIGHUP");
     return wait_for_signal();
   }

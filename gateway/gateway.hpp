@@ -71,6 +71,7 @@ class gateway {
   std::string serving_status() const;
 
   config::service_config service_;
+  file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
@@ -85,7 +86,7 @@ class gateway {
   runtime::strand control_;  // reloads and shutdown, one at a time
   systemd_notify notify_;
   watchdog watchdog_;
-  runtime::periodic_timer log_flush_;  // reports rate-limited log lines held back
+  runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
   std::unique_ptr<metrics::metrics_server> metrics_;
