@@ -24,6 +24,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
                    service_.idle_timeout},
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
+      signal_strand_(runtime::make_strand(executor_)),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
@@ -150,19 +151,26 @@ void gateway::run() {
 }
 
 void gateway::wait_for_signal() {
-  signals_.async_wait(asio::bind_executor(control_, [this](std::error_code ec, int signo) {
+  signals_.async_wait(asio::bind_executor(signal_strand_, [this](std::error_code ec, int signo) {
     if (!ec) on_signal(signo);
   }));
 }
 
+// On signal_strand_. At most one reload runs (on control_) and one waits: a SIGHUP that finds
+// one waiting is served by it, since that one reads the files after this signal came.
 void gateway::on_signal(int signo) {
   if (signo == SIGHUP) {
-    if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
-    do_reload("SIGHUP");
+    if (!reload_queued_.exchange(true)) {
+      asio::post(control_, [this] {
+        reload_queued_.store(false);
+        if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
+        do_reload("SIGHUP");
+      });
+    }
     return wait_for_signal();
   }
   GW_LOG(info) << "received " << (signo == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
-  begin_shutdown();
+  asio::post(control_, [this] { begin_shutdown(); });
 }
 
 void gateway::shutdown() {

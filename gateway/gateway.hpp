@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -84,6 +85,10 @@ class gateway {
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
   runtime::strand control_;  // reloads and shutdown, one at a time
+  // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
+  // as fast as it comes and folds into the one reload queued (reload_queued_).
+  runtime::strand signal_strand_;
+  std::atomic<bool> reload_queued_{false};
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
