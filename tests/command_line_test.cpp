@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -223,6 +224,21 @@ BOOST_AUTO_TEST_CASE(check_of_a_missing_file) {
   const auto r = run_gatewayd({"--check", "--config", "/nonexistent/gatewayd.toml"});
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(r.err == "/nonexistent/gatewayd.toml: cannot open file: No such file or directory\n");
+}
+
+// A FIFO where the routes file should be must not hang `--check` (nor ExecStartPre with it).
+BOOST_AUTO_TEST_CASE(check_refuses_a_fifo_without_blocking) {
+  char pattern[] = "/tmp/command_line_test.XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(pattern) != nullptr);
+  const fs::path dir{pattern};
+  std::ofstream{dir / "gatewayd.toml"} << "[gateway]\nroutes_file = \"routes.toml\"\n";
+  BOOST_REQUIRE(::mkfifo((dir / "routes.toml").c_str(), 0600) == 0);
+  const auto r = run_gatewayd({"--check", "--config", (dir / "gatewayd.toml").string()},
+                              std::chrono::seconds(5));
+  fs::remove_all(dir);
+  BOOST_TEST(r.exit_code == 1, "exit " << r.exit_code << " (-1: still blocked after 5 s)");
+  BOOST_TEST(r.err == (dir / "routes.toml").string() +
+                          ": not a regular file but a FIFO; refusing to read it\n");
 }
 
 BOOST_AUTO_TEST_CASE(version) {
