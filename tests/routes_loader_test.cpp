@@ -1,20 +1,14 @@
 #define BOOST_TEST_MODULE routing_loader
 #include <boost/test/unit_test.hpp>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <string>
 #include <vector>
 
 #include "config/routes_loader.hpp"
-#include "config/toml_checker.hpp"
 #include "routing/routing_table.hpp"
 
 using namespace gatewayd::config;
@@ -378,68 +372,6 @@ endpoint = "1.2.3.4"
   BOOST_TEST(result.errors[1].to_string() ==
              "routes.toml:3:7: routes[0].to[0]: unknown consumer \"ghost\"");
   BOOST_TEST(result.errors[2].line == 6u);
-}
-
-BOOST_AUTO_TEST_CASE(unreadable_file) {
-  const auto result = load_routes_file("/nonexistent/dir/routes.toml");
-  BOOST_TEST(!result.config.has_value());
-  BOOST_REQUIRE(result.errors.size() == 1u);
-  BOOST_TEST(result.errors[0].to_string() ==
-             "/nonexistent/dir/routes.toml: cannot open file: No such file or directory");
-}
-
-BOOST_AUTO_TEST_CASE(a_directory_is_not_a_file) {
-  const auto result = load_routes_file(std::filesystem::temp_directory_path());
-  BOOST_TEST(!result.config.has_value());
-  BOOST_REQUIRE(result.errors.size() == 1u);
-  BOOST_TEST(result.errors[0].line == 0u);
-  BOOST_TEST(result.errors[0].message.find("Is a directory") != std::string::npos);
-}
-
-BOOST_AUTO_TEST_CASE(an_oversized_file_is_refused_naming_its_size_and_the_cap) {
-  const auto file = std::filesystem::temp_directory_path() /
-                    ("routes_loader_test_big_" + std::to_string(::getpid()) + ".toml");
-  {
-    // Valid TOML (one long comment), just too much of it.
-    std::ofstream out(file, std::ios::binary);
-    out << '#' << std::string(max_config_file_bytes, 'x') << '\n';
-  }
-  const auto result = load_routes_file(file);
-  std::filesystem::remove(file);
-  BOOST_TEST(!result.config.has_value());
-  BOOST_REQUIRE(result.errors.size() == 1u);
-  BOOST_TEST(result.errors[0].to_string() ==
-             file.string() + ": file is " + std::to_string(max_config_file_bytes + 2) +
-                 " bytes, more than the " + std::to_string(max_config_file_bytes) +
-                 " bytes a configuration file may have");
-}
-
-// A FIFO would block the reader until some writer came (start-up, a reload, --check): it is
-// refused at once, without opening it for reading.
-BOOST_AUTO_TEST_CASE(a_fifo_is_refused_without_blocking) {
-  const auto fifo = std::filesystem::temp_directory_path() /
-                    ("routes_loader_test_fifo_" + std::to_string(::getpid()));
-  BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  auto loading = std::async(std::launch::async, [&] { return load_routes_file(fifo); });
-  const bool returned = loading.wait_for(std::chrono::seconds(3)) == std::future_status::ready;
-  if (!returned) {
-    // Release the blocked reader so the test can end: a writer that closes at once.
-    ::close(::open(fifo.c_str(), O_WRONLY | O_NONBLOCK));
-  }
-  const auto result = loading.get();
-  std::filesystem::remove(fifo);
-  BOOST_TEST_REQUIRE(returned, "reading a FIFO blocked");
-  BOOST_REQUIRE(result.errors.size() == 1u);
-  BOOST_TEST(result.errors[0].to_string() ==
-             fifo.string() + ": not a regular file but a FIFO; refusing to read it");
-}
-
-BOOST_AUTO_TEST_CASE(a_device_is_refused) {
-  const auto result = load_routes_file("/dev/null");
-  BOOST_TEST(!result.config.has_value());
-  BOOST_REQUIRE(result.errors.size() == 1u);
-  BOOST_TEST(result.errors[0].to_string() ==
-             "/dev/null: not a regular file but a character device; refusing to read it");
 }
 
 BOOST_AUTO_TEST_CASE(error_format) {
