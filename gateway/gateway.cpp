@@ -16,6 +16,7 @@ namespace gatewayd::gateway {
 
 gateway::gateway(config::service_config service, const config::routes_config& routes)
     : service_(std::move(service)),
+      started_from_(stamp_files({service_.config_file, service_.routes_file})),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
       budget_(service_.max_queued_bytes),
@@ -23,7 +24,9 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
                    service_.idle_timeout},
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
-      watchdog_(executor_, notify_) {
+      signal_strand_(runtime::make_strand(executor_)),
+      watchdog_(executor_, notify_),
+      log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
@@ -124,6 +127,7 @@ void gateway::run() {
   wait_for_signal();
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
+    watcher_->reading(std::move(started_from_));
     watcher_->watch({service_.config_file, service_.routes_file});
   } catch (const std::exception& e) {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
@@ -131,6 +135,7 @@ void gateway::run() {
   }
   acceptor_->start();
   watchdog_.start();
+  log_flush_.start();
   if (watchdog_.period().count()) {
     GW_LOG(info)
         << "systemd watchdog: pinging every "
@@ -141,22 +146,32 @@ void gateway::run() {
   notify_.ready(serving_status());
   model_->start();
   model_->join();
+  // What the rate limits still hold back, whether or not its second is over.
+  log::flush_suppressed(log::rate_limit::clock::time_point::max());
   GW_LOG(info) << "gatewayd stopped";
 }
 
 void gateway::wait_for_signal() {
-  signals_.async_wait(asio::bind_executor(control_, [this](std::error_code ec, int signo) {
+  signals_.async_wait(asio::bind_executor(signal_strand_, [this](std::error_code ec, int signo) {
     if (!ec) on_signal(signo);
   }));
 }
 
+// On signal_strand_. At most one reload runs (on control_) and one waits: a SIGHUP that finds
+// one waiting is served by it, since that one reads the files after this signal came.
 void gateway::on_signal(int signo) {
   if (signo == SIGHUP) {
-    do_reload("SIGHUP");
+    if (!reload_queued_.exchange(true)) {
+      asio::post(control_, [this] {
+        reload_queued_.store(false);
+        if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
+        do_reload("SIGHUP");
+      });
+    }
     return wait_for_signal();
   }
   GW_LOG(info) << "received " << (signo == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
-  begin_shutdown();
+  asio::post(control_, [this] { begin_shutdown(); });
 }
 
 void gateway::shutdown() {
@@ -200,6 +215,7 @@ void gateway::finish_shutdown() {
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
   watchdog_.stop();
+  log_flush_.stop();
   // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
   // runs out of work and the pool's threads leave on their own.
 }

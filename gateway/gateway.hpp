@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -21,6 +22,7 @@
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
+#include "runtime/periodic_timer.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
@@ -70,6 +72,7 @@ class gateway {
   std::string serving_status() const;
 
   config::service_config service_;
+  file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
@@ -82,8 +85,13 @@ class gateway {
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
   runtime::strand control_;  // reloads and shutdown, one at a time
+  // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
+  // as fast as it comes and folds into the one reload queued (reload_queued_).
+  runtime::strand signal_strand_;
+  std::atomic<bool> reload_queued_{false};
   systemd_notify notify_;
   watchdog watchdog_;
+  runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
   std::unique_ptr<metrics::metrics_server> metrics_;

@@ -1,6 +1,7 @@
 // gatewayd's entry point: reads the command line and runs, checks, or prints help or version.
 #include <unistd.h>
 
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -21,13 +22,28 @@ namespace {
 
 using namespace gatewayd;
 
+// After its drain the daemon closes its connections and exits; systemd must not kill it then.
+constexpr std::chrono::seconds time_to_exit{2};
+
 // `gatewayd --check`: the same loading and table building as a start or a reload, so a
-// configuration that passes here is one the daemon accepts.
-int check_configuration(const std::filesystem::path& config) {
+// configuration that passes here is one the daemon accepts. With the unit's stop timeout, it
+// also refuses a drain that systemd would kill before it ends.
+int check_configuration(const std::filesystem::path& config,
+                        std::optional<std::chrono::seconds> stop_timeout) {
   auto loaded = config::load_full_config(config);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       std::cerr << e.to_string() << '\n';
+    return 1;
+  }
+  const auto drain = loaded.config->service.drain_timeout;
+  if (stop_timeout && drain + time_to_exit > *stop_timeout) {
+    std::cerr << loaded.config->service.config_file.string()
+              << ": gateway.drain_timeout_ms = " << drain.count() << " does not leave "
+              << time_to_exit.count() << " s of the unit's TimeoutStopSec=" << stop_timeout->count()
+              << " to exit in: systemd would kill gatewayd in the middle of its drain; lower "
+                 "drain_timeout_ms, or raise TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a "
+                 "drop-in\n";
     return 1;
   }
   try {
@@ -92,7 +108,7 @@ int main(int argc, char** argv) {
       std::cout << "gatewayd " << GATEWAYD_VERSION << '\n';
       return 0;
     case gateway::command_line::mode::check:
-      return check_configuration(parsed.line->config);
+      return check_configuration(parsed.line->config, parsed.line->stop_timeout);
     case gateway::command_line::mode::run:
       break;
   }

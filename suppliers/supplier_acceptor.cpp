@@ -90,13 +90,10 @@ void supplier_acceptor::refuse(asio::ip::tcp::socket& socket, close_reason why) 
   ctx_.stats.closed[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
   std::error_code ec;
   const auto peer = socket.remote_endpoint(ec);
-  // A flood of refusals must not flood the log: at most one line a second.
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
-    last_refusal_log_ = now;
-    GW_LOG(warning) << "refused supplier " << peer.address().to_string() << ":" << peer.port()
-                    << " (" << to_string(why) << ")";
-  }
+  // A flood of refusals must not flood the log.
+  GW_LOG_LIMITED(warning, "refused supplier connections")
+      << "refused supplier " << peer.address().to_string() << ":" << peer.port() << " ("
+      << to_string(why) << ")";
   socket.close(ec);
 }
 

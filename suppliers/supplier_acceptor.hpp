@@ -39,7 +39,6 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   std::size_t max_connections_;
   admission allow_;
   bool stopped_ = false;
-  std::chrono::steady_clock::time_point last_refusal_log_{};
 };
 
 }  // namespace gatewayd::suppliers

@@ -178,8 +178,9 @@ void supplier_session::after_routing(const routed& r) {
 
 void supplier_session::closed_by_peer() {
   if (stream_.has_partial()) {
-    GW_LOG(info) << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset()
-                 << " (" << stream_.buffered() << " bytes of a partial frame discarded)";
+    GW_LOG_LIMITED(info, "supplier connections closed mid-frame")
+        << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
+        << stream_.buffered() << " bytes of a partial frame discarded)";
   }
   close();
 }
@@ -187,8 +188,9 @@ void supplier_session::closed_by_peer() {
 void supplier_session::fail_protocol(const protocol::frame_stream::stream_error& e) {
   ctx_.stats.protocol_errors[static_cast<std::size_t>(e.reason)].fetch_add(
       1, std::memory_order_relaxed);
-  GW_LOG(warning) << "supplier " << peer_ << ": protocol error " << to_string(e.reason)
-                  << " at byte offset " << e.offset << "; closing the connection";
+  GW_LOG_LIMITED(warning, "supplier protocol errors")
+      << "supplier " << peer_ << ": protocol error " << to_string(e.reason) << " at byte offset "
+      << e.offset << "; closing the connection";
   close();
 }
 
@@ -217,9 +219,10 @@ void supplier_session::on_idle_timer(std::error_code ec) {
   if (idle < ctx_.idle_timeout) return arm_idle_timer(ctx_.idle_timeout - idle);
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::idle_timeout)].fetch_add(
       1, std::memory_order_relaxed);
-  GW_LOG(info) << "supplier " << peer_ << ": no whole frame for "
-               << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
-               << " ms; closing (idle timeout)";
+  GW_LOG_LIMITED(info, "supplier idle timeouts")
+      << "supplier " << peer_ << ": no whole frame for "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
+      << " ms; closing (idle timeout)";
   close();
 }
 
