@@ -25,6 +25,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
       signal_strand_(runtime::make_strand(executor_)),
+      stop_deadline_(control_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
@@ -123,7 +124,7 @@ void gateway::start_metrics() {
                << "/metrics";
 }
 
-void gateway::run() {
+bool gateway::run() {
   wait_for_signal();
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
@@ -149,75 +150,7 @@ void gateway::run() {
   // What the rate limits still hold back, whether or not its second is over.
   log::flush_suppressed(log::rate_limit::clock::time_point::max());
   GW_LOG(info) << "gatewayd stopped";
-}
-
-void gateway::wait_for_signal() {
-  signals_.async_wait(asio::bind_executor(signal_strand_, [this](std::error_code ec, int signo) {
-    if (!ec) on_signal(signo);
-  }));
-}
-
-// On signal_strand_. At most one reload runs (on control_) and one waits: a SIGHUP that finds
-// one waiting is served by it, since that one reads the files after this signal came.
-void gateway::on_signal(int signo) {
-  if (signo == SIGHUP) {
-    if (!reload_queued_.exchange(true)) {
-      asio::post(control_, [this] {
-        reload_queued_.store(false);
-        if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
-        do_reload("SIGHUP");
-      });
-    }
-    return wait_for_signal();
-  }
-  GW_LOG(info) << "received " << (signo == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
-  asio::post(control_, [this] { begin_shutdown(); });
-}
-
-void gateway::shutdown() {
-  asio::post(control_, [this] { begin_shutdown(); });
-}
-
-void gateway::begin_shutdown() {
-  if (shutting_down_) return;
-  shutting_down_ = true;
-  std::error_code ignored;
-  signals_.cancel(ignored);
-  if (watcher_) watcher_->stop();
-  acceptor_->stop();
-  // No new frames come in while the queues drain: suppliers stay connected but unread.
-  sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
-  draining_ = consumers_.size();
-  std::string status = "stopping: draining ";
-  status += std::to_string(draining_);
-  status += " consumer queues for up to ";
-  status += std::to_string(service_.drain_timeout.count());
-  status += " ms";
-  notify_.stopping(status);
-  if (draining_ == 0) return finish_shutdown();
-  for (auto& [name, c] : consumers_) {
-    c->drain_and_close(service_.drain_timeout, consumers::drop_reason::shutdown,
-                       [this, n = name](std::uint64_t left) {
-                         asio::post(control_, [this, n, left] {
-                           if (left) {
-                             GW_LOG(warning) << "consumer " << n << ": " << left
-                                             << " frames undelivered at shutdown";
-                           }
-                           undelivered_ += left;
-                           if (--draining_ == 0) finish_shutdown();
-                         });
-                       });
-  }
-}
-
-void gateway::finish_shutdown() {
-  GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
-  sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
-  // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
-  watchdog_.stop();
-  log_flush_.stop();
-  // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
-  // runs out of work and the pool's threads leave on their own.
+  return !forced_;
 }
 
 void gateway::reload(std::string trigger) {
@@ -228,7 +161,7 @@ void gateway::reload(std::string trigger) {
 // before touching anything: a failure leaves the running table, consumers and settings as
 // they were.
 void gateway::do_reload(std::string_view trigger) {
-  if (shutting_down_) return;
+  if (shutting_down_ || stop_requested_.load()) return;
   std::string status = "reloading the configuration (";
   status += trigger;
   status += ')';

@@ -39,8 +39,12 @@ class gateway {
   gateway& operator=(const gateway&) = delete;
 
   // Runs until SIGINT/SIGTERM (or shutdown()) has drained and stopped everything. SIGHUP
-  // and a change of the configuration files reload (see reload()).
-  void run();
+  // and a change of the configuration files reload (see reload()). False when the stop had to
+  // be forced (the drain outlived drain_timeout_ms + stop_grace).
+  bool run();
+
+  // How much longer than drain_timeout_ms a stop may take before it is forced.
+  static constexpr std::chrono::seconds stop_grace{2};
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
@@ -62,6 +66,8 @@ class gateway {
   void wait_for_signal();
   void on_signal(int signo);
   void begin_shutdown();
+  void cut_drain_short();
+  void force_stop();
   void finish_shutdown();
   void start_metrics();
   void do_reload(std::string_view trigger);
@@ -89,6 +95,8 @@ class gateway {
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
   std::atomic<bool> reload_queued_{false};
+  std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
+  asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
@@ -97,6 +105,8 @@ class gateway {
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
   bool shutting_down_ = false;
+  bool stopped_ = false;  // the drain finished
+  bool forced_ = false;   // the stop deadline passed first
   std::size_t draining_ = 0;
   std::uint64_t undelivered_ = 0;
 };

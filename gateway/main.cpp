@@ -82,7 +82,7 @@ int run_daemon(const std::filesystem::path& config, const std::filesystem::path&
     gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing);
     std::optional<gateway::ports_file> ports;  // the listeners are bound from here on
     if (!ports_path.empty()) ports.emplace(ports_path, bound_ports_of(gw));
-    gw.run();
+    if (!gw.run()) return 1;
   } catch (const std::exception& e) {
     GW_LOG(error) << "not starting: " << e.what();
     return 1;

@@ -1,6 +1,10 @@
 #include "metrics/metrics_server.hpp"
 
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -19,7 +23,7 @@ constexpr int request_timeout_ms = 2000;
 
 }  // namespace
 
-metrics_server::metrics_server(const net::endpoint& listen) {
+metrics_server::metrics_server(const net::endpoint& listen) : listen_(listen) {
   // civetweb wants "[v6]:port" or "v4:port"; the endpoint's own text form is exactly that.
   try {
     exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
@@ -28,6 +32,32 @@ metrics_server::metrics_server(const net::endpoint& listen) {
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot serve metrics on " + listen.to_string() + ": " + e.what());
   }
+}
+
+// civetweb's master thread waits for connections in poll() with a 2 s timeout and looks at its
+// stop flag only in between, and mg_stop() (the exposer's destructor) waits for it: every stop
+// of the daemon took up to 2 s more. A connection to the listener wakes that poll, so while the
+// exposer is being destroyed a helper knocks on it every 20 ms until the destructor returns.
+metrics_server::~metrics_server() {
+  const unsigned short bound = port();
+  std::atomic<bool> stopped{false};
+  std::thread knocker([&] {
+    std::string host = listen_.host;
+    if (host == "0.0.0.0") host = "127.0.0.1";
+    if (host == "::") host = "::1";
+    std::error_code ec;
+    const asio::ip::tcp::endpoint self(asio::ip::make_address(host, ec), bound);
+    asio::io_context io;
+    while (!ec && !stopped.load()) {
+      asio::ip::tcp::socket s(io);
+      std::error_code ignored;
+      s.connect(self, ignored);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  exposer_.reset();
+  stopped.store(true);
+  knocker.join();
 }
 
 void metrics_server::add(std::shared_ptr<prometheus::Collectable> c) {
