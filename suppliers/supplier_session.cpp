@@ -1,5 +1,9 @@
 #include "suppliers/supplier_session.hpp"
 
+#include <poll.h>
+
+#include <algorithm>
+
 #include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
 #include "suppliers/session_registry.hpp"
@@ -40,7 +44,7 @@ void supplier_session::stop() {
 void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     self->held_ = true;
-    self->paused_ = true;
+    if (!self->paused_) self->pause();
   });
 }
 
@@ -167,9 +171,8 @@ void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
   if (r.pause) {
-    paused_ = true;
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return pause();
   }
   if (paused_) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
@@ -204,6 +207,20 @@ void supplier_session::close() {
   if (!handed_off_) stream_.release_if_idle();  // else a worker still parses it
 }
 
+// A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
+// until a consumer resumed it. The kernel knows at once (POLLRDHUP) even with data unread, so
+// the session asks it now, and the session's timer asks again every pause_check while paused.
+void supplier_session::pause() {
+  paused_ = true;
+  if (peer_left()) return closed_by_peer();
+  arm_idle_timer(pause_check);
+}
+
+bool supplier_session::peer_left() {
+  pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after) {
   idle_timer_.expires_after(after);
   idle_timer_.async_wait(
@@ -212,11 +229,17 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || closed_) return;
-  // A supplier we paused (backpressure, drain) cannot make progress; that is not idleness.
-  if (paused_) last_progress_ = std::chrono::steady_clock::now();
+  if (paused_ && peer_left()) return closed_by_peer();
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
+  // A pause counts as no progress, so it holds a connection no longer than the idle timeout.
   const auto idle = std::chrono::steady_clock::now() - last_progress_;
-  if (idle < ctx_.idle_timeout) return arm_idle_timer(ctx_.idle_timeout - idle);
+  const bool timed = ctx_.idle_timeout.count() > 0;
+  if (!timed || idle < ctx_.idle_timeout) {
+    auto next = timed ? ctx_.idle_timeout - idle : std::chrono::steady_clock::duration::max();
+    if (paused_) next = std::min<std::chrono::steady_clock::duration>(next, pause_check);
+    if (next != std::chrono::steady_clock::duration::max()) arm_idle_timer(next);
+    return;
+  }
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::idle_timeout)].fetch_add(
       1, std::memory_order_relaxed);
   GW_LOG_LIMITED(info, "supplier idle timeouts")

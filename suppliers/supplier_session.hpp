@@ -35,6 +35,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
  public:
   // Bytes read per event before yielding to other connections (fairness under load).
   static constexpr std::size_t read_budget = 1024 * 1024;
+  // How often a paused session asks the kernel whether its peer has left.
+  static constexpr std::chrono::milliseconds pause_check{250};
 
   // `socket` runs on a strand of its own (the acceptor made it): its reads, timer and posts are
   // never handled by two threads at once.
@@ -76,6 +78,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
   void closed_by_peer();
+  // Stops reading until resumed, watching for the peer to leave meanwhile.
+  void pause();
+  bool peer_left();
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   void close();
   void arm_idle_timer(std::chrono::steady_clock::duration after);
