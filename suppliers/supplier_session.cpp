@@ -170,7 +170,7 @@ void supplier_session::on_handoff_done() {
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
-  if (r.pause) {
+  if (r.pause && !departing_) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
     return pause();
   }
@@ -212,8 +212,19 @@ void supplier_session::close() {
 // the session asks it now, and the session's timer asks again every pause_check while paused.
 void supplier_session::pause() {
   paused_ = true;
-  if (peer_left()) return closed_by_peer();
+  if (peer_left()) return depart();
   arm_idle_timer(pause_check);
+}
+
+// The peer closed while we were not reading. What it sent before its FIN is in our receive
+// buffer, a finite amount: it is read and routed as usual (the consumers' policies apply; a
+// backpressure consumer queues it past its limit, by at most that much), then EOF closes the
+// session. A session held by a stop reads nothing more: it just closes.
+void supplier_session::depart() {
+  if (held_) return closed_by_peer();
+  departing_ = true;
+  paused_ = false;
+  if (!waiting_) do_wait();
 }
 
 bool supplier_session::peer_left() {
@@ -229,7 +240,7 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || closed_) return;
-  if (paused_ && peer_left()) return closed_by_peer();
+  if (paused_ && peer_left()) return depart();
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
   // A pause counts as no progress, so it holds a connection no longer than the idle timeout.
   const auto idle = std::chrono::steady_clock::now() - last_progress_;

@@ -81,6 +81,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Stops reading until resumed, watching for the peer to leave meanwhile.
   void pause();
   bool peer_left();
+  // The peer left while paused: read what it sent to the end, then close.
+  void depart();
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   void close();
   void arm_idle_timer(std::chrono::steady_clock::duration after);
@@ -96,6 +98,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   bool paused_ = false;   // backpressure or drain: no new wait until resumed
   bool held_ = false;     // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
+  bool departing_ = false;  // the peer left while paused: reading to EOF, never pausing again
   // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
   // flag); what it routed travels back in handoff_result_.
   bool handed_off_ = false;
