@@ -1,11 +1,15 @@
 #include "metrics/metrics_server.hpp"
 
-#include <asio.hpp>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace gatewayd::metrics {
@@ -20,6 +24,33 @@ namespace {
 constexpr int server_threads = 16;
 // Prometheus sends a scrape's request in one write; 2 s for its headers is plenty.
 constexpr int request_timeout_ms = 2000;
+
+// Opens and closes one connection to the listener at `at` (a wildcard address is reached on
+// loopback). Plain sockets: this runs on a thread of its own, outside every event loop.
+void knock(const net::endpoint& at, unsigned short port) noexcept {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+  if (at.is_ipv6()) {
+    auto* a6 = reinterpret_cast<sockaddr_in6*>(&addr);
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(port);
+    if (::inet_pton(AF_INET6, at.host == "::" ? "::1" : at.host.c_str(), &a6->sin6_addr) != 1)
+      return;
+    len = sizeof *a6;
+  } else {
+    auto* a4 = reinterpret_cast<sockaddr_in*>(&addr);
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(port);
+    if (::inet_pton(AF_INET, at.host == "0.0.0.0" ? "127.0.0.1" : at.host.c_str(), &a4->sin_addr) !=
+        1)
+      return;
+    len = sizeof *a4;
+  }
+  const int fd = ::socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  (void)::connect(fd, reinterpret_cast<const sockaddr*>(&addr), len);
+  ::close(fd);
+}
 
 }  // namespace
 
@@ -42,16 +73,8 @@ metrics_server::~metrics_server() {
   const unsigned short bound = port();
   std::atomic<bool> stopped{false};
   std::thread knocker([&] {
-    std::string host = listen_.host;
-    if (host == "0.0.0.0") host = "127.0.0.1";
-    if (host == "::") host = "::1";
-    std::error_code ec;
-    const asio::ip::tcp::endpoint self(asio::ip::make_address(host, ec), bound);
-    asio::io_context io;
-    while (!ec && !stopped.load()) {
-      asio::ip::tcp::socket s(io);
-      std::error_code ignored;
-      s.connect(self, ignored);
+    while (!stopped.load()) {
+      knock(listen_, bound);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
