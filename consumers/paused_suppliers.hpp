@@ -37,9 +37,8 @@ class paused_suppliers {
   // Outside the lock, on the consumer's strand: resumes each released supplier still alive, once.
   void resume_released() {
     if (due_.empty()) return;
-    std::sort(due_.begin(), due_.end(), [](const auto& a, const auto& b) {
-      return a.owner_before(b);
-    });
+    std::sort(due_.begin(), due_.end(),
+              [](const auto& a, const auto& b) { return a.owner_before(b); });
     due_.erase(std::unique(due_.begin(), due_.end(),
                            [](const auto& a, const auto& b) { return same(a, b); }),
                due_.end());
