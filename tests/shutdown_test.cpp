@@ -61,13 +61,13 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_resuming_after_sigterm_is_drained_within
       send_frames(gw.supplier_port, frames);
       // All 20,000 read: a stop reads nothing more, so what a supplier's socket still holds
       // is not the gateway's to deliver.
-      BOOST_TEST_REQUIRE(eventually(
-          [&] {
-            return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total") ==
-                   frames;
-          },
-          10s));
-      BOOST_TEST_REQUIRE(queued(gw) > frames / 2);
+      const auto received = [&] {
+        return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total");
+      };
+      BOOST_TEST_REQUIRE(eventually([&] { return received() == frames; }, 10s),
+                         "received " << received() << "\n"
+                                     << gw.daemon->log());
+      BOOST_TEST_REQUIRE(queued(gw) > frames / 2, "queued " << queued(gw));
 
       const auto t0 = std::chrono::steady_clock::now();
       gw.daemon->signal(SIGTERM);
@@ -92,7 +92,9 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_ends_the_drain_at_once) {
       "drain_timeout_ms = 30000");
   BOOST_TEST_REQUIRE(a.wait_for_connections(1, 5s));
   send_frames(gw.supplier_port, 20000);
-  BOOST_TEST_REQUIRE(eventually([&] { return queued(gw) > 10000; }, 10s));
+  BOOST_TEST_REQUIRE(eventually([&] { return queued(gw) > 10000; }, 10s), "queued "
+                                                                              << queued(gw) << "\n"
+                                                                              << gw.daemon->log());
   gw.daemon->signal(SIGTERM);
   BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("shutting down", 5s).has_value());
   std::this_thread::sleep_for(300ms);
@@ -121,7 +123,7 @@ BOOST_AUTO_TEST_CASE(an_idle_gateway_stops_at_once_with_metrics_on) {
   const auto took = std::chrono::steady_clock::now() - t0;
   BOOST_TEST_REQUIRE(code.has_value());
   BOOST_TEST(*code == 0);
-  BOOST_TEST((took < 1200ms),
-             "stop took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
-                          << " ms");
+  BOOST_TEST(
+      (took < 1200ms),
+      "stop took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms");
 }
