@@ -15,6 +15,7 @@
 #include "consumers/consumer.hpp"
 #include "consumers/queue_budget.hpp"
 #include "gateway/config_watcher.hpp"
+#include "gateway/consumer_retirement.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
@@ -97,6 +98,7 @@ class gateway {
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
+  consumer_retirement retirement_;           // on control_: consumers removed by a reload
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back

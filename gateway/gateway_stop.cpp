@@ -48,6 +48,7 @@ void gateway::begin_shutdown() {
   acceptor_->stop();
   // No new frames come in while the queues drain: suppliers stay connected but unread.
   sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+  retirement_.stop(false);  // consumers a reload removed drain on their own deadlines
   draining_ = consumers_.size();
   std::string status = "stopping: draining ";
   status += std::to_string(draining_);
@@ -80,6 +81,7 @@ void gateway::begin_shutdown() {
 // still out is cancelled first) and reports what it leaves, as a drain that timed out does.
 void gateway::cut_drain_short() {
   if (!shutting_down_) begin_shutdown();
+  retirement_.stop(true);
   if (draining_ == 0) return;
   for (auto& [name, c] : consumers_)
     c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
