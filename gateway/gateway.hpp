@@ -95,6 +95,7 @@ class gateway {
   // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
+  bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
