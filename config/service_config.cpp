@@ -144,6 +144,8 @@ class service_reader {
     choice(t, "consumer_drain", "model", consumers::drain_model_names, config_.consumer_drain);
     milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
+    milliseconds(t, "consumer_connect_timeout_ms", 1, config_.consumer_connect_timeout);
+    milliseconds(t, "consumer_timeout_ms", 0, config_.consumer_timeout);
     read_reconnect(t);
     if (auto v = check_.integer(t, "gateway", "max_queued_bytes", 0,
                                 std::numeric_limits<std::int64_t>::max())) {

@@ -37,8 +37,10 @@ struct service_config {
   std::chrono::milliseconds reconnect_initial{100};
   std::chrono::milliseconds reconnect_max{30000};
   std::chrono::milliseconds slow_consumer{100};  // full socket, not caught up: policy applies
-  std::uint64_t max_queued_bytes = 1073741824;   // across all consumers; 0 = no cap
-  std::vector<net::cidr_block> allow;            // empty = every peer may connect
+  std::chrono::milliseconds consumer_connect_timeout{5000};
+  std::chrono::milliseconds consumer_timeout{30000};  // unacknowledged or unanswered; 0 = kernel's
+  std::uint64_t max_queued_bytes = 1073741824;        // across all consumers; 0 = no cap
+  std::vector<net::cidr_block> allow;                 // empty = every peer may connect
 
   // [metrics]
   net::endpoint metrics_listen{"127.0.0.1", 9464};

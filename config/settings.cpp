@@ -75,6 +75,8 @@ constexpr std::array table{
     field<&c::allow>("gateway", "allow", restart),
     field<&c::consumer_drain>("gateway", "consumer_drain", restart),
     field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),
+    field<&c::consumer_connect_timeout>("gateway", "consumer_connect_timeout_ms", restart),
+    field<&c::consumer_timeout>("gateway", "consumer_timeout_ms", restart),
     field<&c::metrics_listen>("metrics", "listen", restart),
     field<&c::metrics_enabled>("metrics", "enabled", restart),
     field<&c::log_level>("log", "level", live),

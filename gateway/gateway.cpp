@@ -81,6 +81,7 @@ void gateway::publish_routing(const config::routes_config& routes,
   options.slow_after = service_.slow_consumer;
   options.budget = &budget_;
   options.drain = service_.consumer_drain;
+  options.limits = {service_.consumer_connect_timeout, service_.consumer_timeout};
 
   std::map<std::string, std::shared_ptr<consumers::consumer>> next;
   for (const auto& spec : routes.consumers) {

@@ -249,7 +249,8 @@ level = "verbose"
         "gateway.threds: unknown key (expected supplier_listen, threads, max_payload, "
         "routes_file, idle_timeout_ms, max_supplier_connections, concurrency, "
         "drain_timeout_ms, reconnect_initial_ms, reconnect_max_ms, max_queued_bytes, "
-        "allow, consumer_drain, slow_consumer_ms)"},
+        "allow, consumer_drain, slow_consumer_ms, consumer_connect_timeout_ms, "
+        "consumer_timeout_ms)"},
        {17, 10,
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
