@@ -40,7 +40,10 @@ struct service_config {
   std::chrono::milliseconds consumer_connect_timeout{5000};
   std::chrono::milliseconds consumer_timeout{30000};  // unacknowledged or unanswered; 0 = kernel's
   std::uint64_t max_queued_bytes = 1073741824;        // across all consumers; 0 = no cap
-  std::vector<net::cidr_block> allow;                 // empty = every peer may connect
+  // What frames larger than a 64 KiB chunk hold beyond it while they arrive, across all
+  // supplier connections; 0 = no cap.
+  std::uint64_t max_partial_frame_bytes = 268435456;
+  std::vector<net::cidr_block> allow;  // empty = every peer may connect
 
   // [metrics]
   net::endpoint metrics_listen{"127.0.0.1", 9464};

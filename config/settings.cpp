@@ -72,6 +72,7 @@ constexpr std::array table{
     field<&c::reconnect_initial>("gateway", "reconnect_initial_ms", restart),
     field<&c::reconnect_max>("gateway", "reconnect_max_ms", restart),
     field<&c::max_queued_bytes>("gateway", "max_queued_bytes", restart),
+    field<&c::max_partial_frame_bytes>("gateway", "max_partial_frame_bytes", restart),
     field<&c::allow>("gateway", "allow", restart),
     field<&c::consumer_drain>("gateway", "consumer_drain", restart),
     field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),

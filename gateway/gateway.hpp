@@ -20,6 +20,7 @@
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
 #include "metrics/reload_stats.hpp"
+#include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
@@ -80,6 +81,8 @@ class gateway {
 
   config::service_config service_;
   file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
+  // Before ioc_: sessions that the io_context's destruction frees give their share back here.
+  protocol::partial_frame_budget partial_budget_;
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;

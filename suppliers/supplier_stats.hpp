@@ -12,9 +12,14 @@
 namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
-enum class close_reason : std::uint8_t { connection_limit, not_allowed, idle_timeout };
-inline constexpr runtime::enum_names<close_reason, 3> close_reason_names{
-    {"connection_limit", "not_allowed", "idle_timeout"}};
+enum class close_reason : std::uint8_t {
+  connection_limit,
+  not_allowed,
+  idle_timeout,
+  partial_frame_budget
+};
+inline constexpr runtime::enum_names<close_reason, 4> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout", "partial_frame_budget"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);

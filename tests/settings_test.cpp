@@ -31,6 +31,7 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.reconnect_initial_ms", "reconnect_initial_ms = 50"},
     {"gateway.reconnect_max_ms", "reconnect_max_ms = 2000"},
     {"gateway.max_queued_bytes", "max_queued_bytes = 2097152"},
+    {"gateway.max_partial_frame_bytes", "max_partial_frame_bytes = 4194304"},
     {"gateway.allow", "allow = [\"10.0.0.0/8\"]"},
     {"gateway.consumer_drain", "consumer_drain = \"mutex\""},
     {"gateway.slow_consumer_ms", "slow_consumer_ms = 750"},
