@@ -156,6 +156,13 @@ BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_exactly_what_the_kernel_
   BOOST_TEST(before_kill->frames.load() + lost + after_restart->frames.load() == sent);
   BOOST_TEST(
       scrape_metric(gw.metrics_port, "gatewayd_consumer_reconnects_total{consumer=\"c0\"}") >= 1);
+  // The gateway's own share of the loss is in its metrics, to the byte, and the cause is named.
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           "gatewayd_consumer_unacknowledged_bytes_total{consumer=\"c0\"}") ==
+             static_cast<double>(frozen->kernel.unacknowledged));
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           "gatewayd_consumer_disconnects_total{consumer=\"c0\","
+                           "reason=\"reset\"}") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_consumer_down_at_start_gets_everything_once_it_comes_up) {
