@@ -73,7 +73,7 @@ constexpr std::array table{
     field<&c::reconnect_max>("gateway", "reconnect_max_ms", restart),
     field<&c::max_queued_bytes>("gateway", "max_queued_bytes", restart),
     field<&c::max_partial_frame_bytes>("gateway", "max_partial_frame_bytes", restart),
-    field<&c::allow>("gateway", "allow", restart),
+    field<&c::allow>("gateway", "allow", live),
     field<&c::consumer_drain>("gateway", "consumer_drain", restart),
     field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),
     field<&c::consumer_connect_timeout>("gateway", "consumer_connect_timeout_ms", restart),

@@ -40,20 +40,10 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   apply_routing(routes);
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  suppliers::supplier_acceptor::admission allow;
-  if (!service_.allow.empty()) {
-    allow = [this](const asio::ip::address& a) {
-      if (a.is_v4()) {
-        const auto b = a.to_v4().to_bytes();
-        return net::allowed_by(service_.allow, b);
-      }
-      const auto b = a.to_v6().to_bytes();
-      return net::allowed_by(service_.allow, b);
-    };
-  }
+  allow_.replace(service_.allow);
   acceptor_ = std::make_shared<suppliers::supplier_acceptor>(
       executor_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
-      std::move(allow));
+      [this](const asio::ip::address& a) { return allow_.admits(a); });
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
@@ -217,9 +207,25 @@ void gateway::apply_settings(const config::service_config& next) {
                   << ": a setting changed that the reload does not know; it is not applied";
   }
   // Read on this strand only, so plain assignment is enough.
+  const bool allow_changed = service_.allow != next.allow;
   for (const config::setting* s : plan.live)
     s->copy(service_, next);
   log::set_level(service_.log_level);
+  if (allow_changed) apply_allow_list();
+}
+
+// New connections are checked against the new list from the swap on; open ones from networks
+// it no longer admits are closed, so that removing a network takes effect without a restart.
+void gateway::apply_allow_list() {
+  allow_.replace(service_.allow);
+  std::size_t expelled = 0;
+  sessions_.for_each([&](suppliers::supplier_session& s) {
+    if (allow_.admits(s.peer_address())) return;
+    s.expel(suppliers::close_reason::not_allowed);
+    ++expelled;
+  });
+  GW_LOG(info) << "allow list changed to " << service_.allow.size() << " block(s); closing "
+               << expelled << " supplier connection(s) it no longer admits";
 }
 
 std::string gateway::serving_status() const {

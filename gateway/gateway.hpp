@@ -25,6 +25,7 @@
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
 #include "runtime/periodic_timer.hpp"
+#include "suppliers/allow_list.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
@@ -75,6 +76,7 @@ class gateway {
   void do_reload(std::string_view trigger);
   void reload_failed(std::string_view trigger, std::size_t errors);
   void apply_settings(const config::service_config& next);
+  void apply_allow_list();
   void publish_routing(const config::routes_config& routes,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
@@ -90,6 +92,7 @@ class gateway {
   suppliers::supplier_stats supplier_stats_;
   suppliers::session_registry sessions_;
   suppliers::route_snapshot_holder routes_;
+  suppliers::allow_list allow_{{}};  // gateway.allow, read by the acceptor's threads
   suppliers::session_context session_ctx_;
   std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;

@@ -18,6 +18,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
   std::error_code ec;
   const auto ep = socket_.remote_endpoint(ec);
   peer_ = ec ? std::string("unknown") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  if (!ec) peer_address_ = ep.address();
   // Reads happen only after the socket reported readable, and must never block the thread.
   socket_.non_blocking(true, ec);
   ctx_.stats.connections.fetch_add(1, std::memory_order_relaxed);
@@ -39,6 +40,17 @@ void supplier_session::start() {
 
 void supplier_session::stop() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close(); });
+}
+
+void supplier_session::expel(close_reason why) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), why] {
+    if (self->closed_) return;
+    self->ctx_.stats.closed[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+    GW_LOG_LIMITED(warning, "supplier connections expelled")
+        << "supplier " << self->peer_ << ": closing the connection (" << to_string(why)
+        << "): the reloaded allow list no longer admits it";
+    self->close();
+  });
 }
 
 void supplier_session::pause_reading() {

@@ -53,6 +53,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void resume_reading() override;
 
   const std::string& peer() const noexcept { return peer_; }
+  const asio::ip::address& peer_address() const noexcept { return peer_address_; }
+  // Closes the connection for `why` (the allow list changed), counted and logged.
+  void expel(close_reason why);
 
   // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
   // on_handoff_done() back to the session's strand.
@@ -97,6 +100,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;
+  asio::ip::address peer_address_;
   std::chrono::steady_clock::time_point last_progress_;
   bool waiting_ = false;  // an async_wait is pending
   bool paused_ = false;   // backpressure or drain: no new wait until resumed
