@@ -286,7 +286,8 @@ full_load_result load_full_config(const fs::path& file) {
   auto routes = load_routes_file(*service.routes_file_as_named);
   result.errors.insert(result.errors.end(), routes.errors.begin(), routes.errors.end());
   if (result.errors.empty()) {
-    result.config = full_config{std::move(service.config), std::move(*routes.config)};
+    result.config =
+        full_config{std::move(service.config), std::move(*routes.config), std::move(routes.sha256)};
   }
   return result;
 }

@@ -71,6 +71,7 @@ service_load_result parse_service_config(std::string_view toml_text,
 struct full_config {
   service_config service;
   routes_config routing;
+  std::string routes_sha256;  // of the routes file's bytes
 };
 
 struct full_load_result {
