@@ -32,6 +32,7 @@ void consumer_link::dial() {
     if (++dial_failures_ == 1) {
       GW_LOG(error) << "consumer " << name_ << ": bad endpoint address '" << endpoint_.host
                     << "': " << ec.message();
+      stats_.last_error.set("bad endpoint address '" + endpoint_.host + "': " + ec.message());
     }
     return wait_to_redial();
   }
@@ -47,6 +48,7 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::dialing) return;  // superseded
   if (ec) {
     close_socket();
+    stats_.last_error.set("cannot connect to " + endpoint_.to_string() + ": " + ec.message());
     if (++dial_failures_ == 1) {
       GW_LOG(warning) << "consumer " << name_ << " cannot connect to " << endpoint_.to_string()
                       << ": " << ec.message() << "; retrying with backoff";
@@ -102,6 +104,8 @@ void consumer_link::drop_slow(std::uint64_t conn, std::uint64_t discarded) {
   GW_LOG(warning) << "consumer " << name_ << " at " << endpoint_.to_string()
                   << " is too slow: queue full, " << discarded
                   << " frames discarded; disconnecting";
+  stats_.last_error.set("too slow: queue full, " + std::to_string(discarded) +
+                        " frames discarded; disconnected");
   drop(nullptr, {});
   wait_to_redial();
 }
@@ -137,6 +141,7 @@ void consumer_link::drop(const char* why, std::error_code ec) {
   if (why) {
     GW_LOG(warning) << "consumer " << name_ << " " << why << " " << endpoint_.to_string() << ": "
                     << ec.message() << "; redialing";
+    stats_.last_error.set(std::string{why} + ' ' + endpoint_.to_string() + ": " + ec.message());
   }
   was_up_ = true;
   state_ = state::waiting;

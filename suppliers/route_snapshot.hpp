@@ -3,9 +3,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "consumers/consumer.hpp"
@@ -16,7 +18,13 @@ namespace gatewayd::suppliers {
 struct route_snapshot {
   std::shared_ptr<const routing::routing_table> table;
   std::vector<std::shared_ptr<consumers::consumer>> consumers;  // by routing::consumer_index
+  std::vector<consumers::consumer_spec> specs;                  // what each was configured with
+  std::string sha256;  // of the routes file the table was built from: drift between nodes
+  std::chrono::system_clock::time_point loaded_at{};
   std::uint64_t version = 0;
+  // Frames routed by each pattern (routing::pattern_index) since this snapshot was published:
+  // counters, not state, added to once per routing pass by the frame routers (/routez).
+  std::unique_ptr<std::atomic<std::uint64_t>[]> pattern_hits;
 };
 
 // Readers poll version() (one relaxed-cost load of a rarely written line) and take the
@@ -24,6 +32,10 @@ struct route_snapshot {
 class route_snapshot_holder {
  public:
   void publish(std::shared_ptr<route_snapshot> next) {
+    if (next->table) {
+      next->pattern_hits =
+          std::make_unique<std::atomic<std::uint64_t>[]>(next->table->pattern_count());
+    }
     std::lock_guard lock(mutex_);
     next->version = ++published_;
     current_ = std::move(next);

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "consumers/flow_control.hpp"
 #include "protocol/frame_stream.hpp"
@@ -37,8 +39,10 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::size_t read_budget = 1024 * 1024;
 
   // `socket` runs on a strand of its own (the acceptor made it): its reads, timer and posts are
-  // never handled by two threads at once.
-  supplier_session(asio::ip::tcp::socket socket, session_context& ctx);
+  // never handled by two threads at once. `peer`: the supplier's address when it is not the
+  // socket's own (a PROXY protocol header named it).
+  supplier_session(asio::ip::tcp::socket socket, session_context& ctx,
+                   std::optional<asio::ip::tcp::endpoint> peer = std::nullopt);
   ~supplier_session();
 
   void start();
@@ -47,8 +51,13 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Stops reading but keeps the connection (graceful drain: no new frames come in).
   void pause_reading();
   void resume_reading() override;
+  // Lame-duck stop: half-closes the connection (the supplier reads end-of-file: asked to leave)
+  // and goes on reading what it still sends until it closes its side.
+  void ask_to_leave();
 
   const std::string& peer() const noexcept { return peer_; }
+  const session_stats& stats() const noexcept { return stats_; }
+  bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
 
   // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
   // on_handoff_done() back to the session's strand.
@@ -87,9 +96,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   protocol::frame_stream stream_;
   std::string peer_;
   std::chrono::steady_clock::time_point last_progress_;
+  session_stats stats_;
   bool waiting_ = false;  // an async_wait is pending
-  bool paused_ = false;   // backpressure or drain: no new wait until resumed
-  bool held_ = false;     // paused by the gateway itself (drain): resume only by it
+  // Backpressure or drain: no new wait until resumed. Written on the strand only; atomic so
+  // /connz may read it from its own thread.
+  std::atomic<bool> paused_{false};
+  bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
   // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
   // flag); what it routed travels back in handoff_result_.
