@@ -14,7 +14,8 @@
 
 namespace gatewayd::gateway {
 
-gateway::gateway(config::service_config service, const config::routes_config& routes)
+gateway::gateway(config::service_config service, const config::routes_config& routes,
+                 std::string routes_sha256)
     : service_(std::move(service)),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
@@ -23,6 +24,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
                    service_.idle_timeout},
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
+      stop_timer_(control_),
       watchdog_(executor_, notify_) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
@@ -30,7 +32,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
   signals_.add(SIGHUP);
-  apply_routing(routes);
+  apply_routing(routes, std::move(routes_sha256));
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   suppliers::supplier_acceptor::admission allow;
@@ -62,14 +64,17 @@ gateway::~gateway() {
   model_->join();
 }
 
-void gateway::apply_routing(const config::routes_config& routes) {
-  publish_routing(routes, routing::routing_table::build(routes.rules()));
+void gateway::apply_routing(const config::routes_config& routes, std::string routes_sha256) {
+  publish_routing(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
 }
 
-void gateway::publish_routing(const config::routes_config& routes,
+void gateway::publish_routing(const config::routes_config& routes, std::string routes_sha256,
                               std::shared_ptr<const routing::routing_table> table) {
   auto snapshot = std::make_shared<suppliers::route_snapshot>();
   snapshot->table = std::move(table);
+  snapshot->specs = routes.consumers;
+  snapshot->sha256 = std::move(routes_sha256);
+  snapshot->loaded_at = std::chrono::system_clock::now();
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
@@ -116,8 +121,11 @@ void gateway::start_metrics() {
       },
       GATEWAYD_VERSION}));
   metrics_->add(std::make_shared<metrics::process_collector>());
+  operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
+      sessions_, routes_, supplier_stats_, serving_, GATEWAYD_VERSION});
+  operator_api_->serve_on(*metrics_);
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
-               << "/metrics";
+               << "/metrics (and /healthz, /readyz, /connz, /routez)";
 }
 
 void gateway::run() {
@@ -130,6 +138,7 @@ void gateway::run() {
                     << "); reload with SIGHUP";
   }
   acceptor_->start();
+  serving_.listening.store(true);
   watchdog_.start();
   if (watchdog_.period().count()) {
     GW_LOG(info)
@@ -163,47 +172,6 @@ void gateway::shutdown() {
   asio::post(control_, [this] { begin_shutdown(); });
 }
 
-void gateway::begin_shutdown() {
-  if (shutting_down_) return;
-  shutting_down_ = true;
-  std::error_code ignored;
-  signals_.cancel(ignored);
-  if (watcher_) watcher_->stop();
-  acceptor_->stop();
-  // No new frames come in while the queues drain: suppliers stay connected but unread.
-  sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
-  draining_ = consumers_.size();
-  std::string status = "stopping: draining ";
-  status += std::to_string(draining_);
-  status += " consumer queues for up to ";
-  status += std::to_string(service_.drain_timeout.count());
-  status += " ms";
-  notify_.stopping(status);
-  if (draining_ == 0) return finish_shutdown();
-  for (auto& [name, c] : consumers_) {
-    c->drain_and_close(service_.drain_timeout, consumers::drop_reason::shutdown,
-                       [this, n = name](std::uint64_t left) {
-                         asio::post(control_, [this, n, left] {
-                           if (left) {
-                             GW_LOG(warning) << "consumer " << n << ": " << left
-                                             << " frames undelivered at shutdown";
-                           }
-                           undelivered_ += left;
-                           if (--draining_ == 0) finish_shutdown();
-                         });
-                       });
-  }
-}
-
-void gateway::finish_shutdown() {
-  GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
-  sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
-  // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
-  watchdog_.stop();
-  // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
-  // runs out of work and the pool's threads leave on their own.
-}
-
 void gateway::reload(std::string trigger) {
   asio::post(control_, [this, trigger = std::move(trigger)] { do_reload(trigger); });
 }
@@ -232,7 +200,7 @@ void gateway::do_reload(std::string_view trigger) {
     return reload_failed(trigger, 1);
   }
   apply_settings(next.service);
-  publish_routing(next.routing, std::move(table));
+  publish_routing(next.routing, std::move(next.routes_sha256), std::move(table));
   if (watcher_) watcher_->watch({service_.config_file, service_.routes_file});
   reloads_.succeeded.fetch_add(1);
   reloads_.last_successful.store(true);

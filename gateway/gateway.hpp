@@ -17,7 +17,9 @@
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
+#include "metrics/operator_api.hpp"
 #include "metrics/reload_stats.hpp"
+#include "metrics/serving_state.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
@@ -31,7 +33,9 @@ namespace gatewayd::gateway {
 class gateway {
  public:
   // Builds everything and binds the listeners; throws on a start-up error (bad bind, ...).
-  gateway(config::service_config service, const config::routes_config& routes);
+  // `routes_sha256` names the routes file's bytes (gatewayd_config_info, /routez).
+  gateway(config::service_config service, const config::routes_config& routes,
+          std::string routes_sha256);
   ~gateway();
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
@@ -43,7 +47,7 @@ class gateway {
   void shutdown();
 
   // Replaces the routing table and the consumer set (diffing consumers by name).
-  void apply_routing(const config::routes_config& routes);
+  void apply_routing(const config::routes_config& routes, std::string routes_sha256);
   // Re-reads both configuration files from any thread, on the control strand: all or
   // nothing (an error keeps the running table), settings that cannot change live warned.
   void reload(std::string trigger);
@@ -59,13 +63,17 @@ class gateway {
  private:
   void wait_for_signal();
   void on_signal(int signo);
+  // The stop, in gateway_stop.cpp: lame duck, suppliers asked to leave, drain, exit.
   void begin_shutdown();
+  void ask_suppliers_to_leave();
+  void wait_for_suppliers(std::chrono::steady_clock::time_point leave_by);
+  void drain_consumers(std::chrono::milliseconds within);
   void finish_shutdown();
   void start_metrics();
   void do_reload(std::string_view trigger);
   void reload_failed(std::string_view trigger, std::size_t errors);
   void apply_settings(const config::service_config& next);
-  void publish_routing(const config::routes_config& routes,
+  void publish_routing(const config::routes_config& routes, std::string routes_sha256,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
 
@@ -81,16 +89,20 @@ class gateway {
   std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
-  runtime::strand control_;  // reloads and shutdown, one at a time
+  runtime::strand control_;        // reloads and shutdown, one at a time
+  asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
   systemd_notify notify_;
   watchdog watchdog_;
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
+  metrics::serving_state serving_;
+  std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
   bool shutting_down_ = false;
   std::size_t draining_ = 0;
   std::uint64_t undelivered_ = 0;
+  std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
 };
 
 }  // namespace gatewayd::gateway

@@ -63,7 +63,8 @@ int run_daemon(const std::filesystem::path& config, const std::filesystem::path&
   log::set_level(loaded.config->service.log_level);
   try {
     GW_LOG(info) << "gatewayd " << GATEWAYD_VERSION << " starting with " << config.string();
-    gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing);
+    gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing,
+                        std::move(loaded.config->routes_sha256));
     std::optional<gateway::ports_file> ports;  // the listeners are bound from here on
     if (!ports_path.empty()) ports.emplace(ports_path, bound_ports_of(gw));
     gw.run();
