@@ -35,20 +35,14 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   apply_routing(routes, std::move(routes_sha256));
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  suppliers::supplier_acceptor::admission allow;
-  if (!service_.allow.empty()) {
-    allow = [this](const asio::ip::address& a) {
-      if (a.is_v4()) {
-        const auto b = a.to_v4().to_bytes();
-        return net::allowed_by(service_.allow, b);
-      }
-      const auto b = a.to_v6().to_bytes();
-      return net::allowed_by(service_.allow, b);
-    };
-  }
-  acceptor_ = std::make_shared<suppliers::supplier_acceptor>(
-      executor_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
-      std::move(allow));
+  using acceptor = suppliers::supplier_acceptor;
+  acceptor::admission allow;
+  if (!service_.allow.empty()) allow = acceptor::from_blocks(service_.allow);
+  acceptor::proxy_options proxy;
+  if (service_.proxy_protocol) proxy.from = acceptor::from_blocks(service_.proxy_from);
+  acceptor_ = std::make_shared<acceptor>(executor_, service_.supplier_listen, session_ctx_,
+                                         service_.max_supplier_connections, std::move(allow),
+                                         std::move(proxy));
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()

@@ -14,7 +14,9 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
       stream_(ctx.max_payload) {
   std::error_code ec;
   const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
-  peer_ = ec ? std::string("unknown") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  const std::string host =
+      ep.address().is_v6() ? '[' + ep.address().to_string() + ']' : ep.address().to_string();
+  peer_ = ec ? std::string("unknown") : host + ":" + std::to_string(ep.port());
   // Reads happen only after the socket reported readable, and must never block the thread.
   socket_.non_blocking(true, ec);
   ctx_.stats.connections.fetch_add(1, std::memory_order_relaxed);

@@ -112,7 +112,11 @@ bool test_consumer::wait_for_connections(std::size_t n, std::chrono::millisecond
   return eventually([&] { return connections_.load() >= n; }, timeout);
 }
 
-test_supplier::test_supplier(unsigned short port) : socket_(ioc_) {
+test_supplier::test_supplier(unsigned short port, const std::string& source) : socket_(ioc_) {
+  if (!source.empty()) {
+    socket_.open(tcp::v4());
+    socket_.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+  }
   socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   socket_.set_option(tcp::no_delay(true));
 }

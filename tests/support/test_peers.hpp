@@ -65,10 +65,11 @@ class test_consumer {
   std::vector<received_frame> frames_;
 };
 
-// A blocking TCP supplier.
+// A blocking TCP supplier. `source`: the loopback address it connects from (127.0.0.2 is a
+// real, distinct source once bound before connect); empty = whatever the kernel picks.
 class test_supplier {
  public:
-  explicit test_supplier(unsigned short port);
+  explicit test_supplier(unsigned short port, const std::string& source = "");
   void send(const std::string& bytes);
   void send_frame(const std::string& address, const std::string& payload);
   // True once the gateway closed the connection (reads EOF or an error within `timeout`).
