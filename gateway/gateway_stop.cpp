@@ -98,6 +98,15 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
 
 void gateway::finish_shutdown() {
   GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
+  // The counters' last values, which no scrape can read once the process is gone: with the
+  // other nodes' and the consumers', they account for every frame a fleet was sent.
+  const auto& in = supplier_stats_;
+  GW_LOG(info) << "totals: " << in.frames_received.load() << " frames received from suppliers, "
+               << in.unroutable.load() << " unroutable";
+  for (const auto& [name, c] : consumers_) {
+    GW_LOG(info) << "totals: consumer " << name << ": " << c->stats().sent_frames.load()
+                 << " frames sent, " << c->stats().dropped_total() << " dropped";
+  }
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
   watchdog_.stop();

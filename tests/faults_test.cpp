@@ -24,16 +24,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// A port nobody listens on right now (bound by the kernel's choice, then released).
-unsigned short free_port() {
-  std::error_code ec;
-  const int fd = listen_on(loopback(0), ec);
-  BOOST_TEST_REQUIRE(fd >= 0, ec.message());
-  const unsigned short port = local_port(fd);
-  ::close(fd);
-  return port;
-}
-
 // The largest TCP send plus receive buffer the kernel may use: what a consumer that dies can
 // take with it after the gateway counted it as sent (docs/consumers.md).
 std::uint64_t kernel_buffer_bound() {

@@ -5,8 +5,10 @@
 #include <csignal>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/peer_tool.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -15,36 +17,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string peer = GATEWAY_PEER_BINARY;
-
-// `gateway-peer recv` on a kernel-chosen port, as a child process logging to `dir`.
-struct peer_receiver {
-  std::unique_ptr<daemon_process> process;
-  unsigned short port = 0;
-
-  peer_receiver(const temp_dir& dir, const std::string& name, std::vector<std::string> args) {
-    args.insert(args.begin(), {"recv", "--listen", "127.0.0.1:0"});
-    process = std::make_unique<daemon_process>(peer, args, dir.path() / (name + ".log"));
-    const auto line = process->wait_for_log("listening on", 10s);
-    BOOST_TEST_REQUIRE(line.has_value(), "gateway-peer recv did not start: " << process->log());
-    port = port_in(*line);
-    BOOST_TEST_REQUIRE(port != 0);
-  }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
-};
-
-// The integer value of "key": N in the receiver's --json summary, or -1.
-long long json_field(const std::string& text, const std::string& key) {
-  const std::regex re("\"" + key + "\": ([0-9]+)");
-  std::smatch m;
-  return std::regex_search(text, m, re) ? std::stoll(m[1]) : -1;
-}
-
-unsigned short closed_port() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();  // closed again when `a` goes out of scope
-}
+const std::string& peer = peer_binary();
 
 }  // namespace
 
@@ -288,7 +261,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message_naming_the_problem) {
 }
 
 BOOST_AUTO_TEST_CASE(unreachable_endpoints_exit_1_with_a_clear_error) {
-  const auto port = std::to_string(closed_port());
+  const auto port = std::to_string(free_port());
   const auto r =
       run_command(peer, {"send", "--to", "127.0.0.1:" + port, "--address", "a", "--count", "1"});
   BOOST_TEST(r.exit_code == 1);

@@ -71,14 +71,17 @@ BOOST_AUTO_TEST_CASE(tcp6_gives_the_source) {
 }
 
 BOOST_AUTO_TEST_CASE(what_haproxy_sends_is_understood) {
-  // `send-proxy-v2` from HAProxy 2.6.12 for a client 127.0.0.1:45678 to 127.0.0.1:7400,
-  // captured on the wire: TCP4 and no TLVs.
-  const bytes wire = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49,
-                      0x54, 0x0a, 0x21, 0x11, 0x00, 0x0c, 0x7f, 0x00, 0x00, 0x01,
-                      0x7f, 0x00, 0x00, 0x01, 0xb2, 0x6e, 0x1c, 0xe8};
+  // `send-proxy-v2` from Debian's HAProxy 2.6.12 for a client 127.0.0.1:45678 of its frontend
+  // 127.0.0.1:17400, captured by the server it connected to: TCP4 and no TLVs, then the
+  // client's first bytes.
+  const bytes wire = {0x0d, 0x0a, 0x0d, 0x0a, 0x00, 0x0d, 0x0a, 0x51, 0x55, 0x49, 0x54,
+                      0x0a, 0x21, 0x11, 0x00, 0x0c, 0x7f, 0x00, 0x00, 0x01, 0x7f, 0x00,
+                      0x00, 0x01, 0xb2, 0x6e, 0x43, 0xf8, 'G',  'W',  'P',  '1'};
   const auto r = parse(wire);
   BOOST_REQUIRE(r.state == status::done);
+  BOOST_TEST(r.header.size == 28u);
   BOOST_TEST(r.header.source->to_string() == "127.0.0.1:45678");
+  BOOST_TEST(r.header.destination->to_string() == "127.0.0.1:17400");
 }
 
 BOOST_AUTO_TEST_CASE(tlvs_are_skipped_as_part_of_the_header) {

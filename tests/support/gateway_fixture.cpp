@@ -44,12 +44,21 @@ std::optional<std::string> read_ports_file(const std::filesystem::path& path,
 gateway_fixture::gateway_fixture(const std::string& routes, const std::string& gateway_extra,
                                  const std::vector<std::string>& env, bool metrics) {
   dir.write("routes.toml", routes);
-  dir.write("gatewayd.toml",
-            "[gateway]\nsupplier_listen = \"127.0.0.1:0\"\nthreads = 2\n"
-            "routes_file = \"routes.toml\"\n" +
-                gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
-                (metrics ? "" : "enabled = false\n"));
+  config =
+      "[gateway]\nsupplier_listen = \"127.0.0.1:0\"\nthreads = 2\n"
+      "routes_file = \"routes.toml\"\n" +
+      gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
+      (metrics ? "" : "enabled = false\n");
+  dir.write("gatewayd.toml", config);
   start("gatewayd.log", env);
+}
+
+void gateway_fixture::keep_ports() {
+  replace_all(config, "supplier_listen = \"127.0.0.1:0\"",
+              "supplier_listen = \"127.0.0.1:" + std::to_string(supplier_port) + "\"");
+  replace_all(config, "listen = \"127.0.0.1:0\"",
+              "listen = \"127.0.0.1:" + std::to_string(metrics_port) + "\"");
+  dir.write("gatewayd.toml", config);
 }
 
 gateway_fixture::~gateway_fixture() = default;

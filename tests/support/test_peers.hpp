@@ -81,6 +81,15 @@ class test_supplier {
   asio::ip::tcp::socket socket_;
 };
 
+// A 127.0.0.1 port nobody listens on right now (the kernel's choice, released again): for
+// programs that cannot report the port they bound, and for a port that refuses connections.
+unsigned short free_port();
+
+// A whole file's bytes ("" when it cannot be read), and `s` with every `from` made `to`: how
+// tests point the samples in etc/ at their own ports.
+std::string read_text(const std::string& path);
+void replace_all(std::string& s, const std::string& from, const std::string& to);
+
 // Polls `condition` every 10 ms until it holds or `timeout` passes.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 
