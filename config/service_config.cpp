@@ -186,17 +186,15 @@ class service_reader {
   // A PROXY header is believed only from proxy_from: trusted from anyone, it would let any
   // supplier claim any address (and pass `allow` with it).
   void read_proxy_protocol(const toml::table& t) {
+    if (const auto on = check_.boolean(t, "gateway", "proxy_protocol")) {
+      config_.proxy_protocol = *on;
+    }
     if (const auto* from = check_.array(t, "gateway", "proxy_from")) {
       config_.proxy_from.clear();
       read_blocks(*from, "proxy_from", config_.proxy_from);
-      if (from->empty() && t.contains("proxy_protocol")) {
-        check_.error(*from,
-                     "gateway.proxy_from: empty: no balancer may send the PROXY header, so "
-                     "proxy_protocol has nothing to apply to");
+      if (from->empty() && config_.proxy_protocol) {
+        check_.error(*from, "gateway.proxy_from: empty, so no balancer may send the PROXY header");
       }
-    }
-    if (const auto on = check_.boolean(t, "gateway", "proxy_protocol")) {
-      config_.proxy_protocol = *on;
     }
   }
 
