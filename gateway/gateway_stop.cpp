@@ -104,8 +104,8 @@ void gateway::finish_shutdown() {
   GW_LOG(info) << "totals: " << in.frames_received.load() << " frames received from suppliers, "
                << in.unroutable.load() << " unroutable";
   for (const auto& [name, c] : consumers_) {
-    GW_LOG(info) << "totals: consumer " << name << ": " << c->stats().sent_frames.load()
-                 << " frames sent, " << c->stats().dropped_total() << " dropped";
+    GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
+                 << " frames, dropped " << c->stats().dropped_total();
   }
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.

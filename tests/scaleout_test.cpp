@@ -45,7 +45,7 @@ incarnation_counts totals_in(const std::string& log) {
   std::smatch m;
   if (std::regex_search(log, m, std::regex(R"(totals: ([0-9]+) frames received from suppliers)")))
     c.received = std::stod(m[1]);
-  const std::regex consumer(R"(totals: consumer (\w+): ([0-9]+) frames sent, ([0-9]+) dropped)");
+  const std::regex consumer(R"(totals: consumer ([\w-]+) sent ([0-9]+) frames, dropped ([0-9]+))");
   for (std::sregex_iterator it(log.begin(), log.end(), consumer), end; it != end; ++it) {
     c.sent[(*it)[1]] = std::stod((*it)[2]);
     c.dropped[(*it)[1]] = std::stod((*it)[3]);
