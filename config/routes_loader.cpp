@@ -1,6 +1,7 @@
 #include "config/routes_loader.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <set>
 #include <utility>
@@ -29,18 +30,32 @@ std::string in_quotes(std::string_view s) {
   return out;
 }
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j)
+// The edit distance of `a` and `b` when it is at most `limit`, otherwise limit + 1. Only the
+// band |i - j| <= limit of the table can hold such a path, so the cost is (2 limit + 1) cells
+// per character instead of the product of the lengths; `cells` counts them.
+std::size_t edit_distance_within(std::string_view a, std::string_view b, std::size_t limit,
+                                 std::vector<std::size_t>& row, std::uint64_t& cells) {
+  if (a.size() > b.size()) std::swap(a, b);
+  const std::size_t too_far = limit + 1;
+  if (b.size() - a.size() > limit) return too_far;
+  row.assign(b.size() + 1, too_far);
+  for (std::size_t j = 0; j <= std::min(b.size(), limit); ++j)
     row[j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
+    const std::size_t lo = i > limit ? i - limit : 1;
+    const std::size_t hi = std::min(b.size(), i + limit);
+    std::size_t diagonal = row[lo - 1];
+    row[lo - 1] = lo == 1 && i <= limit ? i : too_far;
+    std::size_t best_in_row = row[lo - 1];
+    for (std::size_t j = lo; j <= hi; ++j) {
       const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      row[j] =
+          std::min({above + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1), too_far});
       diagonal = above;
+      best_in_row = std::min(best_in_row, row[j]);
     }
+    cells += hi - lo + 1;
+    if (best_in_row > limit) return too_far;  // every path is already too long
   }
   return row[b.size()];
 }
@@ -179,13 +194,20 @@ class routing_reader {
   void check_known_consumer(const toml::value<std::string>& name, const std::string& path) {
     if (known_consumers_.count(name.get())) return;
     std::string message = path + ": unknown consumer " + in_quotes(name.get());
-    // A typo is the usual cause; point at the nearest name when one is close.
+    // A typo is the usual cause; point at the nearest name when one is close. The search is
+    // bounded for the whole file: 10,000 consumers with long names and hundreds of mistakes
+    // would otherwise cost minutes; past the budget, errors come without a suggestion.
     const std::string* best = nullptr;
     std::size_t best_distance = 3;
     for (const auto& known : known_consumers_) {
-      const auto d = edit_distance(known, name.get());
+      if (best_distance == 1 || suggestion_cells_ > suggestion_budget) break;
+      const auto& wanted = name.get();
+      const std::size_t longer = std::max(known.size(), wanted.size());
+      if (longer - std::min(known.size(), wanted.size()) >= best_distance) continue;
+      const auto d =
+          edit_distance_within(known, wanted, best_distance - 1, distance_row_, suggestion_cells_);
       // Short names are all close to each other: only suggest a clearly similar one.
-      if (d < best_distance && d * 3 <= std::max(known.size(), name.get().size())) {
+      if (d < best_distance && d * 3 <= longer) {
         best = &known;
         best_distance = d;
       }
@@ -194,9 +216,14 @@ class routing_reader {
     check_.error(name, std::move(message));
   }
 
+  // Table cells the "did you mean" search may fill in one file: about 0.1 s.
+  static constexpr std::uint64_t suggestion_budget = 50'000'000;
+
   toml_checker& check_;
   routes_config config_;
   std::set<std::string, std::less<>> known_consumers_;
+  std::uint64_t suggestion_cells_ = 0;
+  std::vector<std::size_t> distance_row_;
 };
 
 }  // namespace

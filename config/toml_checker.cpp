@@ -1,10 +1,12 @@
 #include "config/toml_checker.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <memory>
 
 namespace gatewayd::config {
 
@@ -26,26 +28,76 @@ std::string join_path(std::string_view path, std::string_view key) {
   return out;
 }
 
+namespace {
+
+std::string_view kind_of(mode_t mode) noexcept {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a file";
+}
+
+std::string too_large(std::uint64_t size) {
+  return "file is " + std::to_string(size) + " bytes, more than the " +
+         std::to_string(max_config_file_bytes) + " bytes a configuration file may have";
+}
+
+}  // namespace
+
 std::optional<std::string> read_config_text(const std::filesystem::path& file,
                                             toml_checker& check) {
-  // C stdio keeps errno meaningful, so the operator learns *why* (missing, permissions,
-  // a directory) rather than just "cannot read".
-  errno = 0;
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f{std::fopen(file.c_str(), "rb"), &std::fclose};
-  if (!f) {
+  // errno tells the operator *why* (missing, permissions, a directory), not just "cannot read".
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) {
     check.file_error(std::string{"cannot open file: "} + std::strerror(errno));
+    return std::nullopt;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    check.file_error(std::string{"cannot read file: "} + std::strerror(EISDIR));
+    return std::nullopt;
+  }
+  // Opening a FIFO for reading blocks until a writer comes (a start-up, a reload or --check
+  // would hang), and a device can be endless or act on being opened: neither is opened.
+  if (!S_ISREG(st.st_mode)) {
+    check.file_error("not a regular file but " + std::string{kind_of(st.st_mode)} +
+                     "; refusing to read it");
+    return std::nullopt;
+  }
+  if (static_cast<std::uint64_t>(st.st_size) > max_config_file_bytes) {
+    check.file_error(too_large(static_cast<std::uint64_t>(st.st_size)));
+    return std::nullopt;
+  }
+  // Non-blocking, and checked again once open: the path may have been replaced meanwhile.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    check.file_error(std::string{"cannot open file: "} + std::strerror(errno));
+    return std::nullopt;
+  }
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } const close_at_exit{fd};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    check.file_error("not a regular file (replaced while being opened); refusing to read it");
     return std::nullopt;
   }
   std::string text;
   char buf[16384];
-  while (true) {
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f.get());
-    text.append(buf, n);
-    if (n < sizeof buf) break;
-  }
-  if (std::ferror(f.get())) {
-    check.file_error(std::string{"cannot read file: "} + std::strerror(errno));
-    return std::nullopt;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      check.file_error(std::string{"cannot read file: "} + std::strerror(errno));
+      return std::nullopt;
+    }
+    if (n == 0) break;
+    text.append(buf, static_cast<std::size_t>(n));
+    // A file that grows while it is read is held to the same cap.
+    if (text.size() > max_config_file_bytes) {
+      check.file_error(too_large(text.size()));
+      return std::nullopt;
+    }
   }
   return text;
 }

@@ -77,6 +77,10 @@ class toml_checker {
   std::vector<config_error> errors_;
 };
 
+// The largest configuration file read: far above any real routing table (10,000 consumers and
+// routes take about 1 MiB), far below what would strain the parser's memory.
+inline constexpr std::uint64_t max_config_file_bytes = 16 * 1024 * 1024;
+
 // The whole text of a configuration file, or nullopt after recording why it cannot be read.
 std::optional<std::string> read_config_text(const std::filesystem::path& file, toml_checker& check);
 

@@ -23,7 +23,7 @@ class admitter {
 
   admission& result() noexcept { return a_; }
 
-  void offer(const frame_slice& f, bool congested) {
+  void offer(const frame_slice& f, bool congested, frame_packer* pack_into) {
     // `reserved`: the frame's bytes are held in the budget (and must be given back if it goes).
     bool reserved = batch_reserved_;
     bool keep = false;
@@ -42,7 +42,12 @@ class admitter {
         break;
     }
     if (!keep) return;
-    queue_.push_back(f);
+    if (pack_into) {
+      queue_.push_back(pack_into->pack(f));
+      refused_.add(f.chunk);  // the read chunk's reference goes: the copy holds its own
+    } else {
+      queue_.push_back(f);
+    }
     ++a_.queued;
   }
 
@@ -148,13 +153,25 @@ class admitter {
 }  // namespace
 
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
-                queue_budget* budget, bool congested, protocol::release_batch& refused) {
+                queue_budget* budget, bool congested, frame_packer* packer,
+                protocol::release_batch& refused) {
   std::uint64_t batch_bytes = 0;
   for (const auto& f : frames)
     batch_bytes += f.size;
   admitter a(queue, limits, budget, refused, batch_bytes);
-  for (const auto& f : frames)
-    a.offer(f, congested);
+  std::size_t run = 0;
+  while (run < frames.size()) {
+    // A run: neighbouring frames of one read chunk. Sparse ones are copied when packing.
+    std::size_t end = run;
+    std::uint64_t run_bytes = 0;
+    while (end < frames.size() && frames[end].chunk == frames[run].chunk)
+      run_bytes += frames[end++].size;
+    frame_packer* const pack_into =
+        packer && frame_packer::sparse(run_bytes, frames[run].chunk->capacity()) ? packer : nullptr;
+    for (std::size_t i = run; i < end; ++i)
+      a.offer(frames[i], congested, pack_into);
+    run = end;
+  }
   return a.result();
 }
 
@@ -179,13 +196,18 @@ std::uint64_t high_bytes(const queue_limits& l) noexcept {
 
 }  // namespace
 
+// Frames and bytes count against marks derived from the queue's limits; the chunk memory the
+// frames pin counts against the fixed mark alone (one frame pins a whole 64 KiB chunk, which a
+// small byte cap must not turn into a pause per frame).
 bool above_high_water(const frame_queue& queue, const queue_limits& limits) noexcept {
-  return queue.size() >= high_frames(limits) || queue.bytes() >= high_bytes(limits);
+  return queue.size() >= high_frames(limits) || queue.bytes() >= high_bytes(limits) ||
+         queue.pinned_bytes() >= high_water_bytes;
 }
 
 bool below_low_water(const frame_queue& queue, const queue_limits& limits) noexcept {
   return queue.size() < std::max<std::size_t>(1, high_frames(limits) / 2) &&
-         queue.bytes() < std::max<std::uint64_t>(1, high_bytes(limits) / 2);
+         queue.bytes() < std::max<std::uint64_t>(1, high_bytes(limits) / 2) &&
+         queue.pinned_bytes() < high_water_bytes / 2;
 }
 
 }  // namespace gatewayd::consumers

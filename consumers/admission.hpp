@@ -42,8 +42,13 @@ struct admission {
 // it is given loses nothing: what queues up behind it is the gateway's own lag (its threads
 // read faster than they write), so every frame is queued, past the limits and the budget if
 // need be, and the caller pauses the suppliers at the high-water mark instead.
+//
+// With a `packer` (a congested consumer's, which will hold its frames for long), frames that sit
+// sparsely in their read chunk (a run of the batch using under an eighth of it) are queued as
+// copies in the packer's chunks, so they do not keep the read chunk alive.
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
-                queue_budget* budget, bool congested, protocol::release_batch& refused);
+                queue_budget* budget, bool congested, frame_packer* packer,
+                protocol::release_batch& refused);
 
 // True when the queue is at its frame or byte limit (backpressure then pauses suppliers).
 bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept;
@@ -51,7 +56,9 @@ bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept;
 // The gateway's own marks for a consumer that keeps up: past the high one the gateway pauses
 // the suppliers feeding it, below the low one (half of it) it resumes them. A few batches'
 // worth, and never more than half the queue limits, so the queue stays short (latency, memory)
-// and the limits are never what stops a healthy consumer's frames.
+// and the limits are never what stops a healthy consumer's frames. The read-chunk memory the
+// frames pin counts too, against the fixed 4 MiB mark: a consumer fed frames that sit sparsely
+// in their chunks pauses its suppliers before it holds much memory.
 bool above_high_water(const frame_queue& queue, const queue_limits& limits) noexcept;
 bool below_low_water(const frame_queue& queue, const queue_limits& limits) noexcept;
 

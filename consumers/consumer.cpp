@@ -78,7 +78,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         refused.add(f.chunk);
       a.drops[static_cast<std::size_t>(drop_reason::removed)] = frames.size();
     } else {
-      a = admit(queue_, frames, limits_, opts_.budget, congested_, refused);
+      a = admit(queue_, frames, limits_, opts_.budget, congested_, congested_ ? &packer_ : nullptr,
+                refused);
       if (a.slow && connected_) {
         // No write may start on the doomed connection from here on; the strand drops it, and
         // a batch being written is discarded when it comes back.
@@ -127,6 +128,7 @@ bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn) {
   // Caught up with everything on a live connection: from here on the consumer keeps up again.
   if (connected_ && congested_) {
     congested_ = false;
+    packer_.let_go();
     stats_.congested.store(false, std::memory_order_relaxed);
   }
   writing_ = false;
@@ -154,6 +156,11 @@ void consumer::fell_behind() {
   {
     std::lock_guard lock(mutex_);
     congested_ = true;
+    // It will hold what it has for long: frames pinning mostly unused read chunks are copied
+    // out of them (what follows is copied as it comes, in put()).
+    queue_.compact(packer_);
+    drain_->compact(packer_);
+    publish_depth_locked();
     // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
     // one, and its overflow policy deals with it from here on (backpressure keeps its own).
     if (below_low_water_locked()) paused_.release_locked();

@@ -21,6 +21,7 @@
 #include "consumers/drain.hpp"
 #include "consumers/drain_model.hpp"
 #include "consumers/flow_control.hpp"
+#include "consumers/frame_packer.hpp"
 #include "consumers/frame_queue.hpp"
 #include "consumers/paused_suppliers.hpp"
 #include "consumers/queue_budget.hpp"
@@ -136,6 +137,7 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   bool congested_ = true;
   std::uint64_t conn_ = 0;  // the connection writes go to
   paused_suppliers paused_;
+  frame_packer packer_;  // a congested consumer's own chunks for sparse frames
 
   // Read without the lock by capacity() and policy().
   std::atomic<std::uint32_t> capacity_view_;

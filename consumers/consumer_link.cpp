@@ -1,6 +1,7 @@
 #include "consumers/consumer_link.hpp"
 
 #include "runtime/log.hpp"
+#include "runtime/log_limit.hpp"
 
 namespace gatewayd::consumers {
 
@@ -50,8 +51,9 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
     close_socket();
     stats_.last_error.set("cannot connect to " + endpoint_.to_string() + ": " + ec.message());
     if (++dial_failures_ == 1) {
-      GW_LOG(warning) << "consumer " << name_ << " cannot connect to " << endpoint_.to_string()
-                      << ": " << ec.message() << "; retrying with backoff";
+      GW_LOG_LIMITED(warning, "consumer dials failed")
+          << "consumer " << name_ << " cannot connect to " << endpoint_.to_string() << ": "
+          << ec.message() << "; retrying with backoff";
     } else {
       GW_LOG(debug) << "consumer " << name_ << " still cannot connect to " << endpoint_.to_string()
                     << ": " << ec.message();
@@ -66,7 +68,8 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
   state_ = state::up;
   const std::uint64_t conn = ++conn_;
   stats_.connected.store(true, std::memory_order_relaxed);
-  GW_LOG(info) << "consumer " << name_ << " connected to " << endpoint_.to_string();
+  GW_LOG_LIMITED(info, "consumer connections made")
+      << "consumer " << name_ << " connected to " << endpoint_.to_string();
   read_until_closed(conn);
   events_.on_link_up(conn);
 }
@@ -101,9 +104,9 @@ void consumer_link::lost(std::uint64_t conn, std::error_code ec) {
 
 void consumer_link::drop_slow(std::uint64_t conn, std::uint64_t discarded) {
   if (!up(conn)) return;
-  GW_LOG(warning) << "consumer " << name_ << " at " << endpoint_.to_string()
-                  << " is too slow: queue full, " << discarded
-                  << " frames discarded; disconnecting";
+  GW_LOG_LIMITED(warning, "slow consumers disconnected")
+      << "consumer " << name_ << " at " << endpoint_.to_string() << " is too slow: queue full, "
+      << discarded << " frames discarded; disconnecting";
   stats_.last_error.set("too slow: queue full, " + std::to_string(discarded) +
                         " frames discarded; disconnected");
   drop(nullptr, {});
@@ -139,8 +142,9 @@ void consumer_link::drop(const char* why, std::error_code ec) {
   close_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
   if (why) {
-    GW_LOG(warning) << "consumer " << name_ << " " << why << " " << endpoint_.to_string() << ": "
-                    << ec.message() << "; redialing";
+    GW_LOG_LIMITED(warning, "consumer connections lost")
+        << "consumer " << name_ << " " << why << " " << endpoint_.to_string() << ": "
+        << ec.message() << "; redialing";
     stats_.last_error.set(std::string{why} + ' ' + endpoint_.to_string() + ": " + ec.message());
   }
   was_up_ = true;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "consumers/frame_packer.hpp"
+
 namespace gatewayd::consumers {
 
 class drain {
@@ -22,6 +24,9 @@ class drain {
   virtual void on_link_up(bool frames_waiting) = 0;
   // Strand: the socket is about to close; a writer still inside it must let go first.
   virtual void release_socket() = 0;
+  // Strand, under the consumer's lock: the consumer fell behind; the batch being written moves
+  // what sits sparsely in its read chunks to `packer` (frame_packer.hpp).
+  virtual void compact(frame_packer& packer) = 0;
 };
 
 }  // namespace gatewayd::consumers

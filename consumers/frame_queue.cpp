@@ -4,14 +4,23 @@
 
 namespace gatewayd::consumers {
 
+using protocol::frame_chunk;
+
 namespace {
 // Small enough that 1,000 idle consumers cost nothing worth measuring, large enough that a
 // trickle of frames does not reallocate every few pushes.
 constexpr std::size_t min_slots = 16;
 }  // namespace
 
+namespace {
+std::uint64_t chunk_bytes(const frame_slice& f) noexcept {
+  return f.chunk->capacity();
+}
+}  // namespace
+
 void frame_queue::push_back(const frame_slice& f) {
   grow_to_fit(size_ + 1);
+  if (size_ == 0 || ring_[index(size_ - 1)].chunk != f.chunk) pinned_ += chunk_bytes(f);
   ring_[index(size_)] = f;
   ++size_;
   bytes_ += f.size;
@@ -22,6 +31,7 @@ frame_slice frame_queue::pop_front() noexcept {
   head_ = index(1);
   --size_;
   bytes_ -= f.size;
+  if (size_ == 0 || ring_[head_].chunk != f.chunk) pinned_ -= chunk_bytes(f);
   if (size_ == 0) maybe_shrink();
   return f;
 }
@@ -43,6 +53,11 @@ frame_counts frame_queue::take(std::size_t max_frames, std::uint64_t max_bytes,
     moved.bytes += f.size;
     ++moved.frames;
   }
+  // A run leaves the count when its last frame leaves the queue.
+  for (std::size_t i = 0; i < moved.frames; ++i) {
+    const frame_slice& f = ring_[index(i)];
+    if (i + 1 == size_ || ring_[index(i + 1)].chunk != f.chunk) pinned_ -= chunk_bytes(f);
+  }
   head_ = index(moved.frames);
   size_ -= moved.frames;
   bytes_ -= moved.bytes;
@@ -53,6 +68,14 @@ frame_counts frame_queue::take(std::size_t max_frames, std::uint64_t max_bytes,
 void frame_queue::push_front_batch(std::span<const frame_slice> frames) {
   if (frames.empty()) return;
   grow_to_fit(size_ + frames.size());
+  // A frame starts a run unless the one after it (the next put back, or the old front) shares
+  // its chunk.
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const frame_chunk* next = i + 1 < frames.size() ? frames[i + 1].chunk
+                              : size_ > 0           ? ring_[head_].chunk
+                                                    : nullptr;
+    if (next != frames[i].chunk) pinned_ += chunk_bytes(frames[i]);
+  }
   head_ = (head_ + slots_ - frames.size()) % slots_;
   for (std::size_t i = 0; i < frames.size(); ++i) {
     ring_[index(i)] = frames[i];
@@ -69,8 +92,35 @@ frame_counts frame_queue::clear() noexcept {
   batch.flush();
   head_ = size_ = 0;
   bytes_ = 0;
+  pinned_ = 0;
   maybe_shrink();
   return released;
+}
+
+void frame_queue::compact(frame_packer& packer) {
+  protocol::release_batch released;
+  std::size_t run = 0;
+  while (run < size_) {
+    const frame_slice& first = ring_[index(run)];
+    std::size_t end = run;
+    std::uint64_t run_bytes = 0;
+    while (end < size_ && ring_[index(end)].chunk == first.chunk)
+      run_bytes += ring_[index(end++)].size;
+    if (frame_packer::sparse(run_bytes, first.chunk->capacity())) {
+      for (std::size_t i = run; i < end; ++i) {
+        frame_slice& slot = ring_[index(i)];
+        const frame_slice copy = packer.pack(slot);
+        released.add(slot.chunk);
+        slot = copy;
+      }
+    }
+    run = end;
+  }
+  pinned_ = 0;
+  for (std::size_t i = 0; i < size_; ++i) {
+    if (i + 1 == size_ || ring_[index(i + 1)].chunk != ring_[index(i)].chunk)
+      pinned_ += chunk_bytes(ring_[index(i)]);
+  }
 }
 
 void frame_queue::grow_to_fit(std::size_t needed) {

@@ -7,11 +7,10 @@
 #include <span>
 #include <vector>
 
+#include "consumers/frame_packer.hpp"
 #include "protocol/frame_chunk.hpp"
 
 namespace gatewayd::consumers {
-
-using protocol::frame_slice;
 
 // Frames and bytes moved or released by one operation.
 struct frame_counts {
@@ -36,6 +35,10 @@ class frame_queue {
 
   std::size_t size() const noexcept { return size_; }
   std::uint64_t bytes() const noexcept { return bytes_; }
+  // Chunk memory the queued frames keep alive: each run of neighbouring frames of one chunk
+  // counts the chunk once (an upper bound: two runs of one chunk count it twice). What the
+  // queue costs, as opposed to bytes(), what it carries.
+  std::uint64_t pinned_bytes() const noexcept { return pinned_; }
   bool empty() const noexcept { return size_ == 0; }
   // Slots allocated (for tests and memory accounting), not the configured capacity.
   std::size_t slots() const noexcept { return slots_; }
@@ -57,6 +60,9 @@ class frame_queue {
   void push_front_batch(std::span<const frame_slice> frames);
   // Releases every frame; returns what was released.
   frame_counts clear() noexcept;
+  // Moves the frames of sparse runs (frame_packer::sparse) into `packer`'s own chunks,
+  // releasing their hold on the read chunks; order and bytes() stay as they were.
+  void compact(frame_packer& packer);
 
  private:
   std::size_t index(std::size_t i) const noexcept {
@@ -71,6 +77,7 @@ class frame_queue {
   std::size_t head_ = 0;
   std::size_t size_ = 0;
   std::uint64_t bytes_ = 0;
+  std::uint64_t pinned_ = 0;
   std::size_t hint_;
 };
 

@@ -1,6 +1,6 @@
 // The suppliers a consumer asked to stop reading (backpressure): remembered under the consumer's
-// lock and resumed outside it. A paused session has no read pending, so this list is what keeps
-// it alive until it is resumed.
+// lock, resumed outside it, held weakly: a paused session keeps itself alive (its pause timer)
+// and one whose peer left is closed and freed without waiting for this consumer.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +17,7 @@ class paused_suppliers {
   // resume_released() removes the rest.
   void add(const std::shared_ptr<flow_control_listener>& l) {
     if (!l) return;
-    if (!waiting_.empty() && waiting_.back() == l) return;
+    if (!waiting_.empty() && same(waiting_.back(), l)) return;
     waiting_.push_back(l);
   }
   bool empty_locked() const noexcept { return waiting_.empty(); }
@@ -34,19 +34,28 @@ class paused_suppliers {
     }
   }
 
-  // Outside the lock, on the consumer's strand: resumes each released supplier once.
+  // Outside the lock, on the consumer's strand: resumes each released supplier still alive, once.
   void resume_released() {
     if (due_.empty()) return;
-    std::sort(due_.begin(), due_.end());
-    due_.erase(std::unique(due_.begin(), due_.end()), due_.end());
-    for (const auto& l : due_)
-      l->resume_reading();
+    std::sort(due_.begin(), due_.end(),
+              [](const auto& a, const auto& b) { return a.owner_before(b); });
+    due_.erase(std::unique(due_.begin(), due_.end(),
+                           [](const auto& a, const auto& b) { return same(a, b); }),
+               due_.end());
+    for (const auto& w : due_) {
+      if (auto l = w.lock()) l->resume_reading();
+    }
     due_.clear();
   }
 
  private:
-  std::vector<std::shared_ptr<flow_control_listener>> waiting_;  // under the consumer's lock
-  std::vector<std::shared_ptr<flow_control_listener>> due_;      // strand-only
+  template <class A, class B>
+  static bool same(const A& a, const B& b) noexcept {
+    return !a.owner_before(b) && !b.owner_before(a);
+  }
+
+  std::vector<std::weak_ptr<flow_control_listener>> waiting_;  // under the consumer's lock
+  std::vector<std::weak_ptr<flow_control_listener>> due_;      // strand-only
 };
 
 }  // namespace gatewayd::consumers

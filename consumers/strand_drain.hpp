@@ -29,6 +29,7 @@ class strand_drain final : public drain {
   void start() override;
   void on_link_up(bool frames_waiting) override;
   void release_socket() override {}  // nothing writes outside the strand
+  void compact(frame_packer& packer) override { batch_.compact(packer); }
 
  private:
   // Strand, with the writer role: writes until the queue is empty, the socket refuses more

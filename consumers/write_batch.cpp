@@ -67,6 +67,25 @@ frame_counts write_batch::discard() noexcept {
   return gone;
 }
 
+void write_batch::compact(frame_packer& packer) {
+  protocol::release_batch released;
+  std::size_t run = next_;
+  while (run < frames_.size()) {
+    std::size_t end = run;
+    std::uint64_t run_bytes = 0;
+    while (end < frames_.size() && frames_[end].chunk == frames_[run].chunk)
+      run_bytes += frames_[end++].size;
+    if (frame_packer::sparse(run_bytes, frames_[run].chunk->capacity())) {
+      for (std::size_t i = run; i < end; ++i) {
+        const frame_slice copy = packer.pack(frames_[i]);
+        released.add(frames_[i].chunk);
+        frames_[i] = copy;
+      }
+    }
+    run = end;
+  }
+}
+
 void write_batch::reset() noexcept {
   frames_.clear();
   next_ = 0;

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "consumers/frame_packer.hpp"
 #include "consumers/frame_queue.hpp"
 
 namespace gatewayd::consumers {
@@ -46,6 +47,9 @@ class write_batch {
   frame_counts return_to(frame_queue& queue);
   // The disconnect policy threw the backlog away: what was not written whole is released.
   frame_counts discard() noexcept;
+  // What is not written yet and sits sparsely in its read chunks moves to `packer`'s chunks
+  // (a frame cut by a partial write moves whole and goes on from the same offset).
+  void compact(frame_packer& packer);
 
  private:
   void reset() noexcept;

@@ -4,22 +4,18 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "fuzz/check.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/pattern.hpp"
 #include "routing/routing_table.hpp"
 
 using namespace gatewayd::routing;
 
-namespace {
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-}  // namespace
+using gatewayd::fuzz::check;
 
 // Input: lines. Each line is tried as a pattern (valid ones become routes to consumer c<i>,
 // i = route number mod 4) and as an address (valid ones are looked up).

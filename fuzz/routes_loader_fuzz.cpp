@@ -3,11 +3,11 @@
 // into a routing table and route every pattern's own literal addresses.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "config/routes_loader.hpp"
+#include "fuzz/check.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/pattern.hpp"
 #include "routing/routing_table.hpp"
@@ -15,11 +15,7 @@
 using namespace gatewayd::config;
 using namespace gatewayd::routing;
 
-namespace {
-void check(bool ok) {
-  if (!ok) std::abort();
-}
-}  // namespace
+using gatewayd::fuzz::check;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

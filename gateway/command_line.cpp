@@ -1,37 +1,53 @@
 #include "gateway/command_line.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <vector>
 
 namespace gatewayd::gateway {
 
 namespace {
 
-// The PATH of `--name PATH` or `--name=PATH` at args[i] (moving i past it), nothing when args[i]
-// is another option, or an error when the path is missing or given twice.
-struct path_option {
+// The VALUE of `--name VALUE` or `--name=VALUE` at args[i] (moving i past it), nothing when
+// args[i] is another option, or an error when the value is missing or given twice.
+struct option_value {
   std::string_view name;
-  std::optional<std::filesystem::path> value;
+  std::string_view needs;  // what the value is, for the error when it is missing
+  std::optional<std::string_view> value;
 
   // 0: not this option; 1: taken; -1: bad (see `error`).
   int take(std::span<const std::string_view> args, std::size_t& i, std::string& error) {
     const auto arg = args[i];
     const std::string with_equals = std::string{name} + "=";
-    std::string_view path;
+    std::string_view text;
     if (arg == name) {
-      if (i + 1 < args.size()) path = args[++i];
+      if (i + 1 < args.size()) text = args[++i];
     } else if (arg.starts_with(with_equals)) {
-      path = arg.substr(with_equals.size());
+      text = arg.substr(with_equals.size());
     } else {
       return 0;
     }
-    if (path.empty()) error = std::string{name} + " needs a file path";
+    if (text.empty()) error = std::string{name} + " needs " + std::string{needs};
     if (value) error = std::string{name} + " given more than once";
     if (!error.empty()) return -1;
-    value = std::filesystem::path{path};
+    value = text;
     return 1;
   }
 };
+
+constexpr std::string_view stop_timeout_needs =
+    "the unit's TimeoutStopSec: a whole number of seconds, or infinity";
+
+// "infinity" (no limit) or a positive whole number of seconds.
+bool parse_stop_timeout(std::string_view text, std::optional<std::chrono::seconds>& out) {
+  if (text == "infinity") return true;
+  std::uint32_t seconds = 0;
+  const auto [at, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec != std::errc{} || at != text.data() + text.size() || seconds == 0) return false;
+  out = std::chrono::seconds(seconds);
+  return true;
+}
 
 }  // namespace
 
@@ -40,8 +56,9 @@ command_line_result parse_command_line(std::span<const std::string_view> args) {
   bool check = false;
   bool version = false;
   bool help = false;
-  path_option config{"--config", {}};
-  path_option ports_file{"--ports-file", {}};
+  option_value config{"--config", "a file path", {}};
+  option_value ports_file{"--ports-file", "a file path", {}};
+  option_value stop_timeout{"--stop-timeout", stop_timeout_needs, {}};
   auto fail = [](std::string why) { return command_line_result{std::nullopt, std::move(why)}; };
 
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -54,7 +71,8 @@ command_line_result parse_command_line(std::span<const std::string_view> args) {
       version = true;
     } else if (arg == "--check") {
       check = true;
-    } else if ((taken = config.take(args, i, error)) || (taken = ports_file.take(args, i, error))) {
+    } else if ((taken = config.take(args, i, error)) || (taken = ports_file.take(args, i, error)) ||
+               (taken = stop_timeout.take(args, i, error))) {
       if (taken < 0) return fail(error);
     } else if (arg.starts_with("-")) {
       return fail("unknown option '" + std::string{arg} + "'");
@@ -70,9 +88,13 @@ command_line_result parse_command_line(std::span<const std::string_view> args) {
   } else {
     if (!config.value) return fail("--config PATH is required");
     if (check && ports_file.value) return fail("--ports-file is for running, not with --check");
+    if (!check && stop_timeout.value) return fail("--stop-timeout is only used with --check");
+    if (stop_timeout.value && !parse_stop_timeout(*stop_timeout.value, line.stop_timeout)) {
+      return fail("--stop-timeout needs " + std::string{stop_timeout_needs});
+    }
     line.what = check ? command_line::mode::check : command_line::mode::run;
-    line.config = std::move(*config.value);
-    line.ports_file = ports_file.value.value_or(std::filesystem::path{});
+    line.config = std::filesystem::path{*config.value};
+    if (ports_file.value) line.ports_file = std::filesystem::path{*ports_file.value};
   }
   return {std::move(line), {}};
 }
@@ -88,7 +110,10 @@ std::string usage(std::string_view program) {
   const std::string p{program.empty() ? "gatewayd" : program};
   return "usage: " + p + " --config PATH [--ports-file FILE]  run the gateway\n" + "       " + p +
          " --check --config PATH    validate the configuration and exit\n" + "       " + p +
-         " --version                print the version and exit\n" + "       " + p +
+         " --check --stop-timeout SECONDS --config PATH\n" +
+         "                                  the same, and refuse a drain_timeout_ms that\n"
+         "                                  TimeoutStopSec=SECONDS would cut short\n" +
+         "       " + p + " --version                print the version and exit\n" + "       " + p +
          " --help                   print this help and exit\n" +
          "\n"
          "PATH is gatewayd.toml; it names the routing table file (routes_file).\n"
@@ -97,7 +122,9 @@ std::string usage(std::string_view program) {
          "--ports-file FILE: once the listeners are bound, write the addresses they got (port 0\n"
          "in the configuration means any free port) to FILE as one JSON object, atomically:\n"
          "{\"pid\": N, \"supplier\": \"HOST:PORT\", \"metrics\": \"HOST:PORT\" or null}.\n"
-         "The file is removed when gatewayd exits.\n";
+         "The file is removed when gatewayd exits.\n"
+         "--stop-timeout SECONDS (or infinity): the unit's TimeoutStopSec; --check then also\n"
+         "refuses a drain_timeout_ms that does not leave 2 s of it to exit in.\n";
 }
 
 }  // namespace gatewayd::gateway

@@ -1,6 +1,7 @@
 // gatewayd's command line, parsed into plain data so it can be tested without running anything.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <span>
@@ -14,6 +15,9 @@ struct command_line {
   mode what = mode::run;
   std::filesystem::path config;      // set for run and check
   std::filesystem::path ports_file;  // run only; empty = none
+  // check only: how long systemd waits after SIGTERM before it kills (the unit's
+  // TimeoutStopSec, which systemd does not export; the unit passes it). None: no limit.
+  std::optional<std::chrono::seconds> stop_timeout;
 };
 
 struct command_line_result {
@@ -22,8 +26,9 @@ struct command_line_result {
 };
 
 // Parses the arguments after the program name: `--config PATH` (or `--config=PATH`),
-// `--ports-file PATH` (or `=PATH`), `--check`, `--version`, `--help` / `-h`. --version and --help
-// win over everything else, as GNU tools do, so `gatewayd --config x --version` prints the version.
+// `--ports-file PATH` (or `=PATH`), `--check`, `--stop-timeout SECONDS|infinity` (with
+// --check), `--version`, `--help` / `-h`. --version and --help win over everything else, as
+// GNU tools do, so `gatewayd --config x --version` prints the version.
 command_line_result parse_command_line(std::span<const std::string_view> args);
 command_line_result parse_command_line(int argc, const char* const* argv);
 

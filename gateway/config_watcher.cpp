@@ -23,6 +23,10 @@ int open_inotify() {
   return fd;
 }
 
+std::filesystem::path directory_of(const std::filesystem::path& file) {
+  return file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
+}
+
 }  // namespace
 
 config_watcher::config_watcher(const runtime::executor& ex, on_change changed,
@@ -35,27 +39,56 @@ config_watcher::config_watcher(const runtime::executor& ex, on_change changed,
 
 config_watcher::~config_watcher() = default;
 
+void config_watcher::reading(file_stamps as_read) {
+  asio::post(strand_, [this, as_read = std::move(as_read)]() mutable {
+    for (auto& [file, stamp] : as_read)
+      as_read_[file] = stamp;
+  });
+}
+
 void config_watcher::watch(const std::vector<std::filesystem::path>& files) {
   asio::post(strand_, [this, files] {
     if (stopped_) return;
-    for (const auto& [wd, names] : names_)
-      ::inotify_rm_watch(inotify_.native_handle(), wd);
-    names_.clear();
-    for (const auto& file : files) {
-      const auto dir = file.parent_path().empty() ? std::filesystem::path(".") : file.parent_path();
-      const int wd =
-          ::inotify_add_watch(inotify_.native_handle(), dir.c_str(), watched_events | IN_ONLYDIR);
-      if (wd < 0) {
-        GW_LOG(warning) << "cannot watch " << dir.string()
-                        << " for changes: " << std::generic_category().message(errno)
-                        << " (reload with SIGHUP instead)";
-        continue;
-      }
-      // inotify hands back the same descriptor for a directory watched twice.
-      names_[wd].insert(file.filename().string());
-    }
+    arm(files);
     if (!waiting_) do_wait();
+    // From here on every edit raises an event; one that landed between the reader's read and
+    // now raised none that we will see, so it shows only as a difference on disk.
+    for (const auto& file : files) {
+      const auto it = as_read_.find(file);
+      if (it == as_read_.end()) {
+        GW_LOG(info) << file.string() << " was loaded unstamped; loading it again to be sure";
+        return restart_quiet_period();
+      }
+      if (it->second != stamp_file(file)) {
+        GW_LOG(info) << file.string() << " changed while it was being loaded; loading it again";
+        return restart_quiet_period();
+      }
+    }
   });
+}
+
+// On the strand. inotify_add_watch on a directory already watched returns its descriptor
+// unchanged, so adding first and removing only what is no longer wanted leaves no gap.
+void config_watcher::arm(const std::vector<std::filesystem::path>& files) {
+  std::map<int, std::set<std::string>> next;
+  for (const auto& file : files) {
+    const auto dir = directory_of(file);
+    const int wd =
+        ::inotify_add_watch(inotify_.native_handle(), dir.c_str(), watched_events | IN_ONLYDIR);
+    if (wd < 0) {
+      GW_LOG(warning) << "cannot watch " << dir.string()
+                      << " for changes: " << std::generic_category().message(errno)
+                      << " (reload with SIGHUP instead)";
+      continue;
+    }
+    // inotify hands back the same descriptor for a directory watched twice.
+    next[wd].insert(file.filename().string());
+  }
+  for (const auto& [wd, names] : names_) {
+    if (!next.count(wd)) ::inotify_rm_watch(inotify_.native_handle(), wd);
+  }
+  names_ = std::move(next);
+  files_ = files;
 }
 
 void config_watcher::stop() {
@@ -90,16 +123,20 @@ void config_watcher::on_readable(std::error_code ec) {
       if (it != names_.end() && it->second.count(event->name)) relevant = true;
     }
   }
-  if (relevant) {
-    // Every event restarts the quiet period: one reload per save, after the last write.
-    debounce_.expires_after(quiet_);
-    debounce_.async_wait([this](std::error_code e) { on_quiet(e); });
-  }
+  // Every event restarts the quiet period: one reload per save, after the last write.
+  if (relevant) restart_quiet_period();
   do_wait();
+}
+
+void config_watcher::restart_quiet_period() {
+  debounce_.expires_after(quiet_);
+  debounce_.async_wait([this](std::error_code e) { on_quiet(e); });
 }
 
 void config_watcher::on_quiet(std::error_code ec) {
   if (ec || stopped_) return;
+  // The reload this starts reads the files after this point: what they hold now, or newer.
+  as_read_ = stamp_files(files_);
   changed_();
 }
 

@@ -17,6 +17,7 @@ namespace gatewayd::gateway {
 gateway::gateway(config::service_config service, const config::routes_config& routes,
                  std::string routes_sha256)
     : service_(std::move(service)),
+      started_from_(stamp_files({service_.config_file, service_.routes_file})),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
       budget_(service_.max_queued_bytes),
@@ -24,8 +25,11 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
                    service_.idle_timeout},
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
+      signal_strand_(runtime::make_strand(executor_)),
+      stop_deadline_(control_),
       stop_timer_(control_),
-      watchdog_(executor_, notify_) {
+      watchdog_(executor_, notify_),
+      log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
@@ -122,10 +126,11 @@ void gateway::start_metrics() {
                << "/metrics (and /healthz, /readyz, /connz, /routez)";
 }
 
-void gateway::run() {
+bool gateway::run() {
   wait_for_signal();
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
+    watcher_->reading(std::move(started_from_));
     watcher_->watch({service_.config_file, service_.routes_file});
   } catch (const std::exception& e) {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
@@ -134,6 +139,7 @@ void gateway::run() {
   acceptor_->start();
   serving_.listening.store(true);
   watchdog_.start();
+  log_flush_.start();
   if (watchdog_.period().count()) {
     GW_LOG(info)
         << "systemd watchdog: pinging every "
@@ -144,26 +150,10 @@ void gateway::run() {
   notify_.ready(serving_status());
   model_->start();
   model_->join();
+  // What the rate limits still hold back, whether or not its second is over.
+  log::flush_suppressed(log::rate_limit::clock::time_point::max());
   GW_LOG(info) << "gatewayd stopped";
-}
-
-void gateway::wait_for_signal() {
-  signals_.async_wait(asio::bind_executor(control_, [this](std::error_code ec, int signo) {
-    if (!ec) on_signal(signo);
-  }));
-}
-
-void gateway::on_signal(int signo) {
-  if (signo == SIGHUP) {
-    do_reload("SIGHUP");
-    return wait_for_signal();
-  }
-  GW_LOG(info) << "received " << (signo == SIGINT ? "SIGINT" : "SIGTERM") << "; shutting down";
-  begin_shutdown();
-}
-
-void gateway::shutdown() {
-  asio::post(control_, [this] { begin_shutdown(); });
+  return !forced_;
 }
 
 void gateway::reload(std::string trigger) {
@@ -174,7 +164,7 @@ void gateway::reload(std::string trigger) {
 // before touching anything: a failure leaves the running table, consumers and settings as
 // they were.
 void gateway::do_reload(std::string_view trigger) {
-  if (shutting_down_) return;
+  if (shutting_down_ || stop_requested_.load()) return;
   std::string status = "reloading the configuration (";
   status += trigger;
   status += ')';

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
+#include "runtime/periodic_timer.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
@@ -41,8 +43,12 @@ class gateway {
   gateway& operator=(const gateway&) = delete;
 
   // Runs until SIGINT/SIGTERM (or shutdown()) has drained and stopped everything. SIGHUP
-  // and a change of the configuration files reload (see reload()).
-  void run();
+  // and a change of the configuration files reload (see reload()). False when the stop had to
+  // be forced (the drain outlived drain_timeout_ms + stop_grace).
+  bool run();
+
+  // How much longer than lame_duck_ms + drain_timeout_ms a stop may take before it is forced.
+  static constexpr std::chrono::seconds stop_grace{2};
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
@@ -68,6 +74,8 @@ class gateway {
   void ask_suppliers_to_leave();
   void wait_for_suppliers(std::chrono::steady_clock::time_point leave_by);
   void drain_consumers(std::chrono::milliseconds within);
+  void cut_drain_short();
+  void force_stop();
   void finish_shutdown();
   void start_metrics();
   void do_reload(std::string_view trigger);
@@ -78,6 +86,7 @@ class gateway {
   std::string serving_status() const;
 
   config::service_config service_;
+  file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
@@ -89,10 +98,17 @@ class gateway {
   std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
-  runtime::strand control_;        // reloads and shutdown, one at a time
+  runtime::strand control_;  // reloads and shutdown, one at a time
+  // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
+  // as fast as it comes and folds into the one reload queued (reload_queued_).
+  runtime::strand signal_strand_;
+  std::atomic<bool> reload_queued_{false};
+  std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
+  asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
   asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
   systemd_notify notify_;
   watchdog watchdog_;
+  runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
   metrics::serving_state serving_;
@@ -100,6 +116,9 @@ class gateway {
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
   bool shutting_down_ = false;
+  bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
+  bool stopped_ = false;           // the drain finished
+  bool forced_ = false;            // the stop deadline passed first
   std::size_t draining_ = 0;
   std::uint64_t undelivered_ = 0;
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then

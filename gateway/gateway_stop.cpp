@@ -1,5 +1,7 @@
-// The graceful stop of gateway (gateway.hpp), on the control strand: an optional lame duck in
-// which a balancer notices the node is leaving, the suppliers asked to leave, then the drain.
+// How the daemon stops: SIGINT/SIGTERM, an optional lame duck in which a balancer notices the
+// node is leaving and its suppliers are asked to leave, the drain of every consumer, its hard
+// deadline, and a second signal that cuts it all short.
+#include <csignal>
 #include <string>
 
 #include "gateway/gateway.hpp"
@@ -9,16 +11,53 @@ namespace gatewayd::gateway {
 
 using std::chrono::steady_clock;
 
-// SIGTERM. With lame_duck_ms = 0 the drain starts at once, as it always did. Otherwise /readyz
-// answers 503 from here on while the listener still accepts and every supplier is still read,
-// so a balancer's health check takes the node out before anything is refused.
+void gateway::wait_for_signal() {
+  signals_.async_wait(asio::bind_executor(signal_strand_, [this](std::error_code ec, int signo) {
+    if (!ec) on_signal(signo);
+  }));
+}
+
+// On signal_strand_. At most one reload runs (on control_) and one waits: a SIGHUP that finds
+// one waiting is served by it, since that one reads the files after this signal came. Signals
+// stay watched through a stop, so that a second SIGINT/SIGTERM can end the drain at once.
+void gateway::on_signal(int signo) {
+  const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "SIGHUP";
+  if (signo == SIGHUP) {
+    if (!stop_requested_.load() && !reload_queued_.exchange(true)) {
+      asio::post(control_, [this] {
+        reload_queued_.store(false);
+        if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
+        do_reload("SIGHUP");
+      });
+    }
+  } else if (!stop_requested_.exchange(true)) {
+    GW_LOG(info) << "received " << name << "; shutting down";
+    asio::post(control_, [this] { begin_shutdown(); });
+  } else {
+    GW_LOG(warning) << "received " << name << " again; stopping now, without waiting for the drain";
+    asio::post(control_, [this] { cut_drain_short(); });
+  }
+  wait_for_signal();
+}
+
+void gateway::shutdown() {
+  stop_requested_.store(true);
+  asio::post(control_, [this] { begin_shutdown(); });
+}
+
+// With lame_duck_ms = 0 the drain starts at once. Otherwise /readyz answers 503 from here on
+// while the listener still accepts and every supplier is still read, so a balancer's health
+// check takes the node out before anything is refused.
 void gateway::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
   serving_.draining.store(true);
-  std::error_code ignored;
-  signals_.cancel(ignored);
   if (watcher_) watcher_->stop();
+  // Whatever happens to the lame duck and the drain, the stop ends by this deadline.
+  stop_deadline_.expires_after(service_.lame_duck + service_.drain_timeout + stop_grace);
+  stop_deadline_.async_wait([this](std::error_code ec) {
+    if (!ec) force_stop();
+  });
   const auto lame_duck = service_.lame_duck;
   if (lame_duck.count() == 0) return drain_consumers(service_.drain_timeout);
   GW_LOG(info) << "lame duck for " << lame_duck.count()
@@ -70,6 +109,9 @@ void gateway::wait_for_suppliers(steady_clock::time_point leave_by) {
 // Suppliers still connected stay so, unread (nothing new comes in, nothing is cut mid-frame);
 // every consumer queue is sent for at most `within`.
 void gateway::drain_consumers(std::chrono::milliseconds within) {
+  if (draining_started_) return;
+  draining_started_ = true;
+  stop_timer_.cancel();
   acceptor_->stop();
   serving_.listening.store(false);
   sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
@@ -96,7 +138,30 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
   }
 }
 
+// A second signal: a lame duck ends, suppliers are no longer waited for, and every consumer's
+// drain deadline becomes now. Each closes at once (a write still out is cancelled first) and
+// reports what it leaves, as a drain that timed out does.
+void gateway::cut_drain_short() {
+  if (!shutting_down_) begin_shutdown();
+  if (!draining_started_) return drain_consumers(std::chrono::milliseconds(0));
+  if (draining_ == 0) return;
+  for (auto& [name, c] : consumers_)
+    c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
+}
+
+// The stop did not end by lame_duck_ms + drain_timeout_ms + stop_grace: something is stuck that
+// the drain deadline could not end. Stop the threads; the process exits with an error.
+void gateway::force_stop() {
+  if (stopped_) return;
+  forced_ = true;
+  GW_LOG(error) << "the stop did not end within lame_duck_ms + drain_timeout_ms + "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(stop_grace).count()
+                << " ms (" << draining_ << " consumer(s) still draining); forcing it";
+  model_->stop();
+}
+
 void gateway::finish_shutdown() {
+  stopped_ = true;
   GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
   // The counters' last values, which no scrape can read once the process is gone: with the
   // other nodes' and the consumers', they account for every frame a fleet was sent.
@@ -107,9 +172,14 @@ void gateway::finish_shutdown() {
     GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
                  << " frames, dropped " << c->stats().dropped_total();
   }
+  stop_deadline_.cancel();
+  stop_timer_.cancel();
+  std::error_code ignored;
+  signals_.cancel(ignored);
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
   watchdog_.stop();
+  log_flush_.stop();
   // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
   // runs out of work and the pool's threads leave on their own.
 }

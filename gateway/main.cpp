@@ -1,6 +1,7 @@
 // gatewayd's entry point: reads the command line and runs, checks, or prints help or version.
 #include <unistd.h>
 
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -21,13 +22,33 @@ namespace {
 
 using namespace gatewayd;
 
+// After its drain the daemon closes its connections and exits; systemd must not kill it then.
+constexpr std::chrono::seconds time_to_exit{2};
+
 // `gatewayd --check`: the same loading and table building as a start or a reload, so a
-// configuration that passes here is one the daemon accepts.
-int check_configuration(const std::filesystem::path& config) {
+// configuration that passes here is one the daemon accepts. With the unit's stop timeout, it
+// also refuses a drain that systemd would kill before it ends.
+int check_configuration(const std::filesystem::path& config,
+                        std::optional<std::chrono::seconds> stop_timeout) {
   auto loaded = config::load_full_config(config);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       std::cerr << e.to_string() << '\n';
+    return 1;
+  }
+  // A lame duck comes before the drain: both must end before systemd's timeout.
+  const auto& service = loaded.config->service;
+  const auto stop = service.lame_duck + service.drain_timeout;
+  if (stop_timeout && stop + time_to_exit > *stop_timeout) {
+    std::cerr << service.config_file.string() << ": gateway."
+              << (service.lame_duck.count() ? "lame_duck_ms + drain_timeout_ms = " +
+                                                  std::to_string(service.lame_duck.count()) + " + "
+                                            : std::string("drain_timeout_ms = "))
+              << service.drain_timeout.count() << " does not leave " << time_to_exit.count()
+              << " s of the unit's TimeoutStopSec=" << stop_timeout->count()
+              << " to exit in: systemd would kill gatewayd in the middle of its drain; lower "
+                 "drain_timeout_ms, or raise TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a "
+                 "drop-in\n";
     return 1;
   }
   try {
@@ -67,7 +88,7 @@ int run_daemon(const std::filesystem::path& config, const std::filesystem::path&
                         std::move(loaded.config->routes_sha256));
     std::optional<gateway::ports_file> ports;  // the listeners are bound from here on
     if (!ports_path.empty()) ports.emplace(ports_path, bound_ports_of(gw));
-    gw.run();
+    if (!gw.run()) return 1;
   } catch (const std::exception& e) {
     GW_LOG(error) << "not starting: " << e.what();
     return 1;
@@ -93,7 +114,7 @@ int main(int argc, char** argv) {
       std::cout << "gatewayd " << GATEWAYD_VERSION << '\n';
       return 0;
     case gateway::command_line::mode::check:
-      return check_configuration(parsed.line->config);
+      return check_configuration(parsed.line->config, parsed.line->stop_timeout);
     case gateway::command_line::mode::run:
       break;
   }

@@ -2,11 +2,11 @@
 // (no thread left to run handlers) stops the pings and systemd restarts the daemon.
 #pragma once
 
-#include <asio.hpp>
 #include <chrono>
 
 #include "gateway/systemd_notify.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/periodic_timer.hpp"
 
 namespace gatewayd::gateway {
 
@@ -21,14 +21,11 @@ class watchdog {
   std::chrono::microseconds period() const noexcept { return period_; }
 
  private:
-  void do_wait();
-  void on_wait(std::error_code ec);
-
-  runtime::strand strand_;  // the timer is touched only here
-  asio::steady_timer timer_;
   const systemd_notify& notify_;
   std::chrono::microseconds period_;
-  bool stopped_ = false;
+  // The pings run on a pool thread like every other event: if none is free for a whole
+  // timeout, the ping is late and systemd acts.
+  runtime::periodic_timer timer_;
 };
 
 }  // namespace gatewayd::gateway

@@ -115,7 +115,8 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   out.push_back(std::move(errors));
   auto pauses =
       family("gatewayd_supplier_backpressure_pauses_total",
-             "Times a supplier stopped being read because a backpressure consumer was full.",
+             "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
+             "that keeps up was more than a few batches behind (the gateway itself lagging).",
              MetricType::Counter);
   add_sample(pauses, value(st.backpressure_pauses));
   out.push_back(std::move(pauses));

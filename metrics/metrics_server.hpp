@@ -19,8 +19,8 @@ namespace gatewayd::metrics {
 // prometheus-cpp's Exposer owns its civetweb server privately and can serve nothing but
 // /metrics; this owns the civetweb server itself (the same Debian library the Exposer runs on)
 // so /metrics and the operator endpoints share one listener, and serialises the registry with
-// prometheus-cpp's text serializer. Requests are answered on civetweb's two threads, never on
-// the gateway's pool.
+// prometheus-cpp's text serializer. Requests are answered on civetweb's threads, never on the
+// gateway's pool.
 class metrics_server {
  public:
   struct response {
@@ -33,6 +33,7 @@ class metrics_server {
 
   // Binds at once; a bind error throws (start-up), naming the address.
   explicit metrics_server(const net::endpoint& listen);
+  // Stops the server without waiting out civetweb's 2 s listening poll (see the .cpp).
   ~metrics_server();
   metrics_server(const metrics_server&) = delete;
   metrics_server& operator=(const metrics_server&) = delete;
@@ -47,6 +48,7 @@ class metrics_server {
   class endpoint;  // a CivetHandler calling a handler
   response scrape() const;
 
+  net::endpoint listen_;
   mutable std::mutex mutex_;  // the collectables: added at start-up, read by every scrape
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   std::vector<std::unique_ptr<endpoint>> endpoints_;  // outlive server_ (declared before it)

@@ -9,6 +9,7 @@ static_assert(sizeof(frame_chunk) == 64, "chunk header keeps the data cache-line
 
 namespace {
 std::atomic<std::size_t> live_bytes_total{0};
+std::atomic<std::size_t> cached_bytes_total{0};
 }
 
 // Chunks are released on whichever thread finishes with them last (usually a consumer's
@@ -26,6 +27,7 @@ struct chunk_cache {
     while (head) {
       frame_chunk* c = head;
       head = c->next_free_;
+      cached_bytes_total.fetch_sub(c->capacity_, std::memory_order_relaxed);
       destroy(c);
     }
   }
@@ -45,6 +47,7 @@ frame_chunk* frame_chunk::acquire(std::size_t min_capacity) {
     if (frame_chunk* c = cache.head) {
       cache.head = c->next_free_;
       --cache.count;
+      cached_bytes_total.fetch_sub(c->capacity_, std::memory_order_relaxed);
       c->next_free_ = nullptr;
       c->refs_.store(1, std::memory_order_relaxed);
       return c;
@@ -61,6 +64,7 @@ void frame_chunk::recycle(frame_chunk* c) noexcept {
     c->next_free_ = cache.head;
     cache.head = c;
     ++cache.count;
+    cached_bytes_total.fetch_add(c->capacity_, std::memory_order_relaxed);
     return;
   }
   chunk_cache::destroy(c);
@@ -83,6 +87,10 @@ frame_chunk* frame_chunk::take_tail(std::size_t min_free, std::size_t& end) noex
 
 std::size_t frame_chunk::live_bytes() noexcept {
   return live_bytes_total.load(std::memory_order_relaxed);
+}
+
+std::size_t frame_chunk::cached_bytes() noexcept {
+  return cached_bytes_total.load(std::memory_order_relaxed);
 }
 
 }  // namespace gatewayd::protocol

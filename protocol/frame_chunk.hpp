@@ -41,8 +41,10 @@ class frame_chunk {
   // `min_free` bytes free; nullptr otherwise.
   static frame_chunk* take_tail(std::size_t min_free, std::size_t& end) noexcept;
 
-  // Bytes of chunks alive in this process (for tests and the memory budget).
+  // Bytes of chunks alive in this process (for tests and the memory budget), and of those the
+  // bytes waiting in the per-thread free caches (alive, but holding no frame).
   static std::size_t live_bytes() noexcept;
+  static std::size_t cached_bytes() noexcept;
 
   frame_chunk(const frame_chunk&) = delete;
   frame_chunk& operator=(const frame_chunk&) = delete;

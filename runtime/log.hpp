@@ -2,6 +2,7 @@
 // systemd, timestamps only when nobody else adds them.
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <string_view>
 
@@ -19,13 +20,18 @@ bool parse_level(std::string_view name, level& out) noexcept;
 // Writes one whole line (no newline needed) atomically with respect to other lines.
 void write(level l, std::string_view message) noexcept;
 
-// Collects one line with operator<< and writes it when it goes out of scope.
+// Collects one line with operator<< and writes it when it goes out of scope; a line of a
+// rate-limited kind (log_limit.hpp) ends with how many of its kind were held back before it.
 class line {
  public:
-  explicit line(level l) : level_(l) {}
+  explicit line(level l, std::uint64_t suppressed_before = 0)
+      : level_(l), suppressed_before_(suppressed_before) {}
   line(const line&) = delete;
   line& operator=(const line&) = delete;
-  ~line() { write(level_, out_.str()); }
+  ~line() {
+    if (suppressed_before_) out_ << " (" << suppressed_before_ << " more suppressed)";
+    write(level_, out_.str());
+  }
   template <class T>
   line& operator<<(const T& v) {
     out_ << v;
@@ -34,6 +40,7 @@ class line {
 
  private:
   level level_;
+  std::uint64_t suppressed_before_;
   std::ostringstream out_;
 };
 
@@ -44,3 +51,6 @@ class line {
   if (!::gatewayd::log::enabled(::gatewayd::log::level::lvl)) { \
   } else                                                        \
     ::gatewayd::log::line(::gatewayd::log::level::lvl)
+
+// Every file that logs can also rate-limit a line (GW_LOG_LIMITED) with this one include.
+#include "runtime/log_limit.hpp"  // IWYU pragma: export

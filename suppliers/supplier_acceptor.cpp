@@ -156,12 +156,9 @@ bool supplier_acceptor::at_capacity() const {
 void supplier_acceptor::refuse(asio::ip::tcp::socket& socket, close_reason why,
                                const std::string& who) {
   ctx_.stats.closed[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
-  // A flood of refusals must not flood the log: at most one line a second.
-  const auto now = std::chrono::steady_clock::now();
-  if (now - last_refusal_log_ >= std::chrono::seconds(1)) {
-    last_refusal_log_ = now;
-    GW_LOG(warning) << "refused supplier " << who << " (" << to_string(why) << ")";
-  }
+  // A flood of refusals must not flood the log.
+  GW_LOG_LIMITED(warning, "refused supplier connections")
+      << "refused supplier " << who << " (" << to_string(why) << ")";
   std::error_code ec;
   socket.close(ec);
 }

@@ -65,7 +65,6 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   std::size_t handshakes_pending_ = 0;                      // count toward the connection cap
   std::vector<std::weak_ptr<proxy_handshake>> handshakes_;  // to cancel them on stop()
   bool stopped_ = false;
-  std::chrono::steady_clock::time_point last_refusal_log_{};
 };
 
 }  // namespace gatewayd::suppliers

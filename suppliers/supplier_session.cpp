@@ -1,5 +1,9 @@
 #include "suppliers/supplier_session.hpp"
 
+#include <poll.h>
+
+#include <algorithm>
+
 #include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
 #include "suppliers/session_registry.hpp"
@@ -43,7 +47,7 @@ void supplier_session::stop() {
 void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     self->held_ = true;
-    self->paused_ = true;
+    if (!self->paused_) self->pause();
   });
 }
 
@@ -183,10 +187,9 @@ void supplier_session::on_handoff_done() {
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
-  if (r.pause) {
-    paused_ = true;
+  if (r.pause && !departing_) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return pause();
   }
   if (paused_) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
@@ -195,8 +198,9 @@ void supplier_session::after_routing(const routed& r) {
 
 void supplier_session::closed_by_peer() {
   if (stream_.has_partial()) {
-    GW_LOG(info) << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset()
-                 << " (" << stream_.buffered() << " bytes of a partial frame discarded)";
+    GW_LOG_LIMITED(info, "supplier connections closed mid-frame")
+        << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
+        << stream_.buffered() << " bytes of a partial frame discarded)";
   }
   close();
 }
@@ -204,8 +208,9 @@ void supplier_session::closed_by_peer() {
 void supplier_session::fail_protocol(const protocol::frame_stream::stream_error& e) {
   ctx_.stats.protocol_errors[static_cast<std::size_t>(e.reason)].fetch_add(
       1, std::memory_order_relaxed);
-  GW_LOG(warning) << "supplier " << peer_ << ": protocol error " << to_string(e.reason)
-                  << " at byte offset " << e.offset << "; closing the connection";
+  GW_LOG_LIMITED(warning, "supplier protocol errors")
+      << "supplier " << peer_ << ": protocol error " << to_string(e.reason) << " at byte offset "
+      << e.offset << "; closing the connection";
   close();
 }
 
@@ -219,6 +224,31 @@ void supplier_session::close() {
   if (!handed_off_) stream_.release_if_idle();  // else a worker still parses it
 }
 
+// A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
+// until a consumer resumed it. The kernel knows at once (POLLRDHUP) even with data unread, so
+// the session asks it now, and the session's timer asks again every pause_check while paused.
+void supplier_session::pause() {
+  paused_ = true;
+  if (peer_left()) return depart();
+  arm_idle_timer(pause_check);
+}
+
+// The peer closed while we were not reading. What it sent before its FIN is in our receive
+// buffer, a finite amount: it is read and routed as usual (the consumers' policies apply; a
+// backpressure consumer queues it past its limit, by at most that much), then EOF closes the
+// session. A session held by a stop reads nothing more: it just closes.
+void supplier_session::depart() {
+  if (held_) return closed_by_peer();
+  departing_ = true;
+  paused_ = false;
+  if (!waiting_) do_wait();
+}
+
+bool supplier_session::peer_left() {
+  pollfd p{socket_.native_handle(), POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after) {
   idle_timer_.expires_after(after);
   idle_timer_.async_wait(
@@ -227,16 +257,23 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || closed_) return;
-  // A supplier we paused (backpressure, drain) cannot make progress; that is not idleness.
-  if (paused_) last_progress_ = std::chrono::steady_clock::now();
+  if (paused_ && peer_left()) return depart();
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
+  // A pause counts as no progress, so it holds a connection no longer than the idle timeout.
   const auto idle = std::chrono::steady_clock::now() - last_progress_;
-  if (idle < ctx_.idle_timeout) return arm_idle_timer(ctx_.idle_timeout - idle);
+  const bool timed = ctx_.idle_timeout.count() > 0;
+  if (!timed || idle < ctx_.idle_timeout) {
+    auto next = timed ? ctx_.idle_timeout - idle : std::chrono::steady_clock::duration::max();
+    if (paused_) next = std::min<std::chrono::steady_clock::duration>(next, pause_check);
+    if (next != std::chrono::steady_clock::duration::max()) arm_idle_timer(next);
+    return;
+  }
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::idle_timeout)].fetch_add(
       1, std::memory_order_relaxed);
-  GW_LOG(info) << "supplier " << peer_ << ": no whole frame for "
-               << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
-               << " ms; closing (idle timeout)";
+  GW_LOG_LIMITED(info, "supplier idle timeouts")
+      << "supplier " << peer_ << ": no whole frame for "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
+      << " ms; closing (idle timeout)";
   close();
 }
 

@@ -37,6 +37,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
  public:
   // Bytes read per event before yielding to other connections (fairness under load).
   static constexpr std::size_t read_budget = 1024 * 1024;
+  // How often a paused session asks the kernel whether its peer has left.
+  static constexpr std::chrono::milliseconds pause_check{250};
 
   // `socket` runs on a strand of its own (the acceptor made it): its reads, timer and posts are
   // never handled by two threads at once. `peer`: the supplier's address when it is not the
@@ -85,6 +87,11 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
   void closed_by_peer();
+  // Stops reading until resumed, watching for the peer to leave meanwhile.
+  void pause();
+  bool peer_left();
+  // The peer left while paused: read what it sent to the end, then close.
+  void depart();
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   void close();
   void arm_idle_timer(std::chrono::steady_clock::duration after);
@@ -103,6 +110,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::atomic<bool> paused_{false};
   bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
+  bool departing_ = false;  // the peer left while paused: reading to EOF, never pausing again
   // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
   // flag); what it routed travels back in handoff_result_.
   bool handed_off_ = false;

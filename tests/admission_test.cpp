@@ -42,7 +42,7 @@ struct frames {
 admission put(frame_queue& q, std::span<const frame_slice> f, const queue_limits& l,
               queue_budget* budget = nullptr) {
   release_batch refused;
-  return admit(q, f, l, budget, true, refused);
+  return admit(q, f, l, budget, true, nullptr, refused);
 }
 
 std::uint32_t front_offset(const frame_queue& q) {
@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_keeps_up_loses_nothing_whatever_its_policy)
       release_batch refused;
       // Past the frame limit, the byte cap and the global budget: the gateway is behind, not
       // the consumer, so all of it queues (the caller pauses the suppliers instead).
-      const auto a = admit(q, f.make(8), l, &budget, false, refused);
+      const auto a = admit(q, f.make(8), l, &budget, false, nullptr, refused);
       BOOST_TEST(a.queued == 8u);
       for (const auto d : a.drops)
         BOOST_TEST(d == 0u);
@@ -233,6 +233,25 @@ BOOST_AUTO_TEST_CASE(high_and_low_water_stay_within_half_the_limits) {
   frame_queue by_bytes;
   put(by_bytes, f.make(3), bytes);
   BOOST_TEST(above_high_water(by_bytes, bytes));  // 300 bytes: half the byte cap
+}
+
+BOOST_AUTO_TEST_CASE(a_congested_consumer_copies_only_sparse_runs_out_of_their_chunks) {
+  frame_packer packer;
+  frames sparse, dense;
+  frame_queue q;
+  release_batch refused;
+  const queue_limits l{.capacity = 1000};
+  // One 100-byte frame of a 64 KiB chunk: copied, and the chunk's reference given back.
+  admit(q, sparse.make(1), l, nullptr, true, &packer, refused);
+  refused.flush();
+  BOOST_TEST(sparse.queued_refs() == 0u);
+  BOOST_TEST(q.front().chunk != sparse.chunk.get());
+  // 100 frames of 200 bytes (20,000 of 65,536): queued as they are.
+  admit(q, dense.make(100, 200), l, nullptr, true, &packer, refused);
+  refused.flush();
+  BOOST_TEST(dense.queued_refs() == 100u);
+  BOOST_TEST(q.size() == 101u);
+  BOOST_TEST(q.bytes() == 20100u);
 }
 
 BOOST_AUTO_TEST_CASE(enum_names_round_trip) {

@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,6 +172,39 @@ BOOST_AUTO_TEST_CASE(bad_arguments) {
   }
 }
 
+// The unit's TimeoutStopSec reaches --check as --stop-timeout (systemd exports no timeout to
+// the commands it runs): seconds, or infinity for none.
+BOOST_AUTO_TEST_CASE(check_takes_the_units_stop_timeout) {
+  auto r = parse({"--check", "--stop-timeout", "30", "--config", "x.toml"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST((r.line->stop_timeout == std::optional<std::chrono::seconds>(30)));
+  r = parse({"--check", "--config", "x.toml", "--stop-timeout=infinity"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST(!r.line->stop_timeout.has_value());
+  r = parse({"--check", "--config", "x.toml"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST(!r.line->stop_timeout.has_value());
+
+  const std::string needs =
+      "--stop-timeout needs the unit's TimeoutStopSec: a whole number of seconds, or infinity";
+  const std::pair<std::vector<std::string_view>, std::string> bad[] = {
+      {{"--check", "--config", "x", "--stop-timeout"}, needs},
+      {{"--check", "--config", "x", "--stop-timeout", ""}, needs},  // ${VAR} of an unset VAR
+      {{"--check", "--config", "x", "--stop-timeout=0"}, needs},
+      {{"--check", "--config", "x", "--stop-timeout", "30s"}, needs},
+      {{"--check", "--config", "x", "--stop-timeout", "-5"}, needs},
+      {{"--check", "--config", "x", "--stop-timeout", "99999999999999999999"}, needs},
+      {{"--check", "--config", "x", "--stop-timeout=1", "--stop-timeout=2"},
+       "--stop-timeout given more than once"},
+      {{"--config", "x", "--stop-timeout", "30"}, "--stop-timeout is only used with --check"},
+  };
+  for (const auto& [args, error] : bad) {
+    const auto b = parse(args);
+    BOOST_TEST(!b.line.has_value());
+    BOOST_TEST(b.error == error);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(argv_form_skips_the_program_name) {
   const char* argv[] = {"gatewayd", "--check", "--config", "c.toml", nullptr};
   const auto r = parse_command_line(4, argv);
@@ -223,6 +258,53 @@ BOOST_AUTO_TEST_CASE(check_of_a_missing_file) {
   const auto r = run_gatewayd({"--check", "--config", "/nonexistent/gatewayd.toml"});
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(r.err == "/nonexistent/gatewayd.toml: cannot open file: No such file or directory\n");
+}
+
+// A FIFO where the routes file should be must not hang `--check` (nor ExecStartPre with it).
+BOOST_AUTO_TEST_CASE(check_refuses_a_fifo_without_blocking) {
+  char pattern[] = "/tmp/command_line_test.XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(pattern) != nullptr);
+  const fs::path dir{pattern};
+  std::ofstream{dir / "gatewayd.toml"} << "[gateway]\nroutes_file = \"routes.toml\"\n";
+  BOOST_REQUIRE(::mkfifo((dir / "routes.toml").c_str(), 0600) == 0);
+  const auto r = run_gatewayd({"--check", "--config", (dir / "gatewayd.toml").string()},
+                              std::chrono::seconds(5));
+  fs::remove_all(dir);
+  BOOST_TEST(r.exit_code == 1, "exit " << r.exit_code << " (-1: still blocked after 5 s)");
+  BOOST_TEST(r.err == (dir / "routes.toml").string() +
+                          ": not a regular file but a FIFO; refusing to read it\n");
+}
+
+// systemd kills the daemon TimeoutStopSec after SIGTERM: a drain that cannot end (with 2 s to
+// exit) before then is refused by the unit's ExecStartPre and ExecReload check.
+BOOST_AUTO_TEST_CASE(check_refuses_a_drain_that_the_stop_timeout_would_cut_short) {
+  char pattern[] = "/tmp/command_line_test.XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(pattern) != nullptr);
+  const fs::path dir{pattern};
+  const std::string config = (dir / "gatewayd.toml").string();
+  std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\ndrain_timeout_ms = 28001\n";
+  std::ofstream{dir / "routes.toml"} << "";
+  const auto refused = run_gatewayd({"--check", "--stop-timeout", "30", "--config", config});
+  const auto fits = run_gatewayd({"--check", "--stop-timeout", "31", "--config", config});
+  const auto unbounded =
+      run_gatewayd({"--check", "--stop-timeout", "infinity", "--config", config});
+  // A lame duck comes before the drain: it counts too.
+  std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\nlame_duck_ms = 27001\n"
+                           "drain_timeout_ms = 1000\n";
+  const auto lame = run_gatewayd({"--check", "--stop-timeout", "30", "--config", config});
+  fs::remove_all(dir);
+  BOOST_TEST(refused.exit_code == 1);
+  BOOST_TEST(refused.out.empty());
+  BOOST_TEST(refused.err == config +
+                                ": gateway.drain_timeout_ms = 28001 does not leave 2 s of the "
+                                "unit's TimeoutStopSec=30 to exit in: systemd would kill gatewayd "
+                                "in the middle of its drain; lower drain_timeout_ms, or raise "
+                                "TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a drop-in\n");
+  BOOST_TEST(fits.exit_code == 0, fits.err);
+  BOOST_TEST(unbounded.exit_code == 0, unbounded.err);
+  BOOST_TEST(lame.err.find(": gateway.lame_duck_ms + drain_timeout_ms = 27001 + 1000 does not "
+                           "leave 2 s") != std::string::npos,
+             lame.err);
 }
 
 BOOST_AUTO_TEST_CASE(version) {

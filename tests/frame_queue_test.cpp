@@ -199,3 +199,68 @@ BOOST_FIXTURE_TEST_CASE(references_are_released_exactly_once_in_runs, live_check
   e.chunk->release();
   BOOST_TEST(frame_chunk::live_bytes() == before);
 }
+
+// pinned_bytes(): each run of neighbouring frames of one chunk counts the chunk once, through
+// every way frames enter and leave the queue.
+BOOST_AUTO_TEST_CASE(pinned_bytes_count_each_run_of_a_chunk_once) {
+  live_check live;
+  test_chunk a, b;
+  {
+    frame_queue q;
+    q.push_back(a.slice(10));
+    q.push_back(a.slice(10));
+    BOOST_TEST(q.pinned_bytes() == odd_capacity);  // one run
+    q.push_back(b.slice(10));
+    q.push_back(a.slice(10));
+    BOOST_TEST(q.pinned_bytes() == 3 * odd_capacity);  // a a | b | a
+    std::vector<frame_slice> out;
+    q.take(2, 1 << 20, out);  // the first run leaves whole
+    BOOST_TEST(q.pinned_bytes() == 2 * odd_capacity);
+    q.push_front_batch(out);  // and comes back in front
+    BOOST_TEST(q.pinned_bytes() == 3 * odd_capacity);
+    out.clear();
+    q.take(1, 1 << 20, out);  // half a run: the rest still pins the chunk
+    BOOST_TEST(q.pinned_bytes() == 3 * odd_capacity);
+    release_slices(out);
+    q.drop_front();
+    BOOST_TEST(q.pinned_bytes() == 2 * odd_capacity);
+    q.clear();
+    BOOST_TEST(q.pinned_bytes() == 0u);
+  }
+  a.chunk->release();
+  b.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == live.before);
+}
+
+// compact(): sparse runs move into the packer's own chunks (freeing the read chunk), dense runs
+// stay, and the order and the bytes do not change.
+BOOST_AUTO_TEST_CASE(compact_moves_sparse_runs_out_of_their_read_chunks) {
+  live_check live;
+  test_chunk sparse, dense;
+  {
+    frame_packer packer;
+    frame_queue q;
+    q.push_back(sparse.slice(100));  // 100 bytes keep a 64 KiB chunk alive
+    for (int i = 0; i < 20; ++i)
+      q.push_back(dense.slice(1000));  // 20,000 bytes: more than an eighth of the chunk
+    q.push_back(sparse.slice(100));
+    sparse.chunk->release();  // only the queue holds it now
+    sparse.chunk = nullptr;
+    const auto bytes = q.bytes();
+    const auto live_before_compact = frame_chunk::live_bytes();
+    q.compact(packer);
+    // The sparse read chunk is gone; one chunk of the packer's own holds its two frames.
+    BOOST_TEST(frame_chunk::live_bytes() ==
+               live_before_compact - odd_capacity + frame_chunk::standard_capacity);
+    BOOST_TEST(q.bytes() == bytes);
+    BOOST_TEST(q.size() == 22u);
+    BOOST_TEST(q.front().chunk != dense.chunk);  // moved
+    BOOST_TEST(q.front().bytes().size() == 100u);
+    BOOST_TEST(q.pinned_bytes() < 3 * odd_capacity);  // the sparse chunk is no longer held
+    const frame_slice first = q.pop_front();
+    BOOST_TEST(q.front().chunk == dense.chunk);  // the dense run stayed where it was
+    first.chunk->release();
+    q.clear();
+  }
+  dense.chunk->release();
+}

@@ -84,7 +84,9 @@ BOOST_AUTO_TEST_CASE(security_exposure_is_at_most_1_2) {
 
 BOOST_AUTO_TEST_CASE(unit_checks_the_config_before_start_and_reload) {
   const auto unit = read_file(fs::path(GATEWAYD_SOURCE_DIR) / "systemd/gatewayd.service");
-  const std::string check = "/usr/sbin/gatewayd --check --config /etc/gatewayd/gatewayd.toml";
+  const std::string check =
+      "/usr/sbin/gatewayd --check --stop-timeout ${GATEWAYD_TIMEOUT_STOP_SEC} --config "
+      "/etc/gatewayd/gatewayd.toml";
   BOOST_TEST(unit.find("\nType=notify\n") != std::string::npos);
   BOOST_TEST(unit.find("\nExecStartPre=" + check + "\n") != std::string::npos);
   // ExecReload lines run in order and stop at the first failure: check, then signal.
@@ -164,4 +166,40 @@ BOOST_AUTO_TEST_CASE(destdir_install_for_usr_keeps_an_operators_configuration) {
   BOOST_TEST(read_file(config) == edited);
   BOOST_TEST(fs::exists(routes));
   BOOST_TEST(r.out.find("Keeping existing: " + config.string()) != std::string::npos, r.out);
+}
+
+// systemd exports no timeout to the commands it runs, so the unit tells its --check the
+// TimeoutStopSec it sets: the check, run as systemd would run it (Environment= expanded),
+// refuses a drain_timeout_ms that systemd would cut short, and accepts the default.
+BOOST_AUTO_TEST_CASE(the_units_check_refuses_a_drain_its_stop_timeout_would_cut_short) {
+  const auto unit = read_file(fs::path(GATEWAYD_SOURCE_DIR) / "systemd/gatewayd.service");
+  std::smatch m;
+  BOOST_TEST_REQUIRE(std::regex_search(unit, m, std::regex(R"(\nTimeoutStopSec=(\d+)\n)")));
+  const int stop = std::stoi(m[1]);
+  BOOST_TEST_REQUIRE(
+      std::regex_search(unit, m, std::regex(R"(\nEnvironment=GATEWAYD_TIMEOUT_STOP_SEC=(\d+)\n)")));
+  BOOST_TEST(std::stoi(m[1]) == stop, "TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC differ");
+
+  temp_dir dir;
+  dir.write("routes.toml", "");
+  for (const std::string key : {"ExecStartPre", "ExecReload"}) {
+    BOOST_TEST_REQUIRE(std::regex_search(
+        unit, m, std::regex("\n" + key + "=(/usr/sbin/gatewayd --check [^\n]*)\n")));
+    std::string command = replace_all(m[1], "${GATEWAYD_TIMEOUT_STOP_SEC}", std::to_string(stop));
+    command =
+        replace_all(command, "/etc/gatewayd/gatewayd.toml", (dir.path() / "gw.toml").string());
+    std::vector<std::string> args;
+    std::istringstream words(command);
+    for (std::string w; words >> w;)
+      args.push_back(w);
+    const std::string binary = GATEWAYD_BINARY;
+    args.erase(args.begin());
+    for (const auto& [drain, expected] : {std::pair{(stop - 1) * 1000, 1}, std::pair{5000, 0}}) {
+      dir.write("gw.toml", "[gateway]\nroutes_file = \"routes.toml\"\ndrain_timeout_ms = " +
+                               std::to_string(drain) + "\n");
+      const auto r = run_command(binary, args);
+      BOOST_TEST(r.exit_code == expected,
+                 key << " with drain_timeout_ms = " << drain << ": " << r.out << r.err);
+    }
+  }
 }

@@ -127,6 +127,24 @@ void test_supplier::send(const std::string& bytes) {
   asio::write(socket_, asio::buffer(bytes));
 }
 
+bool test_supplier::send_within(const std::string& bytes, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::size_t done = 0;
+  socket_.non_blocking(true);
+  while (done < bytes.size()) {
+    std::error_code ec;
+    done += socket_.write_some(asio::buffer(bytes.data() + done, bytes.size() - done), ec);
+    if (ec && ec != asio::error::would_block) break;
+    if (!ec) continue;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{socket_.native_handle(), POLLOUT, 0};
+    if (left.count() <= 0 || ::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+  }
+  socket_.non_blocking(false);
+  return done == bytes.size();
+}
+
 void test_supplier::send_frame(const std::string& address, const std::string& payload) {
   send(protocol::encode_frame(address, payload));
 }

@@ -71,6 +71,9 @@ class test_supplier {
  public:
   explicit test_supplier(unsigned short port, const std::string& source = "");
   void send(const std::string& bytes);
+  // Sends `bytes` unless the gateway stops reading: false when they could not all be written
+  // within `timeout` (what was written stays written).
+  bool send_within(const std::string& bytes, std::chrono::milliseconds timeout);
   void send_frame(const std::string& address, const std::string& payload);
   // True once the gateway closed the connection (reads EOF or an error within `timeout`).
   bool closed_by_peer(std::chrono::milliseconds timeout);
