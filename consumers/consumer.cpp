@@ -73,7 +73,9 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
           std::memory_order_relaxed);
     }
-    if (closing_) {
+    if (closed_for_puts_) {
+      // Only a session that routed by a table older than the one that removed this consumer
+      // gets here, after its drain ended: counted as removed (and still shown in /metrics).
       for (const auto& f : frames)
         refused.add(f.chunk);
       a.drops[static_cast<std::size_t>(drop_reason::removed)] = frames.size();
@@ -91,7 +93,9 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // gateway's own high-water mark, where the gateway, not the consumer, is behind.
       const bool backpressure = limits_.policy == overflow_policy::backpressure &&
                                 (at_limit(queue_, limits_) || a.over_budget);
-      if (backpressure || (!congested_ && above_high_water(queue_, limits_))) {
+      // A draining consumer takes what was routed to it but pauses nobody: new frames go by a
+      // table that no longer names it.
+      if (!closing_ && (backpressure || (!congested_ && above_high_water(queue_, limits_)))) {
         result.pause_supplier = true;
         paused_.add(listener);
       }

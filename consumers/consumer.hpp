@@ -70,9 +70,10 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // queue. The name never changes.
   void reconfigure(const consumer_spec& spec);
 
-  // Stops taking frames (later puts count as drop reason `removed`), keeps sending what it
-  // holds for at most `timeout`, then closes and calls `done(undelivered frames)` once, on the
-  // consumer's strand. The frames left are counted as dropped with `reason`.
+  // Keeps sending what it holds, and what sessions still routing by an older table hand it,
+  // for at most `timeout`, then closes (later puts count as drop reason `removed`) and calls
+  // `done(undelivered frames)` once, on the consumer's strand. The frames left are counted as
+  // dropped with `reason`. Paused suppliers are resumed and nobody is paused any more.
   void drain_and_close(std::chrono::milliseconds timeout, drop_reason reason,
                        std::function<void(std::uint64_t undelivered)> done);
 
@@ -127,9 +128,12 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   frame_queue queue_;
   queue_limits limits_;
   net::endpoint endpoint_;
-  bool connected_ = false;          // a drain may write; cleared before the socket closes
-  bool writing_ = false;            // the writer role is taken (strand model)
-  bool closing_ = false;            // drain_and_close() was called: puts are refused
+  bool connected_ = false;  // a drain may write; cleared before the socket closes
+  bool writing_ = false;    // the writer role is taken (strand model)
+  // drain_and_close() was called: frames routed to it by the table that still named it are
+  // taken (they are its own) but nobody is paused; once the drain ends they are refused.
+  bool closing_ = false;
+  bool closed_for_puts_ = false;
   bool discard_in_flight_ = false;  // the disconnect policy fired during a write
   // Not connected, or its socket has refused bytes for options::slow_after without the queue
   // emptying since: only then does the overflow policy drop (admission.hpp). Until then the

@@ -36,7 +36,12 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
       if (!ec && !self->close_.finishing) self->finish_drain();
     });
   }
-  resume_if_below_low_water();
+  // No new table routes to it: what it holds must not keep any supplier waiting.
+  {
+    std::lock_guard lock(mutex_);
+    paused_.release_locked();
+  }
+  paused_.resume_released();
   check_drain();
 }
 
@@ -61,6 +66,10 @@ void consumer::check_drain() {
 void consumer::finish_drain() {
   if (close_.finishing) return;
   close_.finishing = true;
+  {
+    std::lock_guard lock(mutex_);
+    closed_for_puts_ = true;
+  }
   drain_timer_.cancel();
   link_.shut();
   check_drain();

@@ -28,6 +28,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       signal_strand_(runtime::make_strand(executor_)),
       stop_deadline_(control_),
       stop_timer_(control_),
+      retirement_(control_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
@@ -93,18 +94,13 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
     snapshot->consumers.push_back(c);
     next.emplace(spec.name, std::move(c));
   }
-  // Publish first: from here on no session routes to a consumer that is about to go.
-  routes_.publish(std::move(snapshot));
   for (auto& [name, c] : consumers_) {
-    if (next.count(name)) continue;
-    GW_LOG(info) << "consumer " << name << " removed; draining for up to "
-                 << service_.drain_timeout.count() << " ms";
-    c->drain_and_close(service_.drain_timeout, consumers::drop_reason::removed,
-                       [n = name](std::uint64_t left) {
-                         GW_LOG(info) << "consumer " << n << " closed after removal, " << left
-                                      << " frames undelivered";
-                       });
+    if (!next.count(name)) retirement_.retire(c, service_.drain_timeout);
   }
+  snapshot->retired = retirement_.to_export(snapshot->consumers);
+  // Publish first: passes that begin from here on route by the new table; the removed consumers
+  // drain once the passes that began earlier are over, so what those route to them is theirs.
+  retirement_.published(routes_.publish(std::move(snapshot)));
   consumers_ = std::move(next);
 }
 

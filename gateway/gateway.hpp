@@ -15,6 +15,7 @@
 #include "consumers/consumer.hpp"
 #include "consumers/queue_budget.hpp"
 #include "gateway/config_watcher.hpp"
+#include "gateway/consumer_retirement.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
@@ -105,7 +106,8 @@ class gateway {
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
-  asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
+  asio::steady_timer stop_timer_;   // on control_: the lame duck, then the suppliers' leaving
+  consumer_retirement retirement_;  // on control_: consumers removed by a reload
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back

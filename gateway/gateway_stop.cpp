@@ -115,6 +115,7 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
   acceptor_->stop();
   serving_.listening.store(false);
   sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+  retirement_.stop(false);  // consumers a reload removed drain on their own deadlines
   draining_ = consumers_.size();
   std::string status = "stopping: draining ";
   status += std::to_string(draining_);
@@ -143,6 +144,7 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
 // reports what it leaves, as a drain that timed out does.
 void gateway::cut_drain_short() {
   if (!shutting_down_) begin_shutdown();
+  retirement_.stop(true);
   if (!draining_started_) return drain_consumers(std::chrono::milliseconds(0));
   if (draining_ == 0) return;
   for (auto& [name, c] : consumers_)

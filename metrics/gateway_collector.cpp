@@ -51,8 +51,12 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
                         "Thread time spent waiting for the consumer's locks (cause=lock) and in "
                         "its blocking writes (cause=write, mutex drain model only).",
                         MetricType::Counter);
-  if (const auto snap = s_.routes.load()) {
-    for (const auto& c : snap->consumers) {
+  // Consumers a reload removed are exported until the reload after they closed, beside the live
+  // ones (route_snapshot::retired): their drain's outcome, reason="removed", stays visible.
+  const auto snap = s_.routes.load();
+  for (const auto* list : {snap ? &snap->consumers : nullptr, snap ? &snap->retired : nullptr}) {
+    if (!list) continue;
+    for (const auto& c : *list) {
       const auto& st = c->stats();
       const std::string& n = c->name();
       add_sample(depth, value(st.queued_frames), {{"consumer", n}});

@@ -1,5 +1,6 @@
 // Exports every gatewayd_* metric by reading the live structures at scrape time: the hot path
-// pushes nothing to Prometheus, and consumers removed by a reload vanish from the output.
+// pushes nothing to Prometheus. A consumer a reload removed is exported until the reload after
+// it closed.
 #pragma once
 
 #include <prometheus/collectable.h>

@@ -4,17 +4,22 @@
 
 namespace gatewayd::suppliers {
 
-frame_router& frame_router::for_this_thread(const route_snapshot_holder& routes) {
+frame_router& frame_router::begin_pass(const route_snapshot_holder& routes) {
   thread_local frame_router router;
-  if (router.holder_ != &routes || router.version_ != routes.version()) router.refresh(routes);
-  return router;
+  // Announce the table first, then check it is still the newest: a reload that published a
+  // newer one either is seen here or sees this pass in route_readers::all_past.
+  for (;;) {
+    if (router.holder_ != &routes || router.version_ != routes.version()) router.refresh(routes);
+    router.reading_.enter(router.version_);
+    if (routes.version() == router.version_) return router;
+  }
 }
 
 void frame_router::refresh(const route_snapshot_holder& routes) {
   publish_hits();  // counted by the table they were routed by
   holder_ = &routes;
-  version_ = routes.version();
   snapshot_ = routes.load();
+  version_ = snapshot_ ? snapshot_->version : 0;
   last_address_length_ = 0;  // answers of the old table must not be reused
   const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
   if (batches_.size() < n) batches_.resize(n);
@@ -83,6 +88,7 @@ frame_router::flush_result frame_router::flush(
     batch.clear();
   }
   touched_.clear();
+  reading_.leave();
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
+#include "suppliers/route_readers.hpp"
 #include "suppliers/route_snapshot.hpp"
 
 namespace gatewayd::suppliers {
@@ -19,8 +20,9 @@ namespace gatewayd::suppliers {
 // instead of costing every idle connection its own.
 class frame_router {
  public:
-  // The router of the calling thread, looking at `routes` (refreshed if a reload happened).
-  static frame_router& for_this_thread(const route_snapshot_holder& routes);
+  // Starts a pass on the calling thread's router, by the newest table in `routes`; flush()
+  // ends it. While a pass is open a reload does not close the consumers its table names.
+  static frame_router& begin_pass(const route_snapshot_holder& routes);
 
   // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
   bool route(std::string_view address, const protocol::frame_slice& slice);
@@ -33,8 +35,8 @@ class frame_router {
     bool pause = false;  // some consumer asked the supplier to stop reading
   };
   // Takes the references still pending and hands every consumer its batch: one put() per
-  // consumer for everything routed since the last flush, however many reads that spans. Adds
-  // the pass's route hits to the snapshot's counters.
+  // consumer for everything routed in the pass, however many reads that spans. Adds the
+  // pass's route hits to the snapshot's counters. Ends the pass.
   flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener);
 
   std::uint64_t table_version() const noexcept { return snapshot_ ? snapshot_->version : 0; }
@@ -47,6 +49,7 @@ class frame_router {
   void settle_run() noexcept;
   void publish_hits() noexcept;
 
+  route_readers::slot reading_;
   const route_snapshot_holder* holder_ = nullptr;
   std::shared_ptr<const route_snapshot> snapshot_;
   std::uint64_t version_ = 0;

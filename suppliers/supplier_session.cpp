@@ -120,7 +120,7 @@ bool supplier_session::flush(frame_router& router) {
 // each (fewer syscalls and receiver wake-ups per frame); at low load it is one read, handed
 // over at once. Frames that arrived whole before a protocol error are still routed.
 void supplier_session::read_and_route() {
-  auto& router = frame_router::for_this_thread(ctx_.routes);
+  auto& router = frame_router::begin_pass(ctx_.routes);
   std::size_t total = 0;
   routed all;
   bool peer_gone = false;
@@ -168,7 +168,7 @@ void supplier_session::read_for_handoff() {
 }
 
 void supplier_session::run_offloaded() {
-  auto& router = frame_router::for_this_thread(ctx_.routes);
+  auto& router = frame_router::begin_pass(ctx_.routes);
   handoff_result_ = route_frames(router);
   handoff_result_.pause = flush(router);
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->on_handoff_done(); });

@@ -149,6 +149,28 @@ BOOST_FIXTURE_TEST_CASE(drain_and_close_delivers_then_refuses, io_fixture) {
   BOOST_TEST(close_consumer(*c, 1s) == 0u);
 }
 
+// A session that loaded the table still naming a consumer may hand it frames after a reload
+// removed it: those are its own, and its drain takes them (nobody is paused on a consumer that
+// is going away). Only once the drain has ended are puts refused, counted as `removed`.
+BOOST_FIXTURE_TEST_CASE(a_draining_consumer_takes_what_was_routed_to_it_before, io_fixture) {
+  auto c = make(spec(unused_endpoint(), 100, gc::overflow_policy::backpressure));
+  frame_source src(100);
+  BOOST_TEST(put_all(*c, src.make(100)).paused);  // full: a live consumer pauses
+  auto p1 = std::make_shared<std::promise<std::uint64_t>>();
+  auto left = p1->get_future();
+  c->drain_and_close(300ms, gc::drop_reason::removed, [p1](std::uint64_t n) { p1->set_value(n); });
+  const auto late = put_all(*c, src.make(50));  // routed by the old table, arriving late
+  BOOST_TEST(late.queued == 50u);
+  BOOST_TEST(!late.paused);
+  BOOST_REQUIRE(left.wait_for(5s) == std::future_status::ready);
+  BOOST_TEST(left.get() == 150u);
+  BOOST_TEST(dropped(*c, gc::drop_reason::removed) == 150u);
+  const auto after = put_all(*c, src.make(7));
+  BOOST_TEST(after.queued == 0u);
+  BOOST_TEST(!after.paused);
+  BOOST_TEST(dropped(*c, gc::drop_reason::removed) == 157u);
+}
+
 BOOST_FIXTURE_TEST_CASE(drain_and_close_gives_up_on_an_unreachable_endpoint, io_fixture) {
   auto c = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_oldest));
   frame_source src(100);

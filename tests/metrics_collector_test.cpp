@@ -30,7 +30,9 @@ struct collector_fixture {
        },
        "9.9.9-test"}};
 
-  void publish(const std::vector<std::string>& names) {
+  // `retired`: consumers an earlier reload removed, exported beside the table's.
+  void publish(const std::vector<std::string>& names,
+               std::vector<std::shared_ptr<consumers::consumer>> retired = {}) {
     config::routes_config cfg;
     for (const auto& n : names) {
       consumers::consumer_spec spec;
@@ -45,6 +47,7 @@ struct collector_fixture {
     for (const auto& spec : cfg.consumers)
       snap->consumers.push_back(std::make_shared<consumers::consumer>(
           runtime::make_executor(ioc), spec, consumers::consumer::options{}));
+    snap->retired = std::move(retired);
     routes.publish(std::move(snap));
   }
 
@@ -90,6 +93,25 @@ BOOST_AUTO_TEST_CASE(label_children_follow_the_routing_table) {
           after,
           R"(gatewayd_consumer_dropped_messages_total{consumer="fraud",reason="queue_full"})")
           .has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_retired_consumer_is_exported_beside_the_table) {
+  collector_fixture f;
+  consumers::consumer_spec spec;
+  spec.name = "audit";
+  spec.address = net::endpoint{"127.0.0.1", 9};
+  auto audit = std::make_shared<consumers::consumer>(runtime::make_executor(f.ioc), spec,
+                                                     consumers::consumer::options{});
+  f.publish({"billing"}, {audit});
+  const auto text = f.exposition();
+  BOOST_TEST(has_consumer(text, "billing"));
+  BOOST_TEST(
+      sample_value(text,
+                   R"(gatewayd_consumer_dropped_messages_total{consumer="audit",reason="removed"})")
+          .has_value());
+  BOOST_TEST(*sample_value(text, R"(gatewayd_consumer_connected{consumer="audit"})") == 0);
+  // Still routes only to the table's consumers.
+  BOOST_TEST(*sample_value(text, "gatewayd_routing_table_routes") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(no_routing_table_exports_no_consumer_children) {

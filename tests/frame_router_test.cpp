@@ -1,0 +1,136 @@
+// The frame router against a reload: a read pass routes by one table from its first frame to its
+// flush, and a reload learns (route_readers) when the passes that began by an older table are
+// over, which is when a consumer only that table named may start its last drain.
+#define BOOST_TEST_MODULE frame_router
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "suppliers/frame_router.hpp"
+#include "suppliers/route_readers.hpp"
+#include "tests/support/consumer_harness.hpp"
+#include "tests/support/routing_rules.hpp"
+
+using namespace gatewayd::test;
+namespace su = gatewayd::suppliers;
+
+namespace {
+
+// Runs steps on a thread of its own (a routing thread), one at a time, when told to.
+class routing_thread {
+ public:
+  routing_thread() : thread_([this] { loop(); }) {}
+  ~routing_thread() {
+    run([this] { quit_ = true; });
+    thread_.join();
+  }
+  void run(std::function<void()> step) {
+    std::unique_lock lock(mutex_);
+    step_ = std::move(step);
+    cv_.notify_all();
+    cv_.wait(lock, [this] { return !step_; });
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mutex_);
+    while (!quit_) {
+      cv_.wait(lock, [this] { return static_cast<bool>(step_); });
+      step_();
+      step_ = nullptr;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::function<void()> step_;
+  bool quit_ = false;
+  std::thread thread_;
+};
+
+std::shared_ptr<su::route_snapshot> table_to(std::shared_ptr<gc::consumer> c) {
+  auto snap = std::make_shared<su::route_snapshot>();
+  snap->table =
+      gatewayd::routing::routing_table::build(make_config({c->name()}, {{"t.>", {c->name()}}}));
+  snap->consumers.push_back(std::move(c));
+  return snap;
+}
+
+void route_all(su::frame_router& router, const std::vector<std::vector<gs::frame_slice>>& groups) {
+  for (const auto& g : groups) {
+    for (const auto& f : g)
+      BOOST_TEST(router.route("t.seq", f));
+    router.hold();
+  }
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_pass_routes_by_one_table_and_holds_back_the_removal, io_fixture) {
+  peer pa;
+  peer pb;
+  auto a = make(spec(pa.address(), 1000, gc::overflow_policy::drop_newest));
+  auto sb = spec(pb.address(), 1000, gc::overflow_policy::drop_newest);
+  sb.name = "other";
+  auto b = make(sb);
+  auto ra = pa.accept(2s);
+  auto rb = pb.accept(2s);
+  BOOST_REQUIRE(ra);
+  BOOST_REQUIRE(rb);
+  su::route_snapshot_holder holder;
+  const auto v1 = holder.publish(table_to(a));
+  frame_source src(100, "t.seq", 0);  // the router takes the references
+  routing_thread t;
+
+  su::frame_router* router = nullptr;
+  t.run([&] {
+    router = &su::frame_router::begin_pass(holder);
+    route_all(*router, src.make(10));
+  });
+  BOOST_TEST(su::route_readers::all_past(v1));
+  const auto v2 = holder.publish(table_to(b));
+  BOOST_TEST(v2 > v1);
+  // The pass that began by v1 is still open: the reload must not close `a` yet.
+  BOOST_TEST(!su::route_readers::all_past(v2));
+  t.run([&] { router->flush(nullptr); });
+  BOOST_TEST(su::route_readers::all_past(v2));
+  BOOST_TEST(ra->wait_frames(10, 2s));
+
+  // The next pass routes by v2, from its first frame.
+  t.run([&] {
+    auto& r = su::frame_router::begin_pass(holder);
+    BOOST_TEST(r.table_version() == v2);
+    route_all(r, src.make(5));
+    r.flush(nullptr);
+  });
+  BOOST_TEST(rb->wait_frames(5, 2s));
+  BOOST_TEST(ra->frames().size() == 10u);
+  BOOST_TEST(close_consumer(*a, 1s) == 0u);
+  BOOST_TEST(close_consumer(*b, 1s) == 0u);
+}
+
+// A thread that routed once and then sat idle holds an old table but no pass: it must not hold
+// back a reload. Nor must a thread that has gone.
+BOOST_FIXTURE_TEST_CASE(idle_and_finished_threads_do_not_hold_back_a_reload, io_fixture) {
+  auto a = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_newest));
+  su::route_snapshot_holder holder;
+  holder.publish(table_to(a));
+  frame_source src(100, "t.seq", 0);
+  routing_thread idle;
+  idle.run([&] {
+    auto& r = su::frame_router::begin_pass(holder);
+    route_all(r, src.make(3));
+    r.flush(nullptr);
+  });
+  {
+    routing_thread gone;
+    gone.run([&] { su::frame_router::begin_pass(holder); });  // a pass its thread never ended
+  }
+  const auto v2 = holder.publish(table_to(a));
+  BOOST_TEST(su::route_readers::all_past(v2));
+  BOOST_TEST(close_consumer(*a, 200ms) == 3u);
+}
