@@ -3,8 +3,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/gateway_fixture.hpp"
@@ -18,6 +20,27 @@ using namespace std::chrono_literals;
 namespace {
 
 const std::string& peer = peer_binary();
+
+// Bytes received and not yet read on the established TCP connections whose local port is
+// `port` (the Recv-Q of ss), from /proc/net/tcp and tcp6.
+std::uint64_t unread_bytes_at(unsigned short port) {
+  std::uint64_t total = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues;
+      fields >> slot >> local >> remote >> state >> queues;
+      const auto colon = local.rfind(':');
+      if (state != "01" || colon == std::string::npos) continue;  // 01: established
+      if (std::stoul(local.substr(colon + 1), nullptr, 16) != port) continue;
+      total += std::stoull(queues.substr(queues.find(':') + 1), nullptr, 16);
+    }
+  }
+  return total;
+}
 
 }  // namespace
 
@@ -197,7 +220,10 @@ BOOST_AUTO_TEST_CASE(send_moves_to_the_next_gateway_when_one_asks_it_to_leave) {
 }
 
 // A gateway that dies without a word: the write that fails is written again on the next
-// connection and reported as re-sent (its frames may have arrived twice).
+// connection and reported as re-sent (its frames may have arrived twice). It hangs first and is
+// then killed (as a watchdog does), with bytes unread, so its kernel resets the connection.
+// Killed with nothing unread it would send an end-of-file, which TCP cannot tell from a stop
+// unless something was written after it (supplier_link_test covers that case).
 BOOST_AUTO_TEST_CASE(a_lost_connection_moves_on_and_reports_what_it_resent) {
   temp_dir dir;
   test_consumer sink;
@@ -210,6 +236,8 @@ BOOST_AUTO_TEST_CASE(a_lost_connection_moves_on_and_reports_what_it_resent) {
       peer, {"send", "--to", to, "--address", "o.x", "--rate", "20000", "--duration", "2"},
       dir.path() / "send.log");
   std::this_thread::sleep_for(700ms);
+  a.daemon->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(eventually([&] { return unread_bytes_at(a.supplier_port) > 0; }, 5s));
   a.daemon->signal(SIGKILL);
   BOOST_TEST_REQUIRE(sender.wait_exit(20s).value_or(-1) == 0, sender.log());
   const auto out = sender.log();

@@ -75,15 +75,32 @@ class connection_sender {
     const std::uint64_t start = traffic::monotonic_ns();
     std::uint64_t next = 0;  // frames written whole, over all its connections
     std::size_t resend = 0;  // frames of a failed write, sent first on the next connection
+    struct {
+      std::size_t frames = 0;
+      std::size_t bytes = 0;
+    } last;  // the last write on this connection
     while (!stop_requested().load()) {
       if (count_ != 0 && next >= count_) break;
       std::uint64_t now = traffic::monotonic_ns();
       if (deadline_ns_ != 0 && now >= deadline_ns_) break;
       if (link.asked_to_leave()) {
         // gatewayd's lame-duck stop: it reads what we sent until we close our side too.
-        r.links.back().ended = "asked to leave";
-        link.leave();
-        if (!move_on(link, r, "the gateway asked us to leave (it is stopping)")) return r;
+        if (link.leave()) {
+          r.links.back().ended = "asked to leave";
+          if (!move_on(link, r, "the gateway asked us to leave (it is stopping)")) return r;
+          continue;
+        }
+        // Not a stop: the gateway was gone and reset what we wrote after it went, which is at
+        // most the last write (each write begins by looking for its end-of-file). That write
+        // counts as failed: written again on the next connection, and reported.
+        r.links.back().ended = "lost: reset after end-of-file";
+        next -= last.frames;
+        r.frames -= last.frames;
+        r.bytes -= last.bytes;
+        r.links.back().frames -= last.frames;
+        if (!move_on(link, r, "connection lost: reset after end-of-file")) return r;
+        resend = last.frames;
+        last = {};
         continue;
       }
       std::size_t n = resend;
@@ -113,10 +130,12 @@ class connection_sender {
         link.drop();
         if (!move_on(link, r, "connection lost: " + ec.message())) return r;
         resend = n;
+        last = {};
         continue;
       }
       if (resend != 0) r.resent += n;
       resend = 0;
+      last = {n, bytes.size()};
       next += n;
       r.frames += n;
       r.bytes += bytes.size();

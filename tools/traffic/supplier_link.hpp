@@ -35,12 +35,18 @@ class supplier_link {
   const std::string& local() const noexcept { return local_; }  // our end, "127.0.0.1:4242"
 
   // True once the gateway half-closed the connection: it asks us to leave. Costs one poll().
+  // An end-of-file that came with a reset is no such request: gone() says so, and the next
+  // write fails.
   bool asked_to_leave();
+  // The gateway closed its side and reset what we wrote after that: it is gone, not stopping.
+  bool gone() const noexcept { return reset_; }
   // Writes all of `bytes` (see traffic::send_all).
   bool send(std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec);
-  // Leaves as asked: half-closes our side too, so the gateway reads everything sent before it
-  // closes, then closes. The next dial starts at the next address.
-  void leave();
+  // Leaves: half-closes our side too, so the gateway reads everything sent before it closes,
+  // then closes. The next dial starts at the next address. After asked_to_leave(), waits (up to
+  // 1 s) for the gateway to acknowledge our end: false when it reset the connection instead
+  // (it was gone, not stopping: what we wrote since it went is lost).
+  bool leave();
   // The connection failed: closes it; the next dial starts at the next address.
   void drop();
 
@@ -50,6 +56,8 @@ class supplier_link {
   std::vector<net::endpoint> to_;
   std::size_t at_ = 0;
   int fd_ = -1;
+  bool end_of_file_ = false;  // the gateway closed its side
+  bool reset_ = false;        // and then reset the connection
   std::string local_;
 };
 
