@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE operator_api
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -133,12 +134,26 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   for (int i = 0; i < 40; ++i)
     s.send(frame);
   BOOST_TEST_REQUIRE(up.wait_for_count(40, 5s));
-  // A second supplier that the backpressure consumer pauses.
+  // A second supplier that the backpressure consumer pauses. It sends until the test has seen
+  // it paused: a fixed amount could fit whole into the socket buffers on the way (several MB on
+  // loopback), and the supplier would be gone before anything paused it.
+  std::atomic<bool> seen{false};
   std::thread held([&] {
     test_supplier h(gw.supplier_port);
-    for (int i = 0; i < 5000; ++i)
+    for (int i = 0; !seen.load(); ++i)
       h.send_frame("held.x", numbered_payload(2, i, 1000));
   });
+  // However the test ends: the supplier is read again, its last write returns, it stops.
+  struct ending {
+    std::atomic<bool>& seen;
+    test_consumer& stalled;
+    std::thread& held;
+    ~ending() {
+      seen = true;
+      stalled.stall(false);
+      held.join();
+    }
+  } end_held{seen, stalled, held};
 
   json connz;
   const bool seen_paused = eventually(
@@ -177,8 +192,6 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   BOOST_TEST(limited["suppliers"]["total"] == 2);
   BOOST_TEST(limited["suppliers"]["listed"] == 1);
   BOOST_TEST(limited["suppliers"]["connections"].size() == 1u);
-  stalled.stall(false);
-  held.join();
 }
 
 BOOST_AUTO_TEST_CASE(routez_counts_hits_per_route_and_names_the_table_by_sha256) {
