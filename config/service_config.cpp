@@ -145,22 +145,30 @@ class service_reader {
     milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
     milliseconds(t, "lame_duck_ms", 0, config_.lame_duck);
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
+    milliseconds(t, "consumer_connect_timeout_ms", 1, config_.consumer_connect_timeout);
+    milliseconds(t, "consumer_timeout_ms", 0, config_.consumer_timeout);
     read_reconnect(t);
-    if (auto v = check_.integer(t, "gateway", "max_queued_bytes", 0,
-                                std::numeric_limits<std::int64_t>::max())) {
-      config_.max_queued_bytes = static_cast<std::uint64_t>(*v);
-      const bool max_payload_ok = max_payload || !t.contains("max_payload");
-      if (max_payload_ok && *v != 0 && *v < config_.max_payload) {
-        check_.error(*t.get("max_queued_bytes"), "gateway.max_queued_bytes: " + std::to_string(*v) +
-                                                     " is below max_payload (" +
-                                                     std::to_string(config_.max_payload) +
-                                                     "): the largest frame could never be queued");
-      }
-    }
+    const bool max_payload_ok = max_payload || !t.contains("max_payload");
+    byte_cap(t, "max_queued_bytes", max_payload_ok, "queued", config_.max_queued_bytes);
+    byte_cap(t, "max_partial_frame_bytes", max_payload_ok, "received",
+             config_.max_partial_frame_bytes);
     if (const auto* allow = check_.array(t, "gateway", "allow")) {
       read_blocks(*allow, "allow", config_.allow);
     }
     read_proxy_protocol(t);
+  }
+
+  // A gateway-wide byte cap: 0 = none; otherwise, when max_payload is valid, at least that, or
+  // the largest frame could never be `what` (queued, received).
+  void byte_cap(const toml::table& t, std::string_view key, bool max_payload_ok,
+                std::string_view what, std::uint64_t& out) {
+    const auto v = check_.integer(t, "gateway", key, 0, std::numeric_limits<std::int64_t>::max());
+    if (!v) return;
+    out = static_cast<std::uint64_t>(*v);
+    if (!max_payload_ok || *v == 0 || out >= config_.max_payload) return;
+    check_.error(*t.get(key), "gateway." + std::string{key} + ": " + std::to_string(*v) +
+                                  " is below max_payload (" + std::to_string(config_.max_payload) +
+                                  "): the largest frame could never be " + std::string{what});
   }
 
   // A list of CIDR blocks (allow, proxy_from).

@@ -41,9 +41,14 @@ struct service_config {
   std::chrono::milliseconds reconnect_initial{100};
   std::chrono::milliseconds reconnect_max{2000};  // a consumer back is redialled within 2 s
   std::chrono::milliseconds slow_consumer{100};   // full socket, not caught up: policy applies
-  std::uint64_t max_queued_bytes = 1073741824;    // across all consumers; 0 = no cap
-  std::vector<net::cidr_block> allow;             // empty = every peer may connect
-  bool proxy_protocol = false;                    // PROXY v2 header from proxy_from sources
+  std::chrono::milliseconds consumer_connect_timeout{5000};
+  std::chrono::milliseconds consumer_timeout{30000};  // unacknowledged or unanswered; 0 = kernel's
+  std::uint64_t max_queued_bytes = 1073741824;        // across all consumers; 0 = no cap
+  // What frames larger than a 64 KiB chunk hold beyond it while they arrive, across all
+  // supplier connections; 0 = no cap.
+  std::uint64_t max_partial_frame_bytes = 268435456;
+  std::vector<net::cidr_block> allow;  // empty = every peer may connect
+  bool proxy_protocol = false;         // PROXY v2 header from proxy_from sources
   std::vector<net::cidr_block> proxy_from = loopback_blocks();  // the balancers trusted to send it
 
   // [metrics]

@@ -14,7 +14,8 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
       endpoint_(std::move(spec.address)),
       capacity_view_(spec.queue_capacity),
       policy_view_(spec.overflow),
-      link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max), *this),
+      link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max),
+            opts.limits, *this),
       grace_timer_(strand_),
       drain_timer_(strand_) {
   if (opts_.drain == drain_model::mutex) {

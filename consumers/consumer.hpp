@@ -43,6 +43,7 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
     // machine keeps a reader off the CPU, short enough that the suppliers' TCP buffers hold
     // what they send meanwhile.
     std::chrono::milliseconds slow_after{100};
+    link_limits limits;  // dial deadline and dead-peer bound of its connections
   };
 
   struct put_result {

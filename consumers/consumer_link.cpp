@@ -1,18 +1,71 @@
 #include "consumers/consumer_link.hpp"
 
+#include <cerrno>
+
+#include "net/tcp_liveness.hpp"
 #include "runtime/log.hpp"
 #include "runtime/log_limit.hpp"
 
 namespace gatewayd::consumers {
 
+namespace {
+
+// The errno behind `ec`, or 0. The drain's own writes report std::system_category(), Asio's
+// operations its "asio.system" category: an Asio enum compares equal to only one of the two.
+int errno_of(std::error_code ec) {
+  if (ec.category() == std::system_category() ||
+      ec.category() == asio::error::get_system_category())
+    return ec.value();
+  return 0;
+}
+
+disconnect_reason reason_of(std::error_code ec) {
+  if (ec == asio::error::eof) return disconnect_reason::peer_closed;
+  switch (errno_of(ec)) {
+    case ECONNRESET:
+    case EPIPE:
+    case ECONNABORTED:
+      return disconnect_reason::reset;
+    case ETIMEDOUT:
+      return disconnect_reason::timed_out;
+    default:
+      return disconnect_reason::error;
+  }
+}
+
+connect_failure failure_of(std::error_code ec) {
+  switch (errno_of(ec)) {
+    case ECONNREFUSED:
+      return connect_failure::refused;
+    case ETIMEDOUT:
+      return connect_failure::timed_out;
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return connect_failure::unreachable;
+    default:
+      return connect_failure::error;
+  }
+}
+
+// Only a connection that failed loses what its peer had not acknowledged; one the gateway
+// closes itself still delivers its send buffer after close().
+bool failed(disconnect_reason r) {
+  return r == disconnect_reason::peer_closed || r == disconnect_reason::reset ||
+         r == disconnect_reason::timed_out || r == disconnect_reason::error;
+}
+
+}  // namespace
+
 consumer_link::consumer_link(const runtime::strand& strand, const std::string& name,
-                             consumer_stats& stats, backoff redial, link_events& events)
+                             consumer_stats& stats, backoff redial, link_limits limits,
+                             link_events& events)
     : name_(name),
       stats_(stats),
       events_(events),
       socket_(strand),
       redial_timer_(strand),
-      backoff_(std::move(redial)) {}
+      backoff_(std::move(redial)),
+      limits_(limits) {}
 
 void consumer_link::start(const net::endpoint& at, std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
@@ -39,30 +92,32 @@ void consumer_link::dial() {
   }
   state_ = state::dialing;
   const std::uint64_t dial = ++dial_;
+  dial_timed_out_ = false;
   close_socket();
   socket_.async_connect(
       asio::ip::tcp::endpoint(address, endpoint_.port),
       [this, keep = owner_.lock(), dial](std::error_code e) { on_dialed(e, dial); });
+  if (limits_.connect_timeout.count() <= 0) return;
+  // A host that drops SYNs would otherwise hold the dial for the kernel's minutes of retries.
+  redial_timer_.expires_after(limits_.connect_timeout);
+  redial_timer_.async_wait([this, keep = owner_.lock(), dial](std::error_code ec) {
+    if (ec || dial != dial_ || state_ != state::dialing) return;
+    dial_timed_out_ = true;
+    close_socket();  // the connect completes with operation_aborted
+  });
 }
 
 void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::dialing) return;  // superseded
-  if (ec) {
-    close_socket();
-    stats_.last_error.set("cannot connect to " + endpoint_.to_string() + ": " + ec.message());
-    if (++dial_failures_ == 1) {
-      GW_LOG_LIMITED(warning, "consumer dials failed")
-          << "consumer " << name_ << " cannot connect to " << endpoint_.to_string() << ": "
-          << ec.message() << "; retrying with backoff";
-    } else {
-      GW_LOG(debug) << "consumer " << name_ << " still cannot connect to " << endpoint_.to_string()
-                    << ": " << ec.message();
-    }
-    return wait_to_redial();
-  }
+  redial_timer_.cancel();
+  if (ec) return dial_failed(dial_timed_out_ ? asio::error::timed_out : ec);
   std::error_code ignored;
   // Frames are written in whole batches already; Nagle would only delay the batch's tail.
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
+  if (auto e = net::set_liveness(socket_.native_handle(), limits_.liveness)) {
+    GW_LOG_LIMITED(warning, "consumer liveness options refused")
+        << "consumer " << name_ << ": cannot bound how long a silent peer is kept: " << e.message();
+  }
   dial_failures_ = 0;
   backoff_.reset();
   state_ = state::up;
@@ -72,6 +127,22 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
       << "consumer " << name_ << " connected to " << endpoint_.to_string();
   read_until_closed(conn);
   events_.on_link_up(conn);
+}
+
+void consumer_link::dial_failed(std::error_code ec) {
+  close_socket();
+  stats_.last_error.set("cannot connect to " + endpoint_.to_string() + ": " + ec.message());
+  stats_.connect_failures[static_cast<std::size_t>(failure_of(ec))].fetch_add(
+      1, std::memory_order_relaxed);
+  if (++dial_failures_ == 1) {
+    GW_LOG_LIMITED(warning, "consumer dials failed")
+        << "consumer " << name_ << " cannot connect to " << endpoint_.to_string() << ": "
+        << ec.message() << "; retrying with backoff";
+  } else {
+    GW_LOG(debug) << "consumer " << name_ << " still cannot connect to " << endpoint_.to_string()
+                  << ": " << ec.message();
+  }
+  wait_to_redial();
 }
 
 void consumer_link::wait_to_redial() {
@@ -90,6 +161,7 @@ void consumer_link::wait_to_redial() {
 void consumer_link::read_until_closed(std::uint64_t conn) {
   socket_.async_read_some(asio::buffer(discard_),
                           [this, keep = owner_.lock(), conn](std::error_code ec, std::size_t) {
+                            if (unexplained_ && unexplained_->conn == conn) return explain(ec);
                             if (!up(conn)) return;
                             if (ec) return lost(conn, ec);
                             read_until_closed(conn);
@@ -98,8 +170,26 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
 
 void consumer_link::lost(std::uint64_t conn, std::error_code ec) {
   if (!up(conn)) return;  // already handled
-  drop("lost its connection to", ec);
+  if (errno_of(ec) != EPIPE) {
+    drop(reason_of(ec), ec);
+  } else {
+    // A write found the connection shut already. The error that shut it (a timeout, a reset)
+    // went to the read still out, which completes after the close below, with that error or
+    // aborted: its handler names the reason.
+    if (unexplained_) explain({});
+    unexplained_ = unexplained_loss{conn, ec, net::unacknowledged_bytes(socket_.native_handle())};
+    take_down();
+  }
   wait_to_redial();
+}
+
+void consumer_link::explain(std::error_code read_error) {
+  const auto loss = *unexplained_;
+  unexplained_.reset();
+  const auto told = reason_of(read_error);
+  const bool known = told == disconnect_reason::timed_out || told == disconnect_reason::reset;
+  account(known ? told : disconnect_reason::reset, known ? read_error : loss.write_error,
+          loss.unacknowledged);
 }
 
 void consumer_link::drop_slow(std::uint64_t conn, std::uint64_t discarded) {
@@ -109,7 +199,7 @@ void consumer_link::drop_slow(std::uint64_t conn, std::uint64_t discarded) {
       << discarded << " frames discarded; disconnecting";
   stats_.last_error.set("too slow: queue full, " + std::to_string(discarded) +
                         " frames discarded; disconnected");
-  drop(nullptr, {});
+  drop(disconnect_reason::slow_consumer);
   wait_to_redial();
 }
 
@@ -117,7 +207,7 @@ void consumer_link::move_to(const net::endpoint& at) {
   endpoint_ = at;
   if (state_ == state::idle || state_ == state::shut) return;
   redial_timer_.cancel();
-  if (state_ == state::up) drop(nullptr, {});
+  if (state_ == state::up) drop(disconnect_reason::endpoint_changed);
   backoff_.reset();
   dial_failures_ = 0;
   dial();  // a new dial id: a connect still completing for the old address is ignored
@@ -126,7 +216,7 @@ void consumer_link::move_to(const net::endpoint& at) {
 
 void consumer_link::shut() {
   if (state_ == state::up) {
-    drop(nullptr, {});
+    drop(disconnect_reason::closed);
   } else {
     close_socket();
   }
@@ -135,21 +225,36 @@ void consumer_link::shut() {
   redial_timer_.cancel();
 }
 
+void consumer_link::drop(disconnect_reason reason, std::error_code ec) {
+  const std::uint64_t unacknowledged =
+      failed(reason) ? net::unacknowledged_bytes(socket_.native_handle()) : 0;
+  take_down();
+  account(reason, ec, unacknowledged);
+}
+
 // Closing cancels the pending read and any write; their handlers come back with
 // operation_aborted, and the drain puts the unsent part of its batch back.
-void consumer_link::drop(const char* why, std::error_code ec) {
+void consumer_link::take_down() {
   events_.on_link_down();
   close_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
-  if (why) {
-    GW_LOG_LIMITED(warning, "consumer connections lost")
-        << "consumer " << name_ << " " << why << " " << endpoint_.to_string() << ": "
-        << ec.message() << "; redialing";
-    stats_.last_error.set(std::string{why} + ' ' + endpoint_.to_string() + ": " + ec.message());
-  }
   was_up_ = true;
   state_ = state::waiting;
   dial_failures_ = 0;
+}
+
+void consumer_link::account(disconnect_reason reason, std::error_code ec,
+                            std::uint64_t unacknowledged) {
+  stats_.disconnects[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  if (unacknowledged)
+    stats_.unacknowledged_bytes.fetch_add(unacknowledged, std::memory_order_relaxed);
+  if (!failed(reason)) return;
+  stats_.last_error.set("lost its connection to " + endpoint_.to_string() + " (" +
+                        std::string{to_string(reason)} + "): " + ec.message());
+  GW_LOG_LIMITED(warning, "consumer connections lost")
+      << "consumer " << name_ << " lost its connection to " << endpoint_.to_string() << " ("
+      << to_string(reason) << "): " << ec.message() << "; " << unacknowledged
+      << " bytes sent were not acknowledged; redialing";
 }
 
 void consumer_link::close_socket() {

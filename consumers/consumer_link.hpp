@@ -4,8 +4,10 @@
 
 #include <array>
 #include <asio.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -29,10 +31,17 @@ class link_events {
   ~link_events() = default;
 };
 
+// How long a dial may take, and how long a connection may go unacknowledged (net/tcp_liveness)
+// before the link gives up on it. Zero: no bound of ours (the kernel's, minutes to hours).
+struct link_limits {
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds liveness{30000};
+};
+
 class consumer_link {
  public:
   consumer_link(const runtime::strand& strand, const std::string& name, consumer_stats& stats,
-                backoff redial, link_events& events);
+                backoff redial, link_limits limits, link_events& events);
 
   // Dials `at`. `owner` is kept alive by every operation the link has out.
   void start(const net::endpoint& at, std::weak_ptr<void> owner);
@@ -54,9 +63,20 @@ class consumer_link {
 
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
+  void dial_failed(std::error_code ec);
   void wait_to_redial();
   void read_until_closed(std::uint64_t conn);
-  void drop(const char* why, std::error_code ec);
+  void drop(disconnect_reason reason, std::error_code ec = {});
+  void take_down();
+  void account(disconnect_reason reason, std::error_code ec, std::uint64_t unacknowledged);
+  void explain(std::error_code read_error);
+
+  // A connection a write found already shut (EPIPE), waiting for its read to say why.
+  struct unexplained_loss {
+    std::uint64_t conn;
+    std::error_code write_error;
+    std::uint64_t unacknowledged;
+  };
   void close_socket();
 
   const std::string& name_;
@@ -64,14 +84,17 @@ class consumer_link {
   link_events& events_;
   std::weak_ptr<void> owner_;
   asio::ip::tcp::socket socket_;
-  asio::steady_timer redial_timer_;
+  asio::steady_timer redial_timer_;  // the dial's deadline while dialing, else the redial delay
   backoff backoff_;
+  link_limits limits_;
   net::endpoint endpoint_;
   state state_ = state::idle;
   std::uint64_t dial_ = 0;           // completions of superseded dials are ignored
   std::uint64_t conn_ = 0;           // the current connection
   std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
   bool was_up_ = false;              // the next dial counts as a reconnect
+  bool dial_timed_out_ = false;      // the dial's deadline closed the socket under it
+  std::optional<unexplained_loss> unexplained_;
   std::array<char, 256> discard_{};  // consumers send nothing; whatever arrives lands here
 };
 

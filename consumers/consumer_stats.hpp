@@ -27,6 +27,37 @@ inline std::string_view to_string(drop_reason r) noexcept {
   return drop_reason_names(r);
 }
 
+// Why a consumer connection that was up ended. The names are the metric's `reason` label.
+enum class disconnect_reason : std::uint8_t {
+  peer_closed,       // the consumer closed it (end of stream)
+  reset,             // the consumer's host reset it (ECONNRESET, EPIPE): it crashed or restarted
+  timed_out,         // unacknowledged or unanswered for consumer_timeout_ms (ETIMEDOUT)
+  error,             // any other socket error
+  slow_consumer,     // the disconnect policy dropped it
+  endpoint_changed,  // a reload moved the consumer
+  closed,            // the consumer was removed or the gateway stopped
+};
+inline constexpr runtime::enum_names<disconnect_reason, 7> disconnect_reason_names{
+    {"peer_closed", "reset", "timed_out", "error", "slow_consumer", "endpoint_changed", "closed"}};
+inline constexpr std::size_t disconnect_reason_count = disconnect_reason_names.count;
+inline std::string_view to_string(disconnect_reason r) noexcept {
+  return disconnect_reason_names(r);
+}
+
+// Why a dial failed. The names are the metric's `reason` label.
+enum class connect_failure : std::uint8_t {
+  refused,      // nothing listens there (ECONNREFUSED)
+  timed_out,    // no answer within consumer_connect_timeout_ms
+  unreachable,  // no route to the host or network
+  error,        // anything else
+};
+inline constexpr runtime::enum_names<connect_failure, 4> connect_failure_names{
+    {"refused", "timed_out", "unreachable", "error"}};
+inline constexpr std::size_t connect_failure_count = connect_failure_names.count;
+inline std::string_view to_string(connect_failure r) noexcept {
+  return connect_failure_names(r);
+}
+
 // Single-writer counters use relaxed atomics: a scrape may see a slightly old value, never a
 // torn one, and the hot path pays no lock and no contended cache line for them.
 struct consumer_stats {
@@ -39,6 +70,10 @@ struct consumer_stats {
   // Not connected, or behind for longer than slow_consumer_ms: its overflow policy applies.
   std::atomic<bool> congested{true};
   std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped{};
+  std::array<std::atomic<std::uint64_t>, disconnect_reason_count> disconnects{};
+  std::array<std::atomic<std::uint64_t>, connect_failure_count> connect_failures{};
+  // Counted as sent, but not acknowledged by the consumer's host when its connection failed.
+  std::atomic<std::uint64_t> unacknowledged_bytes{0};
   // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total):
   // waiting for its locks (the queue lock in put(); the writer mutex of the "mutex" drain
   // model), and inside the blocking writes of that model.

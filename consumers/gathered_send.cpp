@@ -30,7 +30,7 @@ std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error
   std::size_t first = 0;
   while (first < rest.size()) {
     const std::size_t n = gathered_send(fd, std::span(rest).subspan(first), ec);
-    if (ec == std::errc::resource_unavailable_try_again || ec == std::errc::operation_would_block) {
+    if (socket_full(ec)) {
       pollfd p{fd, POLLOUT, 0};
       ::poll(&p, 1, -1);
       continue;

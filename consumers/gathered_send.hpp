@@ -16,6 +16,13 @@ namespace gatewayd::consumers {
 // non-blocking socket (would_block instead), never raises SIGPIPE. Returns the bytes taken.
 std::size_t gathered_send(int fd, std::span<const iovec> buffers, std::error_code& ec) noexcept;
 
+// The error of a write to a full non-blocking socket. gathered_send reports errno in
+// std::system_category(); Asio's enums (asio::error::would_block) convert to its own
+// "asio.system" category, which compares unequal, so test the portable condition instead.
+inline bool socket_full(const std::error_code& ec) noexcept {
+  return ec == std::errc::operation_would_block || ec == std::errc::resource_unavailable_try_again;
+}
+
 // The same, waiting for room while the socket is full (the mutex drain model's blocking write):
 // returns once everything is written or the socket failed.
 std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error_code& ec);

@@ -28,8 +28,8 @@ void strand_drain::run() {
     c_.count_sent(batch_.written(n));
     // A full socket takes part of a write, then nothing: either way, wait until the kernel
     // says there is room (a third of the buffer) instead of writing it a few KiB at a time,
-    // each write waking the reader for a sliver.
-    if (ec == asio::error::would_block || ec == asio::error::try_again || (!ec && n < offered)) {
+    // each write waking the reader for a sliver. Nothing taken is not a lost connection.
+    if (socket_full(ec) || (!ec && n < offered)) {
       c_.socket_refused();
       return wait_writable();
     }

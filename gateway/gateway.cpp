@@ -18,6 +18,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
                  std::string routes_sha256)
     : service_(std::move(service)),
       started_from_(stamp_files({service_.config_file, service_.routes_file})),
+      partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
       budget_(service_.max_queued_bytes),
@@ -33,6 +34,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
+  session_ctx_.partial_budget = &partial_budget_;
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
@@ -80,6 +82,7 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
   options.slow_after = service_.slow_consumer;
   options.budget = &budget_;
   options.drain = service_.consumer_drain;
+  options.limits = {service_.consumer_connect_timeout, service_.consumer_timeout};
 
   std::map<std::string, std::shared_ptr<consumers::consumer>> next;
   for (const auto& spec : routes.consumers) {

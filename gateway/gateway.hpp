@@ -22,6 +22,7 @@
 #include "metrics/operator_api.hpp"
 #include "metrics/reload_stats.hpp"
 #include "metrics/serving_state.hpp"
+#include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
@@ -88,6 +89,8 @@ class gateway {
 
   config::service_config service_;
   file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
+  // Before ioc_: sessions that the io_context's destruction frees give their share back here.
+  protocol::partial_frame_budget partial_budget_;
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
@@ -103,6 +106,7 @@ class gateway {
   // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
+  bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound

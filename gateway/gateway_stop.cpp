@@ -11,7 +11,9 @@ namespace gatewayd::gateway {
 
 using std::chrono::steady_clock;
 
+// On signal_strand_ (or before the threads start), like every use of signals_.
 void gateway::wait_for_signal() {
+  if (signals_closed_) return;
   signals_.async_wait(asio::bind_executor(signal_strand_, [this](std::error_code ec, int signo) {
     if (!ec) on_signal(signo);
   }));
@@ -176,8 +178,14 @@ void gateway::finish_shutdown() {
   }
   stop_deadline_.cancel();
   stop_timer_.cancel();
-  std::error_code ignored;
-  signals_.cancel(ignored);
+  // On the signal strand: on_signal re-arms the wait there after posting a stop, and a cancel
+  // from here could come first and find nothing to cancel, leaving the pool a wait that never
+  // ends (the second-SIGTERM stop hung in 1 of 5 runs).
+  asio::post(signal_strand_, [this] {
+    signals_closed_ = true;
+    std::error_code ignored;
+    signals_.cancel(ignored);
+  });
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
   watchdog_.stop();

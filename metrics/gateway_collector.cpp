@@ -47,6 +47,16 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
   auto reconnects =
       family("gatewayd_consumer_reconnects_total",
              "Times the gateway dialled the consumer again after losing it.", MetricType::Counter);
+  auto disconnects = family("gatewayd_consumer_disconnects_total",
+                            "Consumer connections that ended, by reason.", MetricType::Counter);
+  auto connect_failures =
+      family("gatewayd_consumer_connect_failures_total",
+             "Dials to the consumer that failed, by reason.", MetricType::Counter);
+  auto unacknowledged = family(
+      "gatewayd_consumer_unacknowledged_bytes_total",
+      "Bytes counted as sent that the consumer's host had not acknowledged when its connection "
+      "failed: not delivered.",
+      MetricType::Counter);
   auto blocked = family("gatewayd_consumer_blocked_seconds_total",
                         "Thread time spent waiting for the consumer's locks (cause=lock) and in "
                         "its blocking writes (cause=write, mutex drain model only).",
@@ -76,10 +86,23 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
                    {{"consumer", n},
                     {"reason", std::string(to_string(static_cast<consumers::drop_reason>(r)))}});
       }
+      for (std::size_t r = 0; r < consumers::disconnect_reason_count; ++r) {
+        add_sample(
+            disconnects, value(st.disconnects[r]),
+            {{"consumer", n},
+             {"reason", std::string(to_string(static_cast<consumers::disconnect_reason>(r)))}});
+      }
+      for (std::size_t r = 0; r < consumers::connect_failure_count; ++r) {
+        add_sample(
+            connect_failures, value(st.connect_failures[r]),
+            {{"consumer", n},
+             {"reason", std::string(to_string(static_cast<consumers::connect_failure>(r)))}});
+      }
+      add_sample(unacknowledged, value(st.unacknowledged_bytes), {{"consumer", n}});
     }
   }
   for (auto* f : {&depth, &bytes, &capacity, &connected, &congested, &sent, &sent_bytes, &dropped,
-                  &reconnects, &blocked})
+                  &reconnects, &disconnects, &connect_failures, &unacknowledged, &blocked})
     out.push_back(std::move(*f));
 }
 

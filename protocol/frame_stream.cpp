@@ -17,10 +17,25 @@ frame_stream::buffer frame_stream::prepare() {
     }
   }
   const std::size_t pending = end_ - begin_;
-  const std::size_t rest_of_frame = needed_ > pending ? needed_ - pending : 0;
-  const std::size_t wanted_tail = std::max(rest_of_frame, min_read);
-  if (!chunk_ || chunk_->capacity() - end_ < wanted_tail) {
-    move_to_new_chunk(std::max(frame_chunk::standard_capacity, pending + wanted_tail));
+  const std::size_t room = chunk_ ? chunk_->capacity() - end_ : 0;
+  if (needed_ > frame_chunk::standard_capacity) {
+    // A frame larger than a chunk: fill what we have, then move to a buffer twice what has
+    // arrived, not to what the header announced (a peer that announces max_payload and sends
+    // a few bytes costs a few bytes). Doubling keeps the copies of a frame that does arrive
+    // under its own size in all. The last step leaves min_read of room after the frame.
+    if (room < min_read) {
+      const std::size_t capacity = 2 * pending + min_read >= needed_
+                                       ? needed_ + min_read
+                                       : std::max(frame_chunk::standard_capacity, 2 * pending);
+      if (!move_to_new_chunk(capacity, capacity - frame_chunk::standard_capacity))
+        return {nullptr, 0};
+    }
+  } else {
+    const std::size_t rest_of_frame = needed_ > pending ? needed_ - pending : 0;
+    const std::size_t wanted_tail = std::max(rest_of_frame, min_read);
+    if (room < wanted_tail) {
+      move_to_new_chunk(std::max(frame_chunk::standard_capacity, pending + wanted_tail), 0);
+    }
   }
   return {chunk_->data() + end_, chunk_->capacity() - end_};
 }
@@ -32,12 +47,14 @@ void frame_stream::release_if_idle() noexcept {
     frame_chunk::park_tail(chunk_.detach(), end_);
   } else {
     chunk_.reset();
+    set_charge(0);
   }
   consumed_before_ += begin_;
   begin_ = end_ = 0;
 }
 
-void frame_stream::move_to_new_chunk(std::size_t capacity) {
+bool frame_stream::move_to_new_chunk(std::size_t capacity, std::size_t charge) {
+  if (!set_charge(charge)) return false;
   const std::size_t pending = end_ - begin_;
   chunk_ptr next(frame_chunk::acquire(capacity));
   if (pending) std::memcpy(next->data(), chunk_->data() + begin_, pending);
@@ -45,6 +62,15 @@ void frame_stream::move_to_new_chunk(std::size_t capacity) {
   chunk_ = std::move(next);
   begin_ = 0;
   end_ = pending;
+  return true;
+}
+
+bool frame_stream::set_charge(std::size_t bytes) noexcept {
+  if (!budget_) return true;
+  if (bytes > charged_ && !budget_->try_take(bytes - charged_)) return false;
+  if (bytes < charged_) budget_->give_back(charged_ - bytes);
+  charged_ = bytes;
+  return true;
 }
 
 }  // namespace gatewayd::protocol

@@ -8,6 +8,7 @@
 
 #include "protocol/frame_chunk.hpp"
 #include "protocol/frame_codec.hpp"
+#include "protocol/partial_frame_budget.hpp"
 
 namespace gatewayd::protocol {
 
@@ -16,14 +17,22 @@ class frame_stream {
   // Reads smaller than this are not worth a syscall; the chunk moves on instead.
   static constexpr std::size_t min_read = 16 * 1024;
 
-  explicit frame_stream(std::uint32_t max_payload) noexcept : max_payload_(max_payload) {}
+  // With a budget, what a frame larger than a standard chunk holds beyond one chunk while it
+  // arrives is taken from it (the stream's own share, given back when it lets the buffer go).
+  explicit frame_stream(std::uint32_t max_payload, partial_frame_budget* budget = nullptr) noexcept
+      : max_payload_(max_payload), budget_(budget) {}
+  ~frame_stream() { set_charge(0); }
+  frame_stream(const frame_stream&) = delete;
+  frame_stream& operator=(const frame_stream&) = delete;
 
   struct buffer {
     char* data;
     std::size_t size;
   };
-  // Writable space for the next read: always room for the pending frame's remaining bytes
-  // (its size is known and checked against max_payload before any allocation).
+  // Writable space for the next read, at least min_read bytes: for a frame that fits a
+  // standard chunk, room for all of its remaining bytes; for a larger one (its size checked
+  // against max_payload first), room for about as much again as it has buffered. Empty
+  // (size 0) only when the budget refused that growth: the frame cannot be received now.
   buffer prepare();
   // `n` bytes were written into the last prepare()d space.
   void commit(std::size_t n) noexcept { end_ += n; }
@@ -44,15 +53,24 @@ class frame_stream {
   void release_if_idle() noexcept;
 
   bool has_partial() const noexcept { return begin_ != end_; }
+  // The size of the frame being received, once its header is in (the header size before).
+  std::size_t pending_frame_size() const noexcept { return needed_; }
   std::size_t buffered() const noexcept { return end_ - begin_; }
   // Bytes of the stream parsed into frames so far.
   std::uint64_t offset() const noexcept { return consumed_before_ + begin_; }
   frame_chunk* chunk() const noexcept { return chunk_.get(); }
 
  private:
-  void move_to_new_chunk(std::size_t capacity);
+  // Moves the pending bytes to a new chunk that holds `charge` bytes of the budget (what a
+  // large frame's buffer exceeds a standard chunk by; 0 for the rest). False, changing
+  // nothing, when the budget refuses.
+  bool move_to_new_chunk(std::size_t capacity, std::size_t charge);
+  // Holds `bytes` of the budget (what the current chunk exceeds a standard one by).
+  bool set_charge(std::size_t bytes) noexcept;
 
   std::uint32_t max_payload_;
+  partial_frame_budget* budget_;
+  std::size_t charged_ = 0;  // of budget_, for chunk_
   chunk_ptr chunk_;
   std::size_t begin_ = 0;              // first byte not yet parsed into a frame
   std::size_t end_ = 0;                // first byte not yet written

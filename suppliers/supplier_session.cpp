@@ -15,7 +15,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
     : socket_(std::move(socket)),
       idle_timer_(socket_.get_executor()),
       ctx_(ctx),
-      stream_(ctx.max_payload) {
+      stream_(ctx.max_payload, ctx.partial_budget) {
   std::error_code ec;
   const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
   const std::string host =
@@ -124,8 +124,13 @@ void supplier_session::read_and_route() {
   std::size_t total = 0;
   routed all;
   bool peer_gone = false;
+  bool refused = false;  // the frame being received may not grow: partial-frame budget spent
   while (total < read_budget) {
     const auto buf = stream_.prepare();
+    if (buf.size == 0) {
+      refused = true;
+      break;
+    }
     std::error_code ec;
     const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
@@ -145,9 +150,9 @@ void supplier_session::read_and_route() {
     ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
     stats_.bytes.fetch_add(total, std::memory_order_relaxed);
   }
-  if (peer_gone && !all.error) {
+  if ((peer_gone || refused) && !all.error) {
     if (all.frames) last_progress_ = std::chrono::steady_clock::now();
-    return closed_by_peer();
+    return peer_gone ? closed_by_peer() : refuse_growth();
   }
   after_routing(all);
 }
@@ -156,6 +161,7 @@ void supplier_session::read_and_route() {
 // session stays unarmed until the worker is done, so its frames keep their order.
 void supplier_session::read_for_handoff() {
   const auto buf = stream_.prepare();
+  if (buf.size == 0) return refuse_growth();
   std::error_code ec;
   const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return do_wait();
@@ -202,6 +208,22 @@ void supplier_session::closed_by_peer() {
         << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
         << stream_.buffered() << " bytes of a partial frame discarded)";
   }
+  close();
+}
+
+// Every connection may hold a standard chunk; what a larger frame needs beyond it while it
+// arrives comes from max_partial_frame_bytes, shared by all. Waiting for that budget could
+// deadlock (every holder waiting for more) while holding memory, so the connection that
+// cannot grow is closed at once, like the other limits a peer can hit, and counted.
+void supplier_session::refuse_growth() {
+  ctx_.stats.closed[static_cast<std::size_t>(close_reason::partial_frame_budget)].fetch_add(
+      1, std::memory_order_relaxed);
+  GW_LOG_LIMITED(warning, "supplier frames over the partial-frame budget")
+      << "supplier " << peer_ << ": a frame of " << stream_.pending_frame_size()
+      << " bytes at byte offset " << stream_.offset() << " cannot be received ("
+      << stream_.buffered()
+      << " bytes in): max_partial_frame_bytes is in use by frames still arriving; closing "
+         "(partial_frame_budget)";
   close();
 }
 

@@ -26,6 +26,8 @@ struct session_context {
   session_registry& registry;
   std::uint32_t max_payload;
   std::chrono::milliseconds idle_timeout;  // 0 = never
+  // max_partial_frame_bytes: what frames larger than a chunk may hold while they arrive.
+  protocol::partial_frame_budget* partial_budget = nullptr;
   // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
   // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
   runtime::work_handoff* handoff = nullptr;
@@ -93,6 +95,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // The peer left while paused: read what it sent to the end, then close.
   void depart();
   void fail_protocol(const protocol::frame_stream::stream_error& e);
+  // The frame being received cannot grow within max_partial_frame_bytes: close and count.
+  void refuse_growth();
   void close();
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);

@@ -18,10 +18,11 @@ enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
   idle_timeout,
-  proxy_header
+  proxy_header,
+  partial_frame_budget
 };
-inline constexpr runtime::enum_names<close_reason, 4> close_reason_names{
-    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header"}};
+inline constexpr runtime::enum_names<close_reason, 5> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);

@@ -4,13 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "tests/support/forked_consumer.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
+#include "tests/support/kernel_buffers.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 #include "tools/traffic/sockets.hpp"
@@ -24,18 +24,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// The largest TCP send plus receive buffer the kernel may use: what a consumer that dies can
-// take with it after the gateway counted it as sent (docs/consumers.md).
-std::uint64_t kernel_buffer_bound() {
-  auto max_of = [](const char* file) {
-    std::ifstream in(file);
-    std::uint64_t lo = 0, def = 0, hi = 0;
-    in >> lo >> def >> hi;
-    return hi ? hi : std::uint64_t{8} << 20;
-  };
-  return max_of("/proc/sys/net/ipv4/tcp_wmem") + max_of("/proc/sys/net/ipv4/tcp_rmem");
-}
-
 std::string lossless(const std::string& name, const std::string& endpoint) {
   return consumer_toml(name, endpoint, "queue_capacity = 100000\noverflow = \"backpressure\"");
 }
@@ -47,25 +35,78 @@ const std::string fast_redial = "reconnect_initial_ms = 50\nreconnect_max_ms = 2
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_only_what_the_kernel_held) {
+namespace {
+
+// The killed connection's byte stream at the moment the consumer froze: what the gateway's
+// socket took, where the consumer had read to, and what the kernel held between the two.
+struct frozen_stream {
+  std::uint64_t sent_frames = 0;      // gatewayd_consumer_messages_sent_total
+  std::uint64_t received_frames = 0;  // whole frames the consumer counted
+  std::uint64_t read_bytes = 0;       // the consumer's read(2)s (rchar)
+  connection_queues kernel;
+  std::uint64_t written_bytes() const { return read_bytes + kernel.unread + kernel.unacknowledged; }
+  bool operator==(const frozen_stream&) const = default;
+};
+
+// Stops the consumer (SIGSTOP) and waits until nothing moves: the gateway fills the kernel's
+// buffers and waits for room, its sent count and the queues stay put. A consumer stopped
+// between a read and the tally of what it read is let run a moment and stopped again.
+std::optional<frozen_stream> freeze(pid_t consumer, unsigned short port, unsigned short metrics,
+                                    const consumer_tally& tally, std::uint64_t frame_size) {
+  auto sample = [&] {
+    std::optional<frozen_stream> f;
+    const auto kernel = queues_of_connection_to(port);
+    const auto read = bytes_read_by(consumer);
+    if (!kernel || !read) return f;
+    f = frozen_stream{static_cast<std::uint64_t>(scrape_metric(
+                          metrics, "gatewayd_consumer_messages_sent_total{consumer=\"c0\"}")),
+                      tally.frames.load(), *read, *kernel};
+    return f;
+  };
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    ::kill(consumer, SIGSTOP);
+    std::optional<frozen_stream> last;
+    bool settled = false;
+    for (int i = 0; i < 100 && !settled; ++i) {
+      std::this_thread::sleep_for(100ms);
+      const auto now = sample();
+      settled = now && last && *now == *last;
+      last = now;
+    }
+    if (settled && last->received_frames == last->read_bytes / frame_size) return last;
+    ::kill(consumer, SIGCONT);
+    std::this_thread::sleep_for(30ms);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The consumer is frozen mid-stream with the kernel's buffers full, then SIGKILLed. TCP said
+// "sent" for what the kernel took, so what dies with the consumer is exactly what its socket
+// had not handed it (and what it read but never counted: nothing, once frozen between reads).
+// Everything the gateway still held, the frame cut at its socket's edge first, reaches the
+// restarted consumer, whole and in order.
+BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_exactly_what_the_kernel_held) {
   shared_tally before_kill, after_restart;
   const unsigned short port = free_port();
   pid_t consumer = fork_traffic_consumer(port, 0, *before_kill);
   gateway_fixture gw(
       lossless("c0", "127.0.0.1:" + std::to_string(port)) + route_toml("t.>", {"c0"}), fast_redial);
   constexpr std::size_t payload = 256;
+  constexpr std::uint64_t frame_size = 10 + 5 + payload;  // address "t.0.0": every frame alike
   traffic_supplier s(
       gw.supplier_port,
       {.id = 0, .consumers = 1, .payload_size = payload, .batch = 16, .rate = 50000});
   BOOST_TEST_REQUIRE(eventually([&] { return before_kill->frames.load() > 20000; }, 30s));
-  kill_consumer_process(consumer);  // SIGKILL, mid-stream
+  const auto frozen = freeze(consumer, port, gw.metrics_port, *before_kill, frame_size);
+  BOOST_TEST_REQUIRE(frozen.has_value(), "the consumer's connection never stood still");
+  kill_consumer_process(consumer);  // SIGKILL, with the kernel's buffers full
   std::this_thread::sleep_for(300ms);
   consumer = fork_traffic_consumer(port, 0, *after_restart);
   BOOST_TEST(eventually([&] { return after_restart->frames.load() > 20000; }, 30s));
   s.stop();
   const std::uint64_t sent = s.sent();
-  // Everything still queued in the gateway arrives at the restarted consumer: it has seen the
-  // last number once what arrived and the gap before its first frame make up all that was sent.
   BOOST_TEST(eventually(
       [&] { return after_restart->lost.load() + after_restart->frames.load() == sent; }, 30s));
   kill_consumer_process(consumer);
@@ -75,23 +116,43 @@ BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_only_what_the_kernel_hel
     BOOST_TEST(t->corrupt.load() == 0u);
     BOOST_TEST(t->misrouted.load() == 0u);
     BOOST_TEST(t->duplicated.load() == 0u);
-    BOOST_TEST(t->connections.load() == 1u);
+    BOOST_TEST(t->connections.load() == 1u, (t == &*before_kill ? "killed" : "restarted")
+                                                << " consumer; " << gw.daemon->log());
   }
   BOOST_TEST(before_kill->lost.load() == 0u);
-  const auto received = before_kill->frames.load() + after_restart->frames.load();
-  BOOST_TEST_REQUIRE(received <= sent);
-  const std::uint64_t lost = sent - received;
-  // The loss is one run at the cut: the restarted consumer's only hole is before its first
-  // frame, right after the last frame the killed one read.
-  BOOST_TEST(after_restart->lost.load() == before_kill->frames.load() + lost);
-  const std::uint64_t frame_size = 10 + 5 + payload;
-  BOOST_TEST_MESSAGE("consumer SIGKILLed: sent " << sent << ", received " << received
-                                                 << ", lost at the cut " << lost << " frames ("
-                                                 << lost * frame_size << " bytes; bound "
-                                                 << kernel_buffer_bound() << ")");
-  BOOST_TEST(lost * frame_size <= kernel_buffer_bound());
+  BOOST_TEST(before_kill->frames.load() == frozen->received_frames);
+
+  // The accounting, in bytes of the killed connection's stream: the gateway counted as sent
+  // exactly the frames its socket took whole (the one it was cut in stays unsent), and the
+  // consumer counted exactly the whole frames it read (the one its last read cut is lost).
+  const std::uint64_t written = frozen->written_bytes();
+  BOOST_TEST(frozen->sent_frames == written / frame_size);
+  BOOST_TEST(frozen->received_frames == frozen->read_bytes / frame_size);
+  const std::uint64_t lost = frozen->sent_frames - frozen->received_frames;
+  const std::uint64_t in_kernel = frozen->kernel.unread + frozen->kernel.unacknowledged;
+  BOOST_TEST_MESSAGE("consumer SIGKILLed: gatewayd counted "
+                     << frozen->sent_frames << " frames sent (" << written
+                     << " bytes written, the last frame cut after " << written % frame_size
+                     << "); the consumer read " << frozen->read_bytes << " bytes ("
+                     << frozen->received_frames << " frames + " << frozen->read_bytes % frame_size
+                     << " bytes of the next); the kernel held " << in_kernel << " bytes ("
+                     << frozen->kernel.unread << " unread at the consumer, "
+                     << frozen->kernel.unacknowledged << " unacknowledged at gatewayd): lost "
+                     << lost << " frames, " << lost * frame_size << " bytes");
+  // Nothing the gateway held is lost: the restarted consumer's first frame is the first one
+  // not counted as sent (the cut frame, resent whole), and every later one arrives.
+  BOOST_TEST(after_restart->lost.load() == frozen->sent_frames);
+  BOOST_TEST(after_restart->frames.load() == sent - frozen->sent_frames);
+  BOOST_TEST(before_kill->frames.load() + lost + after_restart->frames.load() == sent);
   BOOST_TEST(
       scrape_metric(gw.metrics_port, "gatewayd_consumer_reconnects_total{consumer=\"c0\"}") >= 1);
+  // The gateway's own share of the loss is in its metrics, to the byte, and the cause is named.
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           "gatewayd_consumer_unacknowledged_bytes_total{consumer=\"c0\"}") ==
+             static_cast<double>(frozen->kernel.unacknowledged));
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           "gatewayd_consumer_disconnects_total{consumer=\"c0\","
+                           "reason=\"reset\"}") == 1);
 }
 
 BOOST_AUTO_TEST_CASE(a_consumer_down_at_start_gets_everything_once_it_comes_up) {

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -109,6 +111,142 @@ BOOST_AUTO_TEST_CASE(a_frame_larger_than_a_chunk_gets_a_chunk_of_its_size) {
   BOOST_TEST_REQUIRE(f.feed(std::string_view(big).substr(100)));
   BOOST_TEST_REQUIRE(f.frames.size() == 2u);
   BOOST_TEST(f.frames[1].bytes == big);
+}
+
+// A peer that announces a large frame and sends a few bytes makes the gateway hold memory for
+// those bytes, not for what it announced: the buffer doubles as bytes arrive (at most twice
+// what is buffered, or one standard chunk), so a frame of n bytes moves O(log n) times and is
+// copied less than once over in all.
+BOOST_AUTO_TEST_CASE(a_large_frame_holds_memory_for_what_arrived_not_what_it_announced) {
+  const std::string big = encode_frame("big", std::string(default_max_payload, 'b'));
+  const std::size_t before = frame_chunk::live_bytes();
+  feeder f;
+  BOOST_TEST_REQUIRE(f.feed(std::string_view(big).substr(0, 20)));
+  BOOST_TEST_REQUIRE(f.feed(std::string_view(big).substr(20, 10)));  // the read after the header
+  BOOST_TEST(f.stream.chunk()->capacity() == frame_chunk::standard_capacity);
+  BOOST_TEST(frame_chunk::live_bytes() - before <= frame_chunk::standard_capacity);
+
+  std::mt19937 rng(11);
+  std::set<const frame_chunk*> chunks;
+  std::size_t at = 30;
+  while (at < big.size()) {
+    const std::size_t n = std::min<std::size_t>(big.size() - at, 1 + rng() % 50000);
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(big).substr(at, n)));
+    at += n;
+    if (at == big.size()) break;
+    chunks.insert(f.stream.chunk());
+    const std::size_t held = f.stream.buffered();
+    BOOST_TEST(f.stream.chunk()->capacity() <=
+                   std::max(frame_chunk::standard_capacity, 2 * held + frame_stream::min_read),
+               "holding " << held << " bytes of the frame");
+  }
+  BOOST_TEST(chunks.size() <= 6u);  // 64 KiB doubling to 1 MiB
+  BOOST_TEST_REQUIRE(f.frames.size() == 1u);
+  BOOST_TEST(f.frames[0].bytes == big);
+}
+
+BOOST_AUTO_TEST_CASE(a_large_frame_sent_at_once_arrives_whole_after_small_ones) {
+  const std::string small = encode_frame("small", "s");
+  const std::string big = encode_frame("big", std::string(200000, 'x'));
+  for (std::size_t piece : {std::size_t{0}, std::size_t{4096}, std::size_t{65536}}) {
+    feeder f;
+    const std::string all = small + big + small;
+    if (piece == 0) {
+      BOOST_TEST_REQUIRE(f.feed(all));
+    } else {
+      for (std::size_t at = 0; at < all.size(); at += piece)
+        BOOST_TEST_REQUIRE(f.feed(std::string_view(all).substr(at, piece)));
+    }
+    BOOST_TEST_REQUIRE(f.frames.size() == 3u);
+    BOOST_TEST(f.frames[1].bytes == big);
+    BOOST_TEST(f.frames[2].bytes == small);
+  }
+}
+
+// The hot path: a frame that fits a standard chunk is read into one and never moved again.
+BOOST_AUTO_TEST_CASE(frames_that_fit_a_chunk_stay_in_standard_chunks) {
+  feeder f;
+  const std::string frame = encode_frame("mid", std::string(40000, 'm'));
+  std::string all;
+  for (int i = 0; i < 10; ++i)
+    all += frame;
+  for (std::size_t at = 0; at < all.size(); at += 7000)
+    BOOST_TEST_REQUIRE(f.feed(std::string_view(all).substr(at, 7000)));
+  BOOST_TEST_REQUIRE(f.frames.size() == 10u);
+  for (const auto& c : f.held)
+    BOOST_TEST(c->capacity() == frame_chunk::standard_capacity);
+}
+
+// Feeds `bytes` to `s` until they are all in or the budget refuses to let the frame grow;
+// returns how many went in.
+std::size_t feed_until_refused(frame_stream& s, std::string_view bytes) {
+  std::size_t fed = 0;
+  while (fed < bytes.size()) {
+    const auto buf = s.prepare();
+    if (buf.size == 0) break;
+    const std::size_t n = std::min(buf.size, bytes.size() - fed);
+    std::memcpy(buf.data, bytes.data() + fed, n);
+    s.commit(n);
+    fed += n;
+    BOOST_TEST_REQUIRE(!s.parse([](const frame_view&, const frame_slice&) {}));
+  }
+  return fed;
+}
+
+// Growth past a standard chunk is paid from the budget the streams share, only for what
+// exceeds that chunk, and given back when the stream lets the buffer go.
+BOOST_AUTO_TEST_CASE(large_frames_share_a_budget_for_what_exceeds_a_chunk) {
+  constexpr std::size_t cap = 1200 * 1024;  // one large frame and a bit
+  partial_frame_budget budget(cap);
+  const std::string big = encode_frame("big", std::string(default_max_payload, 'b'));
+  auto a = std::make_unique<frame_stream>(default_max_payload, &budget);
+  BOOST_TEST_REQUIRE(feed_until_refused(*a, std::string_view(big).substr(0, 600000)) == 600000u);
+  BOOST_TEST(budget.used() == a->chunk()->capacity() - frame_chunk::standard_capacity);
+  BOOST_TEST(budget.used() <= cap);
+
+  // A second frame gets as far as the rest of the budget lets it, then is refused.
+  frame_stream b(default_max_payload, &budget);
+  const std::size_t got = feed_until_refused(b, big);
+  BOOST_TEST(got < big.size());
+  BOOST_TEST(got > frame_chunk::standard_capacity);
+  BOOST_TEST(budget.used() <= cap);
+  BOOST_TEST(b.prepare().size == 0u);  // still refused: nothing changed
+  BOOST_TEST(b.buffered() == got);
+
+  // Once `a` is gone, `b` completes its frame, then gives everything back when idle.
+  a.reset();
+  std::size_t frames = 0;
+  std::string_view rest = std::string_view(big).substr(got);
+  while (!rest.empty()) {
+    const auto buf = b.prepare();
+    BOOST_TEST_REQUIRE(buf.size > 0u);
+    const std::size_t n = std::min(buf.size, rest.size());
+    std::memcpy(buf.data, rest.data(), n);
+    b.commit(n);
+    rest.remove_prefix(n);
+    BOOST_TEST_REQUIRE(!b.parse(
+        [&](const frame_view& f, const frame_slice&) { frames += f.bytes == big ? 1 : 0; }));
+  }
+  BOOST_TEST(frames == 1u);
+  b.release_if_idle();
+  BOOST_TEST(budget.used() == 0u);
+}
+
+// A budget of max_payload always lets one frame of max_payload through, whatever its pieces.
+BOOST_AUTO_TEST_CASE(a_budget_of_max_payload_fits_the_largest_frame) {
+  for (std::uint32_t max : {std::uint32_t{65536}, std::uint32_t{100000}, default_max_payload}) {
+    partial_frame_budget budget(max);
+    frame_stream s(max, &budget);
+    const std::string big = encode_frame(std::string(255, 'a'), std::string(max, 'p'));
+    std::mt19937 rng(max);
+    std::size_t at = 0;
+    while (at < big.size()) {
+      const std::size_t n = std::min<std::size_t>(big.size() - at, 1 + rng() % 70000);
+      BOOST_TEST_REQUIRE(feed_until_refused(s, std::string_view(big).substr(at, n)) == n);
+      at += n;
+    }
+    BOOST_TEST(s.offset() == big.size());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(oversized_header_is_refused_before_allocating) {

@@ -1,9 +1,6 @@
 #define BOOST_TEST_MODULE hostile_suppliers
 #include <boost/test/unit_test.hpp>
 
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +9,7 @@
 
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/raw_suppliers.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 #include "tools/traffic/traffic_consumer.hpp"
@@ -32,75 +30,6 @@ constexpr double min_rate_ratio = 0.3;
 constexpr long memory_slack = 1;
 constexpr double min_rate_ratio = 0.5;
 #endif
-
-void raise_fd_limit() {
-  rlimit r{};
-  ::getrlimit(RLIMIT_NOFILE, &r);
-  r.rlim_cur = r.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &r);
-}
-
-// A raw client socket to the supplier port (blocking connect, then used with poll).
-int dial(unsigned short port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, const std::string& bytes) {
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// True when the gateway has closed `fd` (EOF or reset), checked without waiting.
-bool is_closed(int fd) {
-  pollfd p{fd, POLLIN | POLLRDHUP, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  char sink[4096];
-  const ssize_t n = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
-bool all_closed_within(const std::vector<int>& fds, std::chrono::milliseconds timeout) {
-  std::vector<bool> done(fds.size(), false);
-  return eventually(
-      [&] {
-        bool all = true;
-        for (std::size_t i = 0; i < fds.size(); ++i) {
-          if (!done[i]) done[i] = is_closed(fds[i]);
-          all = all && done[i];
-        }
-        return all;
-      },
-      timeout);
-}
-
-void close_all(std::vector<int>& fds) {
-  for (int fd : fds)
-    ::close(fd);
-  fds.clear();
-}
-
-std::string header(std::uint16_t address_length, std::uint32_t payload_length) {
-  std::string h = {'G', 'W', 1, 0};
-  h += static_cast<char>(address_length >> 8);
-  h += static_cast<char>(address_length & 0xff);
-  for (int i = 3; i >= 0; --i)
-    h += static_cast<char>((payload_length >> (8 * i)) & 0xff);
-  return h;
-}
 
 double frames_per_second(const consumer_tally& t, std::chrono::milliseconds window) {
   const auto before = t.frames.load();
@@ -179,7 +108,7 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_and_slow_suppliers_are_closed_while_a_good_on
   // 2. A header announcing a 4 GiB payload: refused from the header alone, nothing allocated.
   for (int i = 0; i < 20; ++i) {
     const int fd = dial(gw.supplier_port);
-    send_all(fd, header(1, 0xffffffffu) + "a" + std::string(1000, 'p'));
+    send_all(fd, frame_header(1, 0xffffffffu) + "a" + std::string(1000, 'p'));
     fds.push_back(fd);
   }
   BOOST_TEST(all_closed_within(fds, 20s));
@@ -189,7 +118,7 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_and_slow_suppliers_are_closed_while_a_good_on
   // timeout closes them, and memory does not grow by what they announced (200 MiB).
   for (int i = 0; i < 200; ++i) {
     const int fd = dial(gw.supplier_port);
-    send_all(fd, header(3, gatewayd::protocol::default_max_payload) + "h.x" + "partial");
+    send_all(fd, frame_header(3, gatewayd::protocol::default_max_payload) + "h.x" + "partial");
     fds.push_back(fd);
   }
   BOOST_TEST(all_closed_within(fds, 30s));

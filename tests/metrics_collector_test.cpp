@@ -81,7 +81,7 @@ BOOST_AUTO_TEST_CASE(label_children_follow_the_routing_table) {
        {"gatewayd_consumer_queue_depth", "gatewayd_consumer_queue_bytes",
         "gatewayd_consumer_queue_capacity", "gatewayd_consumer_connected",
         "gatewayd_consumer_messages_sent_total", "gatewayd_consumer_bytes_sent_total",
-        "gatewayd_consumer_reconnects_total"}) {
+        "gatewayd_consumer_reconnects_total", "gatewayd_consumer_unacknowledged_bytes_total"}) {
     const std::string series = std::string(family) + R"({consumer="fraud"})";
     BOOST_TEST(sample_value(after, series).has_value(), series);
   }
@@ -92,6 +92,14 @@ BOOST_AUTO_TEST_CASE(label_children_follow_the_routing_table) {
       sample_value(
           after,
           R"(gatewayd_consumer_dropped_messages_total{consumer="fraud",reason="queue_full"})")
+          .has_value());
+  BOOST_TEST(
+      sample_value(after,
+                   R"(gatewayd_consumer_disconnects_total{consumer="fraud",reason="timed_out"})")
+          .has_value());
+  BOOST_TEST(
+      sample_value(after,
+                   R"(gatewayd_consumer_connect_failures_total{consumer="fraud",reason="refused"})")
           .has_value());
 }
 

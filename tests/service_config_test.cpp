@@ -88,6 +88,7 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(c.reconnect_initial.count() == 100);
   BOOST_TEST(c.reconnect_max.count() == 2000);
   BOOST_TEST(c.max_queued_bytes == 1073741824u);
+  BOOST_TEST(c.max_partial_frame_bytes == 268435456u);
   BOOST_TEST(c.allow.empty());
   BOOST_TEST((c.lame_duck.count() == 0 && !c.proxy_protocol && c.proxy_from == loopback_blocks()));
   BOOST_TEST(c.metrics_listen.to_string() == "127.0.0.1:9464");
@@ -255,8 +256,8 @@ level = "verbose"
         "gateway.threds: unknown key (expected supplier_listen, threads, max_payload, "
         "routes_file, idle_timeout_ms, max_supplier_connections, concurrency, "
         "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
-        "max_queued_bytes, allow, proxy_protocol, proxy_from, consumer_drain, "
-        "slow_consumer_ms)"},
+        "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
+        "consumer_drain, slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms)"},
        {17, 10,
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
@@ -300,6 +301,10 @@ BOOST_AUTO_TEST_CASE(cross_checks) {
                 {{4, 20,
                   "gateway.max_queued_bytes: 4095 is below max_payload (4096): the largest frame "
                   "could never be queued"}});
+  expect_errors("[gateway]\nroutes_file = \"r\"\nmax_payload = 4096\nmax_partial_frame_bytes = 1\n",
+                {{4, 27,
+                  "gateway.max_partial_frame_bytes: 1 is below max_payload (4096): the largest "
+                  "frame could never be received"}});
   expect_errors(
       "[gateway]\nroutes_file = \"r\"\nsupplier_listen = \"127.0.0.1:9000\"\n[metrics]\nlisten = "
       "\"127.0.0.1:9000\"\n",

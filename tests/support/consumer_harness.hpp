@@ -304,12 +304,13 @@ struct io_fixture {
     BOOST_TEST(in_use() == live_before);
   }
 
-  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s,
-                                     gc::queue_budget* budget = nullptr) {
+  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s, gc::queue_budget* budget = nullptr,
+                                     gc::link_limits limits = {}) {
     gc::consumer::options o;
     o.reconnect_initial = 20ms;
     o.reconnect_max = 200ms;
     o.budget = budget;
+    o.limits = limits;
     auto c = std::make_shared<gc::consumer>(gatewayd::runtime::make_executor(ioc), s, o);
     c->start();
     return c;

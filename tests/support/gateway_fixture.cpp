@@ -107,6 +107,9 @@ long gateway_fixture::rss_kib() const {
 long gateway_fixture::peak_rss_kib() const {
   return status_field(daemon->pid(), "VmHWM");
 }
+long gateway_fixture::vm_size_kib() const {
+  return status_field(daemon->pid(), "VmSize");
+}
 
 std::string consumer_toml(const std::string& name, const std::string& endpoint,
                           const std::string& extra) {

@@ -36,9 +36,11 @@ struct gateway_fixture {
   // True once /metrics shows every named consumer connected (gatewayd_consumer_connected 1).
   bool consumers_connected(const std::vector<std::string>& names,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
-  // Peak and current resident memory of the daemon, in KiB (from /proc/PID/status).
+  // Peak and current resident memory of the daemon, and its address space, in KiB (from
+  // /proc/PID/status).
   long rss_kib() const;
   long peak_rss_kib() const;
+  long vm_size_kib() const;
 
  private:
   void start(const std::string& log_name, const std::vector<std::string>& env);
