@@ -36,8 +36,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${gatewayd_docs} DESTINATION ${gat
 if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/etc/grafana)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/etc/grafana DESTINATION ${CMAKE_INSTALL_DATADIR}/gatewayd)
 endif()
-# The scrape config and the alert rules it names sit side by side, as in etc/.
-foreach(sample prometheus.yml gatewayd_alerts.yml)
+# The scrape config and the alert rules it names sit side by side, as in etc/; beside them the
+# HAProxy front for several nodes (docs/scaling.md).
+foreach(sample prometheus.yml gatewayd_alerts.yml haproxy.cfg)
   if(EXISTS ${PROJECT_SOURCE_DIR}/etc/${sample})
     install(FILES ${PROJECT_SOURCE_DIR}/etc/${sample} DESTINATION ${CMAKE_INSTALL_DATADIR}/gatewayd)
   endif()

@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "config/file_digest.hpp"
 #include "config/toml_checker.hpp"
 #include "routing/pattern.hpp"
 
@@ -248,7 +249,11 @@ routes_load_result parse_routes_config(std::string_view toml_text, const std::st
 
 routes_load_result load_routes_file(const std::filesystem::path& file) {
   toml_checker check{file.string()};
-  if (auto text = read_config_text(file, check)) return parse_routes_config(*text, file.string());
+  if (auto text = read_config_text(file, check)) {
+    auto result = parse_routes_config(*text, file.string());
+    result.sha256 = sha256_hex(*text);  // the bytes parsed, not a second read that may differ
+    return result;
+  }
   routes_load_result result;
   result.errors = check.take_errors();
   return result;

@@ -15,6 +15,7 @@ namespace gatewayd::config {
 struct routes_load_result {
   std::optional<routes_config> config;  // set only when errors is empty
   std::vector<config_error> errors;     // in file order
+  std::string sha256;                   // of the file's bytes as read (load_routes_file)
 };
 
 // Reads and validates a routing file. An unreadable file gives one error naming it.

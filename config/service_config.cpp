@@ -143,6 +143,7 @@ class service_reader {
     choice(t, "concurrency", "model", runtime::concurrency_model_names, config_.concurrency);
     choice(t, "consumer_drain", "model", consumers::drain_model_names, config_.consumer_drain);
     milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
+    milliseconds(t, "lame_duck_ms", 0, config_.lame_duck);
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
     milliseconds(t, "consumer_connect_timeout_ms", 1, config_.consumer_connect_timeout);
     milliseconds(t, "consumer_timeout_ms", 0, config_.consumer_timeout);
@@ -151,7 +152,10 @@ class service_reader {
     byte_cap(t, "max_queued_bytes", max_payload_ok, "queued", config_.max_queued_bytes);
     byte_cap(t, "max_partial_frame_bytes", max_payload_ok, "received",
              config_.max_partial_frame_bytes);
-    if (const auto* allow = check_.array(t, "gateway", "allow")) read_allow(*allow);
+    if (const auto* allow = check_.array(t, "gateway", "allow")) {
+      read_blocks(*allow, "allow", config_.allow);
+    }
+    read_proxy_protocol(t);
   }
 
   // A gateway-wide byte cap: 0 = none; otherwise, when max_payload is valid, at least that, or
@@ -167,20 +171,37 @@ class service_reader {
                                   "): the largest frame could never be " + std::string{what});
   }
 
-  void read_allow(const toml::array& allow) {
-    for (std::size_t i = 0; i < allow.size(); ++i) {
-      const std::string path = "gateway.allow[" + std::to_string(i) + ']';
-      const auto* text = allow[i].as_string();
+  // A list of CIDR blocks (allow, proxy_from).
+  void read_blocks(const toml::array& list, std::string_view key,
+                   std::vector<net::cidr_block>& out) {
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const std::string path = "gateway." + std::string{key} + '[' + std::to_string(i) + ']';
+      const auto* text = list[i].as_string();
       if (!text) {
-        check_.error(allow[i], path + ": expected a CIDR block (a string), got " +
-                                   std::string{describe(allow[i].type())});
+        check_.error(list[i], path + ": expected a CIDR block (a string), got " +
+                                  std::string{describe(list[i].type())});
         continue;
       }
       std::string why;
       if (auto block = net::parse_cidr(text->get(), &why)) {
-        config_.allow.push_back(*block);
+        out.push_back(*block);
       } else {
         check_.error(*text, path + ": " + in_quotes(text->get()) + ": " + why);
+      }
+    }
+  }
+
+  // A PROXY header is believed only from proxy_from: trusted from anyone, it would let any
+  // supplier claim any address (and pass `allow` with it).
+  void read_proxy_protocol(const toml::table& t) {
+    if (const auto on = check_.boolean(t, "gateway", "proxy_protocol")) {
+      config_.proxy_protocol = *on;
+    }
+    if (const auto* from = check_.array(t, "gateway", "proxy_from")) {
+      config_.proxy_from.clear();
+      read_blocks(*from, "proxy_from", config_.proxy_from);
+      if (from->empty() && config_.proxy_protocol) {
+        check_.error(*from, "gateway.proxy_from: empty, so no balancer may send the PROXY header");
       }
     }
   }
@@ -221,6 +242,14 @@ class service_reader {
   service_config config_;
   std::optional<fs::path> routes_file_;
 };
+
+}  // namespace
+
+std::vector<net::cidr_block> loopback_blocks() {
+  return {*net::parse_cidr("127.0.0.0/8"), *net::parse_cidr("::1/128")};
+}
+
+namespace {
 
 service_reading read_service_text(std::string_view text, const fs::path& file) {
   toml_checker check{file.string()};
@@ -263,7 +292,8 @@ full_load_result load_full_config(const fs::path& file) {
   auto routes = load_routes_file(*service.routes_file_as_named);
   result.errors.insert(result.errors.end(), routes.errors.begin(), routes.errors.end());
   if (result.errors.empty()) {
-    result.config = full_config{std::move(service.config), std::move(*routes.config)};
+    result.config =
+        full_config{std::move(service.config), std::move(*routes.config), std::move(routes.sha256)};
   }
   return result;
 }

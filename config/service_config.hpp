@@ -21,6 +21,9 @@
 
 namespace gatewayd::config {
 
+// 127.0.0.0/8 and ::1: a balancer on the same host (the default of proxy_from).
+std::vector<net::cidr_block> loopback_blocks();
+
 struct service_config {
   std::filesystem::path config_file;  // gatewayd.toml, absolute and normalised
 
@@ -34,9 +37,10 @@ struct service_config {
   runtime::concurrency_model concurrency = runtime::concurrency_model::leader_followers;
   consumers::drain_model consumer_drain = consumers::drain_model::strand;
   std::chrono::milliseconds drain_timeout{5000};
+  std::chrono::milliseconds lame_duck{0};  // SIGTERM: /readyz 503 and still accepting, first
   std::chrono::milliseconds reconnect_initial{100};
-  std::chrono::milliseconds reconnect_max{30000};
-  std::chrono::milliseconds slow_consumer{100};  // full socket, not caught up: policy applies
+  std::chrono::milliseconds reconnect_max{2000};  // a consumer back is redialled within 2 s
+  std::chrono::milliseconds slow_consumer{100};   // full socket, not caught up: policy applies
   std::chrono::milliseconds consumer_connect_timeout{5000};
   std::chrono::milliseconds consumer_timeout{30000};  // unacknowledged or unanswered; 0 = kernel's
   std::uint64_t max_queued_bytes = 1073741824;        // across all consumers; 0 = no cap
@@ -44,6 +48,8 @@ struct service_config {
   // supplier connections; 0 = no cap.
   std::uint64_t max_partial_frame_bytes = 268435456;
   std::vector<net::cidr_block> allow;  // empty = every peer may connect
+  bool proxy_protocol = false;         // PROXY v2 header from proxy_from sources
+  std::vector<net::cidr_block> proxy_from = loopback_blocks();  // the balancers trusted to send it
 
   // [metrics]
   net::endpoint metrics_listen{"127.0.0.1", 9464};
@@ -70,6 +76,7 @@ service_load_result parse_service_config(std::string_view toml_text,
 struct full_config {
   service_config service;
   routes_config routing;
+  std::string routes_sha256;  // of the routes file's bytes
 };
 
 struct full_load_result {

@@ -86,6 +86,7 @@ void consumer_link::dial() {
     if (++dial_failures_ == 1) {
       GW_LOG(error) << "consumer " << name_ << ": bad endpoint address '" << endpoint_.host
                     << "': " << ec.message();
+      stats_.last_error.set("bad endpoint address '" + endpoint_.host + "': " + ec.message());
     }
     return wait_to_redial();
   }
@@ -130,6 +131,7 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
 
 void consumer_link::dial_failed(std::error_code ec) {
   close_socket();
+  stats_.last_error.set("cannot connect to " + endpoint_.to_string() + ": " + ec.message());
   stats_.connect_failures[static_cast<std::size_t>(failure_of(ec))].fetch_add(
       1, std::memory_order_relaxed);
   if (++dial_failures_ == 1) {
@@ -195,6 +197,8 @@ void consumer_link::drop_slow(std::uint64_t conn, std::uint64_t discarded) {
   GW_LOG_LIMITED(warning, "slow consumers disconnected")
       << "consumer " << name_ << " at " << endpoint_.to_string() << " is too slow: queue full, "
       << discarded << " frames discarded; disconnecting";
+  stats_.last_error.set("too slow: queue full, " + std::to_string(discarded) +
+                        " frames discarded; disconnected");
   drop(disconnect_reason::slow_consumer);
   wait_to_redial();
 }
@@ -245,6 +249,8 @@ void consumer_link::account(disconnect_reason reason, std::error_code ec,
   if (unacknowledged)
     stats_.unacknowledged_bytes.fetch_add(unacknowledged, std::memory_order_relaxed);
   if (!failed(reason)) return;
+  stats_.last_error.set("lost its connection to " + endpoint_.to_string() + " (" +
+                        std::string{to_string(reason)} + "): " + ec.message());
   GW_LOG_LIMITED(warning, "consumer connections lost")
       << "consumer " << name_ << " lost its connection to " << endpoint_.to_string() << " ("
       << to_string(reason) << "): " << ec.message() << "; " << unacknowledged

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "consumers/last_error.hpp"
 #include "runtime/enum_names.hpp"
 
 namespace gatewayd::consumers {
@@ -78,6 +79,8 @@ struct consumer_stats {
   // model), and inside the blocking writes of that model.
   std::atomic<std::uint64_t> blocked_lock_ns{0};
   std::atomic<std::uint64_t> blocked_write_ns{0};
+  // Set by the link, not on the data path.
+  consumers::last_error last_error;
 
   std::uint64_t dropped_total() const noexcept {
     std::uint64_t sum = 0;

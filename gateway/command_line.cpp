@@ -111,8 +111,9 @@ std::string usage(std::string_view program) {
   return "usage: " + p + " --config PATH [--ports-file FILE]  run the gateway\n" + "       " + p +
          " --check --config PATH    validate the configuration and exit\n" + "       " + p +
          " --check --stop-timeout SECONDS --config PATH\n" +
-         "                                  the same, and refuse a drain_timeout_ms that\n"
-         "                                  TimeoutStopSec=SECONDS would cut short\n" +
+         "                                  the same, and refuse a lame_duck_ms +\n"
+         "                                  drain_timeout_ms that TimeoutStopSec=SECONDS\n"
+         "                                  would cut short\n" +
          "       " + p + " --version                print the version and exit\n" + "       " + p +
          " --help                   print this help and exit\n" +
          "\n"
@@ -124,7 +125,7 @@ std::string usage(std::string_view program) {
          "{\"pid\": N, \"supplier\": \"HOST:PORT\", \"metrics\": \"HOST:PORT\" or null}.\n"
          "The file is removed when gatewayd exits.\n"
          "--stop-timeout SECONDS (or infinity): the unit's TimeoutStopSec; --check then also\n"
-         "refuses a drain_timeout_ms that does not leave 2 s of it to exit in.\n";
+         "refuses a lame_duck_ms + drain_timeout_ms that does not leave 2 s of it to exit in.\n";
 }
 
 }  // namespace gatewayd::gateway

@@ -14,7 +14,8 @@
 
 namespace gatewayd::gateway {
 
-gateway::gateway(config::service_config service, const config::routes_config& routes)
+gateway::gateway(config::service_config service, const config::routes_config& routes,
+                 std::string routes_sha256)
     : service_(std::move(service)),
       started_from_(stamp_files({service_.config_file, service_.routes_file})),
       partial_budget_(service_.max_partial_frame_bytes),
@@ -27,6 +28,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       control_(runtime::make_strand(executor_)),
       signal_strand_(runtime::make_strand(executor_)),
       stop_deadline_(control_),
+      stop_timer_(control_),
       retirement_(control_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
@@ -37,13 +39,17 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
   signals_.add(SIGHUP);
-  apply_routing(routes);
+  apply_routing(routes, std::move(routes_sha256));
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   allow_.replace(service_.allow);
-  acceptor_ = std::make_shared<suppliers::supplier_acceptor>(
+  using acceptor = suppliers::supplier_acceptor;
+  acceptor::proxy_options proxy;
+  if (service_.proxy_protocol) proxy.from = acceptor::from_blocks(service_.proxy_from);
+  // The allow list is read through allow_ at every accept, so that a reload can replace it.
+  acceptor_ = std::make_shared<acceptor>(
       executor_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
-      [this](const asio::ip::address& a) { return allow_.admits(a); });
+      [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
@@ -59,14 +65,17 @@ gateway::~gateway() {
   model_->join();
 }
 
-void gateway::apply_routing(const config::routes_config& routes) {
-  publish_routing(routes, routing::routing_table::build(routes.rules()));
+void gateway::apply_routing(const config::routes_config& routes, std::string routes_sha256) {
+  publish_routing(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
 }
 
-void gateway::publish_routing(const config::routes_config& routes,
+void gateway::publish_routing(const config::routes_config& routes, std::string routes_sha256,
                               std::shared_ptr<const routing::routing_table> table) {
   auto snapshot = std::make_shared<suppliers::route_snapshot>();
   snapshot->table = std::move(table);
+  snapshot->specs = routes.consumers;
+  snapshot->sha256 = std::move(routes_sha256);
+  snapshot->loaded_at = std::chrono::system_clock::now();
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
@@ -109,8 +118,11 @@ void gateway::start_metrics() {
       },
       GATEWAYD_VERSION}));
   metrics_->add(std::make_shared<metrics::process_collector>());
+  operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
+      sessions_, routes_, supplier_stats_, serving_, GATEWAYD_VERSION});
+  operator_api_->serve_on(*metrics_);
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
-               << "/metrics";
+               << "/metrics (and /healthz, /readyz, /connz, /routez)";
 }
 
 bool gateway::run() {
@@ -124,6 +136,7 @@ bool gateway::run() {
                     << "); reload with SIGHUP";
   }
   acceptor_->start();
+  serving_.listening.store(true);
   watchdog_.start();
   log_flush_.start();
   if (watchdog_.period().count()) {
@@ -170,7 +183,7 @@ void gateway::do_reload(std::string_view trigger) {
     return reload_failed(trigger, 1);
   }
   apply_settings(next.service);
-  publish_routing(next.routing, std::move(table));
+  publish_routing(next.routing, std::move(next.routes_sha256), std::move(table));
   if (watcher_) watcher_->watch({service_.config_file, service_.routes_file});
   reloads_.succeeded.fetch_add(1);
   reloads_.last_successful.store(true);

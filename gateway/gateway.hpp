@@ -19,7 +19,9 @@
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
+#include "metrics/operator_api.hpp"
 #include "metrics/reload_stats.hpp"
+#include "metrics/serving_state.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
@@ -36,7 +38,9 @@ namespace gatewayd::gateway {
 class gateway {
  public:
   // Builds everything and binds the listeners; throws on a start-up error (bad bind, ...).
-  gateway(config::service_config service, const config::routes_config& routes);
+  // `routes_sha256` names the routes file's bytes (gatewayd_config_info, /routez).
+  gateway(config::service_config service, const config::routes_config& routes,
+          std::string routes_sha256);
   ~gateway();
   gateway(const gateway&) = delete;
   gateway& operator=(const gateway&) = delete;
@@ -46,13 +50,13 @@ class gateway {
   // be forced (the drain outlived drain_timeout_ms + stop_grace).
   bool run();
 
-  // How much longer than drain_timeout_ms a stop may take before it is forced.
+  // How much longer than lame_duck_ms + drain_timeout_ms a stop may take before it is forced.
   static constexpr std::chrono::seconds stop_grace{2};
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
   // Replaces the routing table and the consumer set (diffing consumers by name).
-  void apply_routing(const config::routes_config& routes);
+  void apply_routing(const config::routes_config& routes, std::string routes_sha256);
   // Re-reads both configuration files from any thread, on the control strand: all or
   // nothing (an error keeps the running table), settings that cannot change live warned.
   void reload(std::string trigger);
@@ -68,7 +72,11 @@ class gateway {
  private:
   void wait_for_signal();
   void on_signal(int signo);
+  // The stop, in gateway_stop.cpp: lame duck, suppliers asked to leave, drain, exit.
   void begin_shutdown();
+  void ask_suppliers_to_leave();
+  void wait_for_suppliers(std::chrono::steady_clock::time_point leave_by);
+  void drain_consumers(std::chrono::milliseconds within);
   void cut_drain_short();
   void force_stop();
   void finish_shutdown();
@@ -77,7 +85,7 @@ class gateway {
   void reload_failed(std::string_view trigger, std::size_t errors);
   void apply_settings(const config::service_config& next);
   void apply_allow_list();
-  void publish_routing(const config::routes_config& routes,
+  void publish_routing(const config::routes_config& routes, std::string routes_sha256,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
 
@@ -105,19 +113,24 @@ class gateway {
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
-  consumer_retirement retirement_;           // on control_: consumers removed by a reload
+  asio::steady_timer stop_timer_;   // on control_: the lame duck, then the suppliers' leaving
+  consumer_retirement retirement_;  // on control_: consumers removed by a reload
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
   std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
   metrics::reload_stats reloads_;
+  metrics::serving_state serving_;
+  std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
   bool shutting_down_ = false;
-  bool stopped_ = false;  // the drain finished
-  bool forced_ = false;   // the stop deadline passed first
+  bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
+  bool stopped_ = false;           // the drain finished
+  bool forced_ = false;            // the stop deadline passed first
   std::size_t draining_ = 0;
   std::uint64_t undelivered_ = 0;
+  std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
 };
 
 }  // namespace gatewayd::gateway

@@ -1,11 +1,15 @@
-// How the daemon stops: SIGINT/SIGTERM, the drain of every consumer, its hard deadline, and a
-// second signal that cuts the drain short.
+// How the daemon stops: SIGINT/SIGTERM, an optional lame duck in which a balancer notices the
+// node is leaving and its suppliers are asked to leave, the drain of every consumer, its hard
+// deadline, and a second signal that cuts it all short.
 #include <csignal>
+#include <string>
 
 #include "gateway/gateway.hpp"
 #include "runtime/log.hpp"
 
 namespace gatewayd::gateway {
+
+using std::chrono::steady_clock;
 
 // On signal_strand_ (or before the threads start), like every use of signals_.
 void gateway::wait_for_signal() {
@@ -43,29 +47,87 @@ void gateway::shutdown() {
   asio::post(control_, [this] { begin_shutdown(); });
 }
 
+// With lame_duck_ms = 0 the drain starts at once. Otherwise /readyz answers 503 from here on
+// while the listener still accepts and every supplier is still read, so a balancer's health
+// check takes the node out before anything is refused.
 void gateway::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
+  serving_.draining.store(true);
   if (watcher_) watcher_->stop();
+  // Whatever happens to the lame duck and the drain, the stop ends by this deadline.
+  stop_deadline_.expires_after(service_.lame_duck + service_.drain_timeout + stop_grace);
+  stop_deadline_.async_wait([this](std::error_code ec) {
+    if (!ec) force_stop();
+  });
+  const auto lame_duck = service_.lame_duck;
+  if (lame_duck.count() == 0) return drain_consumers(service_.drain_timeout);
+  GW_LOG(info) << "lame duck for " << lame_duck.count()
+               << " ms: /readyz answers 503, suppliers are still accepted and read";
+  notify_.stopping("stopping: lame duck for " + std::to_string(lame_duck.count()) +
+                   " ms (/readyz 503), then draining");
+  stop_timer_.expires_after(lame_duck);
+  stop_timer_.async_wait([this](std::error_code ec) {
+    if (!ec) ask_suppliers_to_leave();
+  });
+}
+
+// The lame duck is over: no new supplier, and each one connected is asked to leave with a
+// half-close (it reads end-of-file). What it still sends is read and routed until it closes its
+// side, so a supplier that moves to another node on end-of-file loses nothing here. Suppliers
+// get half of drain_timeout_ms; the consumer queues the rest.
+void gateway::ask_suppliers_to_leave() {
   acceptor_->stop();
-  // No new frames come in while the queues drain: suppliers stay connected but unread.
+  serving_.listening.store(false);
+  const auto now = steady_clock::now();
+  drain_deadline_ = now + service_.drain_timeout;
+  GW_LOG(info) << "lame duck over: listener closed; asking " << sessions_.size()
+               << " supplier(s) to leave (half-close), waiting up to "
+               << service_.drain_timeout.count() / 2 << " ms";
+  sessions_.for_each([](suppliers::supplier_session& s) { s.ask_to_leave(); });
+  wait_for_suppliers(now + service_.drain_timeout / 2);
+}
+
+// Polled: the registry changes on every connect and close, and nothing else needs to know.
+void gateway::wait_for_suppliers(steady_clock::time_point leave_by) {
+  const std::size_t left = sessions_.size();
+  if (left != 0 && steady_clock::now() < leave_by) {
+    stop_timer_.expires_after(std::chrono::milliseconds(20));
+    stop_timer_.async_wait([this, leave_by](std::error_code ec) {
+      if (!ec) wait_for_suppliers(leave_by);
+    });
+    return;
+  }
+  if (left != 0) {
+    GW_LOG(warning) << left << " supplier(s) did not leave in time; no longer reading them";
+  } else {
+    GW_LOG(info) << "every supplier left";
+  }
+  const auto rest =
+      std::chrono::ceil<std::chrono::milliseconds>(drain_deadline_ - steady_clock::now());
+  drain_consumers(std::max(rest, std::chrono::milliseconds(0)));
+}
+
+// Suppliers still connected stay so, unread (nothing new comes in, nothing is cut mid-frame);
+// every consumer queue is sent for at most `within`.
+void gateway::drain_consumers(std::chrono::milliseconds within) {
+  if (draining_started_) return;
+  draining_started_ = true;
+  stop_timer_.cancel();
+  acceptor_->stop();
+  serving_.listening.store(false);
   sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
   retirement_.stop(false);  // consumers a reload removed drain on their own deadlines
   draining_ = consumers_.size();
   std::string status = "stopping: draining ";
   status += std::to_string(draining_);
   status += " consumer queues for up to ";
-  status += std::to_string(service_.drain_timeout.count());
+  status += std::to_string(within.count());
   status += " ms";
   notify_.stopping(status);
-  // Whatever happens to the drain, the stop ends by this deadline.
-  stop_deadline_.expires_after(service_.drain_timeout + stop_grace);
-  stop_deadline_.async_wait([this](std::error_code ec) {
-    if (!ec) force_stop();
-  });
   if (draining_ == 0) return finish_shutdown();
   for (auto& [name, c] : consumers_) {
-    c->drain_and_close(service_.drain_timeout, consumers::drop_reason::shutdown,
+    c->drain_and_close(within, consumers::drop_reason::shutdown,
                        [this, n = name](std::uint64_t left) {
                          asio::post(control_, [this, n, left] {
                            if (left) {
@@ -79,22 +141,24 @@ void gateway::begin_shutdown() {
   }
 }
 
-// A second signal: every consumer's drain deadline becomes now. Each closes at once (a write
-// still out is cancelled first) and reports what it leaves, as a drain that timed out does.
+// A second signal: a lame duck ends, suppliers are no longer waited for, and every consumer's
+// drain deadline becomes now. Each closes at once (a write still out is cancelled first) and
+// reports what it leaves, as a drain that timed out does.
 void gateway::cut_drain_short() {
   if (!shutting_down_) begin_shutdown();
   retirement_.stop(true);
+  if (!draining_started_) return drain_consumers(std::chrono::milliseconds(0));
   if (draining_ == 0) return;
   for (auto& [name, c] : consumers_)
     c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
 }
 
-// The drain did not end by drain_timeout_ms plus stop_grace: something is stuck that the drain
-// deadline could not end. Stop the threads; the process exits with an error.
+// The stop did not end by lame_duck_ms + drain_timeout_ms + stop_grace: something is stuck that
+// the drain deadline could not end. Stop the threads; the process exits with an error.
 void gateway::force_stop() {
   if (stopped_) return;
   forced_ = true;
-  GW_LOG(error) << "the stop did not end within drain_timeout_ms + "
+  GW_LOG(error) << "the stop did not end within lame_duck_ms + drain_timeout_ms + "
                 << std::chrono::duration_cast<std::chrono::milliseconds>(stop_grace).count()
                 << " ms (" << draining_ << " consumer(s) still draining); forcing it";
   model_->stop();
@@ -103,7 +167,17 @@ void gateway::force_stop() {
 void gateway::finish_shutdown() {
   stopped_ = true;
   GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
+  // The counters' last values, which no scrape can read once the process is gone: with the
+  // other nodes' and the consumers', they account for every frame a fleet was sent.
+  const auto& in = supplier_stats_;
+  GW_LOG(info) << "totals: " << in.frames_received.load() << " frames received from suppliers, "
+               << in.unroutable.load() << " unroutable";
+  for (const auto& [name, c] : consumers_) {
+    GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
+                 << " frames, dropped " << c->stats().dropped_total();
+  }
   stop_deadline_.cancel();
+  stop_timer_.cancel();
   // On the signal strand: on_signal re-arms the wait there after posting a stop, and a cancel
   // from here could come first and find nothing to cancel, leaving the pool a wait that never
   // ends (the second-SIGTERM stop hung in 1 of 5 runs).

@@ -36,11 +36,16 @@ int check_configuration(const std::filesystem::path& config,
       std::cerr << e.to_string() << '\n';
     return 1;
   }
-  const auto drain = loaded.config->service.drain_timeout;
-  if (stop_timeout && drain + time_to_exit > *stop_timeout) {
-    std::cerr << loaded.config->service.config_file.string()
-              << ": gateway.drain_timeout_ms = " << drain.count() << " does not leave "
-              << time_to_exit.count() << " s of the unit's TimeoutStopSec=" << stop_timeout->count()
+  // A lame duck comes before the drain: both must end before systemd's timeout.
+  const auto& service = loaded.config->service;
+  const auto stop = service.lame_duck + service.drain_timeout;
+  if (stop_timeout && stop + time_to_exit > *stop_timeout) {
+    std::cerr << service.config_file.string() << ": gateway."
+              << (service.lame_duck.count() ? "lame_duck_ms + drain_timeout_ms = " +
+                                                  std::to_string(service.lame_duck.count()) + " + "
+                                            : std::string("drain_timeout_ms = "))
+              << service.drain_timeout.count() << " does not leave " << time_to_exit.count()
+              << " s of the unit's TimeoutStopSec=" << stop_timeout->count()
               << " to exit in: systemd would kill gatewayd in the middle of its drain; lower "
                  "drain_timeout_ms, or raise TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a "
                  "drop-in\n";
@@ -79,7 +84,8 @@ int run_daemon(const std::filesystem::path& config, const std::filesystem::path&
   log::set_level(loaded.config->service.log_level);
   try {
     GW_LOG(info) << "gatewayd " << GATEWAYD_VERSION << " starting with " << config.string();
-    gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing);
+    gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing,
+                        std::move(loaded.config->routes_sha256));
     std::optional<gateway::ports_file> ports;  // the listeners are bound from here on
     if (!ports_path.empty()) ports.emplace(ports_path, bound_ports_of(gw));
     if (!gw.run()) return 1;

@@ -196,6 +196,14 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
   const auto snap = s_.routes.load();
   add_sample(routes, snap ? static_cast<double>(snap->table->route_count()) : 0);
   out.push_back(std::move(routes));
+  // Nodes meant to run the same table show one sha256 each: `count(count by (sha256)
+  // (gatewayd_config_info)) > 1` is drift.
+  auto config =
+      family("gatewayd_config_info",
+             "Always 1; the sha256 label is the SHA-256 of the routing table file in use.",
+             MetricType::Gauge);
+  if (snap) add_sample(config, 1, {{"sha256", snap->sha256}});
+  out.push_back(std::move(config));
 
   auto budget = family("gatewayd_queued_bytes",
                        "Bytes queued across all consumers (the max_queued_bytes budget in use).",

@@ -1,28 +1,28 @@
 #include "metrics/metrics_server.hpp"
 
+#include <CivetServer.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <prometheus/text_serializer.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
-#include <string>
 #include <thread>
-#include <vector>
 
 namespace gatewayd::metrics {
 namespace {
 
 // civetweb gives each connection a thread of its own from a fixed set, for as long as the
 // request takes to arrive: a client trickling requests (slowloris) holds one thread per
-// connection. prometheus-cpp's default is 2 threads and civetweb's header timeout 30 s, so two
-// slow connections stopped every scrape. With 16 threads, up to 15 slow connections cost a
-// scrape nothing; beyond that a scrape waits in civetweb's queue behind them, each thread
-// freed after at most the header timeout (docs/security.md has the numbers).
+// connection. With civetweb's header timeout of 30 s and 2 threads, two slow connections
+// stopped every scrape. With 16 threads, up to 15 slow connections cost a scrape (or a
+// balancer's /readyz check) nothing; beyond that a request waits in civetweb's queue behind
+// them, each thread freed after at most the header timeout (docs/security.md has the numbers).
 constexpr int server_threads = 16;
-// Prometheus sends a scrape's request in one write; 2 s for its headers is plenty.
+// Prometheus and health checks send a request in one write; 2 s for its headers is plenty.
 constexpr int request_timeout_ms = 2000;
 
 // Opens and closes one connection to the listener at `at` (a wildcard address is reached on
@@ -54,21 +54,52 @@ void knock(const net::endpoint& at, unsigned short port) noexcept {
 
 }  // namespace
 
+class metrics_server::endpoint : public CivetHandler {
+ public:
+  endpoint(std::string path, handler h) : path_(std::move(path)), handler_(std::move(h)) {}
+
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    const mg_request_info* request = mg_get_request_info(conn);
+    const std::string_view uri = request->local_uri ? request->local_uri : "";
+    response r;
+    if (uri != path_) {
+      r = {404, "text/plain", "not found\n"};
+    } else {
+      r = handler_(request->query_string ? request->query_string : "");
+    }
+    mg_printf(conn,
+              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+              "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+              r.status, mg_get_response_code_text(conn, r.status), r.content_type.c_str(),
+              r.body.size());
+    mg_write(conn, r.body.data(), r.body.size());
+    return true;
+  }
+
+ private:
+  const std::string path_;
+  const handler handler_;
+};
+
 metrics_server::metrics_server(const net::endpoint& listen) : listen_(listen) {
   // civetweb wants "[v6]:port" or "v4:port"; the endpoint's own text form is exactly that.
+  const std::vector<std::string> options = {
+      "listening_ports",    listen.to_string(),
+      "num_threads",        std::to_string(server_threads),
+      "request_timeout_ms", std::to_string(request_timeout_ms)};
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
-        "listening_ports", listen.to_string(), "num_threads", std::to_string(server_threads),
-        "request_timeout_ms", std::to_string(request_timeout_ms)});
+    server_ = std::make_unique<CivetServer>(options);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot serve metrics on " + listen.to_string() + ": " + e.what());
   }
+  handle("/metrics", [this](std::string_view) { return scrape(); });
 }
 
 // civetweb's master thread waits for connections in poll() with a 2 s timeout and looks at its
-// stop flag only in between, and mg_stop() (the exposer's destructor) waits for it: every stop
-// of the daemon took up to 2 s more. A connection to the listener wakes that poll, so while the
-// exposer is being destroyed a helper knocks on it every 20 ms until the destructor returns.
+// stop flag only in between, and mg_stop() (CivetServer::close()) waits for it: every stop of
+// the daemon took up to 2 s more. A connection to the listener wakes that poll, so while the
+// server closes a helper knocks on it every 20 ms until close() returns. No request runs once
+// the handlers go.
 metrics_server::~metrics_server() {
   const unsigned short bound = port();
   std::atomic<bool> stopped{false};
@@ -78,19 +109,40 @@ metrics_server::~metrics_server() {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   });
-  exposer_.reset();
+  server_->close();
   stopped.store(true);
   knocker.join();
 }
 
 void metrics_server::add(std::shared_ptr<prometheus::Collectable> c) {
-  exposer_->RegisterCollectable(c);
-  collectables_.push_back(std::move(c));  // the exposer keeps only a weak_ptr
+  std::lock_guard lock(mutex_);
+  collectables_.push_back(std::move(c));
+}
+
+void metrics_server::handle(const std::string& path, handler h) {
+  endpoints_.push_back(std::make_unique<endpoint>(path, std::move(h)));
+  server_->addHandler(path, endpoints_.back().get());
 }
 
 unsigned short metrics_server::port() const {
-  const auto ports = exposer_->GetListeningPorts();
+  const auto ports = server_->getListeningPorts();
   return ports.empty() ? 0 : static_cast<unsigned short>(ports.front());
+}
+
+metrics_server::response metrics_server::scrape() const {
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables;
+  {
+    std::lock_guard lock(mutex_);  // a leaf: the collectors take their own locks after it
+    collectables = collectables_;
+  }
+  std::vector<prometheus::MetricFamily> families;
+  for (const auto& c : collectables) {
+    auto more = c->Collect();
+    families.insert(families.end(), std::make_move_iterator(more.begin()),
+                    std::make_move_iterator(more.end()));
+  }
+  return {200, "text/plain; version=0.0.4; charset=utf-8",
+          prometheus::TextSerializer().Serialize(families)};
 }
 
 }  // namespace gatewayd::metrics

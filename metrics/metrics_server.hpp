@@ -1,31 +1,58 @@
-// Serves /metrics over HTTP (prometheus-cpp's exposer) on [metrics] listen.
+// Serves /metrics and the operator endpoints over HTTP on [metrics] listen, with civetweb.
 #pragma once
 
 #include <prometheus/collectable.h>
-#include <prometheus/exposer.h>
 
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/endpoint.hpp"
 
+class CivetServer;
+
 namespace gatewayd::metrics {
 
+// prometheus-cpp's Exposer owns its civetweb server privately and can serve nothing but
+// /metrics; this owns the civetweb server itself (the same Debian library the Exposer runs on)
+// so /metrics and the operator endpoints share one listener, and serialises the registry with
+// prometheus-cpp's text serializer. Requests are answered on civetweb's threads, never on the
+// gateway's pool.
 class metrics_server {
  public:
+  struct response {
+    int status = 200;
+    std::string content_type = "application/json";
+    std::string body;
+  };
+  // Answers a GET; `query` is the part after '?' (may be empty). Runs on a civetweb thread.
+  using handler = std::function<response(std::string_view query)>;
+
   // Binds at once; a bind error throws (start-up), naming the address.
   explicit metrics_server(const net::endpoint& listen);
-  // Stops the exposer without waiting out civetweb's 2 s listening poll (see the .cpp).
+  // Stops the server without waiting out civetweb's 2 s listening poll (see the .cpp).
   ~metrics_server();
   metrics_server(const metrics_server&) = delete;
   metrics_server& operator=(const metrics_server&) = delete;
+
+  // Served at /metrics, in the order added.
   void add(std::shared_ptr<prometheus::Collectable> c);
+  // Serves GET `path` (exactly; civetweb also hands it `path/...`, which gets a 404).
+  void handle(const std::string& path, handler h);
   unsigned short port() const;
 
  private:
+  class endpoint;  // a CivetHandler calling a handler
+  response scrape() const;
+
   net::endpoint listen_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  mutable std::mutex mutex_;  // the collectables: added at start-up, read by every scrape
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
+  std::vector<std::unique_ptr<endpoint>> endpoints_;  // outlive server_ (declared before it)
+  std::unique_ptr<CivetServer> server_;
 };
 
 }  // namespace gatewayd::metrics

@@ -37,22 +37,26 @@ lookup_result route_cache::lookup(const routing_table& table, std::string_view a
     if (tags[way] == tag && e.address_length == address.size() &&
         std::memcmp(e.address, address.data(), address.size()) == 0) {
       ++hits_;
-      return {{e.consumers, e.consumer_count}, e.matched};
+      return {{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}};
     }
   }
 
   ++misses_;
   const auto result = table.lookup(address, scratch);
-  if (result.consumers.size() > max_consumers) return result;
+  if (result.consumers.size() > max_consumers || result.patterns.size() > max_patterns) {
+    return result;
+  }
   const std::size_t victim = empty_way != ways ? empty_way : next_victim_++ % ways;
   entry& e = set[victim];
   storage_->tags[first + victim] = tag;
   e.address_length = static_cast<std::uint8_t>(address.size());
   e.consumer_count = static_cast<std::uint8_t>(result.consumers.size());
+  e.pattern_count = static_cast<std::uint8_t>(result.patterns.size());
   e.matched = result.matched;
   std::copy(result.consumers.begin(), result.consumers.end(), e.consumers);
+  std::copy(result.patterns.begin(), result.patterns.end(), e.patterns);
   std::memcpy(e.address, address.data(), address.size());
-  return {{e.consumers, e.consumer_count}, e.matched};
+  return {{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}};
 }
 
 }  // namespace gatewayd::routing

@@ -19,14 +19,16 @@ namespace gatewayd::routing {
 //
 // Owned by one session (not thread-safe); keyed by the table's id(), so publishing a new
 // table empties it on the next lookup. Addresses longer than max_address_length, and
-// results naming more than max_consumers consumers, are looked up in the table every time:
-// making room for them would make every session's cache bigger for a rare case.
+// results naming more than max_consumers consumers or max_patterns patterns, are looked up in
+// the table every time: making room for them would make every session's cache bigger for a
+// rare case.
 class route_cache {
  public:
   static constexpr std::size_t entry_count = 64;  // a power of two
   static constexpr std::size_t ways = 4;
   static constexpr std::size_t max_consumers = 8;
-  static constexpr std::size_t max_address_length = 60;
+  static constexpr std::size_t max_patterns = 4;
+  static constexpr std::size_t max_address_length = 76;
 
   route_cache() = default;  // the entries are allocated on first lookup
   route_cache(const route_cache&) = delete;
@@ -49,11 +51,13 @@ class route_cache {
   struct entry {
     std::uint8_t address_length = 0;  // 0 marks an empty entry (addresses are never empty)
     std::uint8_t consumer_count = 0;
+    std::uint8_t pattern_count = 0;
     bool matched = false;
     consumer_index consumers[max_consumers] = {};
+    pattern_index patterns[max_patterns] = {};  // for the route hit counts
     char address[max_address_length] = {};
   };
-  static_assert(sizeof(entry) == 96, "an entry should stay a cache line and a half");
+  static_assert(sizeof(entry) == 128, "an entry should stay two cache lines");
 
   struct storage {
     std::uint32_t tags[entry_count] = {};  // upper hash bits, set by set

@@ -31,8 +31,9 @@ struct routing_table::walk {
   std::span<const consumer_index> first;
   bool merging = false;
 
-  void add(std::span<const consumer_index> list) {
+  void add(std::span<const consumer_index> list, pattern_index pattern) {
     if (list.empty()) return;
+    scratch.patterns_.push_back(pattern);
     if (first.empty()) {
       first = list;
       return;
@@ -84,6 +85,8 @@ std::shared_ptr<const routing_table> routing_table::build(const routing_rules& r
     std::uint32_t star = no_node;
     std::vector<consumer_index> exact;
     std::vector<consumer_index> tail;
+    pattern_index exact_pattern = no_pattern;
+    pattern_index tail_pattern = no_pattern;
   };
   std::vector<draft_node> drafts(1);
   std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> literal_edges;
@@ -125,6 +128,10 @@ std::shared_ptr<const routing_table> routing_table::build(const routing_rules& r
     }
     auto& list = tail ? drafts[at].tail : drafts[at].exact;
     list.insert(list.end(), targets.begin(), targets.end());
+    // A pattern is where its routes end in the trie: the same `match` twice is one pattern.
+    auto& pattern = tail ? drafts[at].tail_pattern : drafts[at].exact_pattern;
+    if (pattern == no_pattern) pattern = static_cast<pattern_index>(table->pattern_count_++);
+    table->route_patterns_.push_back(pattern);
   }
 
   auto& t = *table;
@@ -139,6 +146,8 @@ std::shared_ptr<const routing_table> routing_table::build(const routing_rules& r
   };
   for (std::size_t i = 0; i < drafts.size(); ++i) {
     t.nodes_[i].star = drafts[i].star;
+    t.nodes_[i].exact_pattern = drafts[i].exact_pattern;
+    t.nodes_[i].tail_pattern = drafts[i].tail_pattern;
     flatten(drafts[i].exact, t.nodes_[i].exact_begin, t.nodes_[i].exact_count);
     flatten(drafts[i].tail, t.nodes_[i].tail_begin, t.nodes_[i].tail_count);
   }
@@ -182,10 +191,10 @@ void routing_table::collect(std::uint32_t node_id, std::size_t depth, walk& w) c
   const node& n = nodes_[node_id];
   const auto lists = consumer_lists_.data();
   if (depth == w.token_count) {
-    w.add({lists + n.exact_begin, n.exact_count});
+    w.add({lists + n.exact_begin, n.exact_count}, n.exact_pattern);
     return;
   }
-  w.add({lists + n.tail_begin, n.tail_count});
+  w.add({lists + n.tail_begin, n.tail_count}, n.tail_pattern);
   if (n.literal_children != 0) {
     const auto child =
         find_child(node_id, w.scratch.tokens_[depth], w.scratch.token_hashes_[depth]);
@@ -200,6 +209,7 @@ lookup_result routing_table::lookup(std::string_view address, lookup_scratch& sc
   if (tokens.capacity() < max_tokens) {
     tokens.reserve(max_tokens);
     hashes.reserve(max_tokens);
+    scratch.patterns_.reserve(16);
     scratch.merged_.reserve(std::min<std::size_t>(rules_.consumers.size(), 64));
   }
   if (scratch.seen_.size() < rules_.consumers.size()) {
@@ -207,6 +217,7 @@ lookup_result routing_table::lookup(std::string_view address, lookup_scratch& sc
   }
   tokens.clear();
   hashes.clear();
+  scratch.patterns_.clear();
   std::size_t start = 0;
   while (true) {
     const auto dot = address.find('.', start);
@@ -221,11 +232,11 @@ lookup_result routing_table::lookup(std::string_view address, lookup_scratch& sc
   collect(0, 0, w);
   if (w.merging) {
     std::sort(scratch.merged_.begin(), scratch.merged_.end());
-    return {scratch.merged_, true};
+    return {scratch.merged_, true, scratch.patterns_};
   }
-  if (!w.first.empty()) return {w.first, true};
-  if (dead_letter_) return {dead_letter_list_, false};
-  return {{}, false};
+  if (!w.first.empty()) return {w.first, true, scratch.patterns_};
+  if (dead_letter_) return {dead_letter_list_, false, {}};
+  return {{}, false, {}};
 }
 
 std::optional<consumer_index> routing_table::find_consumer(std::string_view name) const {

@@ -16,6 +16,9 @@ namespace gatewayd::routing {
 
 // A consumer's position in routing_rules::consumers (and so in routing_table::consumers()).
 using consumer_index = std::uint32_t;
+// One distinct pattern of the table: routes with the same `match` share it
+// (routing_table::route_pattern). What route hit counts are kept by.
+using pattern_index = std::uint32_t;
 
 struct lookup_result {
   // Ascending, each consumer once. Points into the table, the scratch or the route_cache
@@ -24,6 +27,9 @@ struct lookup_result {
   std::span<const consumer_index> consumers;
   // False when no route matched; `consumers` is then the dead-letter consumer, if any.
   bool matched = false;
+  // The patterns that matched, each once, in no particular order; empty when none did. Valid
+  // as long as `consumers`.
+  std::span<const pattern_index> patterns;
 };
 
 class routing_table;
@@ -40,6 +46,7 @@ class lookup_scratch {
   std::vector<std::string_view> tokens_;
   std::vector<std::uint64_t> token_hashes_;
   std::vector<consumer_index> merged_;
+  std::vector<pattern_index> patterns_;
   // seen_[c] == generation_ marks consumer c as already in merged_ for this lookup, so
   // dedupe costs no clearing between lookups.
   std::vector<std::uint32_t> seen_;
@@ -67,6 +74,9 @@ class routing_table {
   std::size_t route_count() const noexcept { return rules_.routes.size(); }
   std::optional<consumer_index> dead_letter() const noexcept { return dead_letter_; }
   std::optional<consumer_index> find_consumer(std::string_view name) const;
+  // Distinct patterns, and the one route `r` (its position in rules().routes) matches by.
+  std::size_t pattern_count() const noexcept { return pattern_count_; }
+  pattern_index route_pattern(std::size_t r) const noexcept { return route_patterns_[r]; }
 
   // Unique for every table built in this process, never reused (unlike an address, which a
   // new table may get after an old one is freed): caches key on it.
@@ -77,6 +87,7 @@ class routing_table {
 
  private:
   static constexpr std::uint32_t no_node = 0xffffffffu;
+  static constexpr pattern_index no_pattern = 0xffffffffu;
 
   struct node {
     std::uint32_t star = no_node;        // child for `*`
@@ -85,6 +96,8 @@ class routing_table {
     std::uint32_t exact_count = 0;
     std::uint32_t tail_begin = 0;  // routes ending here with `>`: one or more tokens more
     std::uint32_t tail_count = 0;
+    pattern_index exact_pattern = no_pattern;  // the pattern of the routes ending here
+    pattern_index tail_pattern = no_pattern;
   };
 
   struct edge {
@@ -113,6 +126,8 @@ class routing_table {
   std::uint64_t edge_mask_ = 0;
   std::string token_pool_;
   std::vector<consumer_index> consumer_lists_;
+  std::vector<pattern_index> route_patterns_;  // by route
+  std::size_t pattern_count_ = 0;
 };
 
 }  // namespace gatewayd::routing

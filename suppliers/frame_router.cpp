@@ -16,23 +16,47 @@ frame_router& frame_router::begin_pass(const route_snapshot_holder& routes) {
 }
 
 void frame_router::refresh(const route_snapshot_holder& routes) {
+  publish_hits();  // counted by the table they were routed by
   holder_ = &routes;
   snapshot_ = routes.load();
   version_ = snapshot_ ? snapshot_->version : 0;
   last_address_length_ = 0;  // answers of the old table must not be reused
   const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
   if (batches_.size() < n) batches_.resize(n);
+  const std::size_t patterns =
+      snapshot_ && snapshot_->table ? snapshot_->table->pattern_count() : 0;
+  if (pattern_hits_.size() < patterns) pattern_hits_.resize(patterns);
+}
+
+void frame_router::settle_run() noexcept {
+  if (run_ == 0) return;
+  for (const routing::pattern_index p : last_result_.patterns) {
+    if (pattern_hits_[p] == 0) touched_patterns_.push_back(p);
+    pattern_hits_[p] += run_;
+  }
+  run_ = 0;
+}
+
+void frame_router::publish_hits() noexcept {
+  settle_run();
+  for (const routing::pattern_index p : touched_patterns_) {
+    snapshot_->pattern_hits[p].fetch_add(pattern_hits_[p], std::memory_order_relaxed);
+    pattern_hits_[p] = 0;
+  }
+  touched_patterns_.clear();
 }
 
 bool frame_router::route(std::string_view address, const protocol::frame_slice& slice) {
   if (!snapshot_) return false;
   if (address.size() != last_address_length_ ||
       std::memcmp(address.data(), last_address_, address.size()) != 0) {
+    settle_run();
     last_result_ = cache_.lookup(*snapshot_->table, address, scratch_);
     last_address_length_ = address.size() <= last_address_capacity ? address.size() : 0;
     std::memcpy(last_address_, address.data(), last_address_length_);
   }
   const auto& result = last_result_;
+  ++run_;
   if (slice.chunk != refs_chunk_) {
     hold();
     refs_chunk_ = slice.chunk;
@@ -56,6 +80,7 @@ frame_router::flush_result frame_router::flush(
   // References first: a consumer may send and release a frame before put() even returns.
   hold();
   refs_chunk_ = nullptr;
+  publish_hits();
   flush_result r;
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];

@@ -35,13 +35,19 @@ class frame_router {
     bool pause = false;  // some consumer asked the supplier to stop reading
   };
   // Takes the references still pending and hands every consumer its batch: one put() per
-  // consumer for everything routed in the pass, however many reads that spans. Ends the pass.
+  // consumer for everything routed in the pass, however many reads that spans. Adds the
+  // pass's route hits to the snapshot's counters. Ends the pass.
   flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener);
 
   std::uint64_t table_version() const noexcept { return snapshot_ ? snapshot_->version : 0; }
 
  private:
   void refresh(const route_snapshot_holder& routes);
+  // Route hits: route() only counts the run of frames sharing the memoised address; the run is
+  // credited to its lookup's patterns when the address changes, and the totals reach the
+  // snapshot's atomic counters once per flush, so a frame costs one increment.
+  void settle_run() noexcept;
+  void publish_hits() noexcept;
 
   route_readers::slot reading_;
   const route_snapshot_holder* holder_ = nullptr;
@@ -60,6 +66,9 @@ class frame_router {
   char last_address_[last_address_capacity] = {};
   std::size_t last_address_length_ = 0;  // 0 = no memo (addresses are never empty)
   routing::lookup_result last_result_{};
+  std::uint64_t run_ = 0;                    // frames routed by last_result_ not yet credited
+  std::vector<std::uint64_t> pattern_hits_;  // by pattern, this pass
+  std::vector<routing::pattern_index> touched_patterns_;
 };
 
 }  // namespace gatewayd::suppliers

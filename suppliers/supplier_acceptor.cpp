@@ -6,16 +6,32 @@
 #include "suppliers/session_registry.hpp"
 
 namespace gatewayd::suppliers {
+namespace {
+
+std::string text_of(const asio::ip::tcp::endpoint& ep) {
+  const auto a = ep.address();
+  return (a.is_v6() ? '[' + a.to_string() + ']' : a.to_string()) + ':' + std::to_string(ep.port());
+}
+
+}  // namespace
+
+supplier_acceptor::admission supplier_acceptor::from_blocks(std::vector<net::cidr_block> blocks) {
+  return [blocks = std::move(blocks)](const asio::ip::address& a) {
+    if (a.is_v4()) return net::allowed_by(blocks, a.to_v4().to_bytes());
+    return net::allowed_by(blocks, a.to_v6().to_bytes());
+  };
+}
 
 supplier_acceptor::supplier_acceptor(const runtime::executor& ex, const net::endpoint& listen,
                                      session_context& ctx, std::size_t max_connections,
-                                     admission allow)
+                                     admission allow, proxy_options proxy)
     : executor_(ex),
       acceptor_(runtime::make_strand(ex)),
       retry_timer_(acceptor_.get_executor()),
       ctx_(ctx),
       max_connections_(max_connections),
-      allow_(std::move(allow)) {
+      allow_(std::move(allow)),
+      proxy_(std::move(proxy)) {
   std::error_code ec;
   const asio::ip::tcp::endpoint ep(asio::ip::make_address(listen.host, ec), listen.port);
   if (ec) throw std::runtime_error("supplier_listen " + listen.to_string() + ": " + ec.message());
@@ -45,6 +61,8 @@ void supplier_acceptor::stop() {
     self->retry_timer_.cancel();
     std::error_code ignored;
     self->acceptor_.close(ignored);
+    for (const auto& h : self->handshakes_)
+      if (auto live = h.lock()) live->cancel();
   });
 }
 
@@ -74,26 +92,74 @@ void supplier_acceptor::on_accept(std::error_code ec, asio::ip::tcp::socket sock
     do_accept();
     return;
   }
-  if (allow_ && !allow_(peer.address())) {
-    refuse(socket, close_reason::not_allowed);
-  } else if (ctx_.registry.size() >= max_connections_) {
-    refuse(socket, close_reason::connection_limit);
+  if (proxy_.from && proxy_.from(peer.address())) {
+    read_proxy_header(std::move(socket), peer);
   } else {
-    ctx_.stats.accepted.fetch_add(1, std::memory_order_relaxed);
-    socket.set_option(asio::ip::tcp::no_delay(true), peer_ec);
-    std::make_shared<supplier_session>(std::move(socket), ctx_)->start();
+    admit(std::move(socket), peer, std::nullopt, false);
   }
   do_accept();
 }
 
-void supplier_acceptor::refuse(asio::ip::tcp::socket& socket, close_reason why) {
+// A balancer's connection: the supplier's address comes first, in the PROXY header. Until it
+// arrives the connection counts toward the cap, so a stalled balancer cannot open unbounded
+// connections, and stop() cancels it, so a pending header never keeps the daemon running.
+void supplier_acceptor::read_proxy_header(asio::ip::tcp::socket socket,
+                                          const asio::ip::tcp::endpoint& balancer) {
+  if (at_capacity()) return refuse(socket, close_reason::connection_limit, text_of(balancer));
+  ++handshakes_pending_;
+  std::erase_if(handshakes_, [](const auto& h) { return h.expired(); });
+  auto handshake = std::make_shared<proxy_handshake>(
+      std::move(socket), proxy_.timeout,
+      [self = shared_from_this(), balancer](asio::ip::tcp::socket s, proxy_handshake::outcome o) {
+        asio::post(self->acceptor_.get_executor(),
+                   [self, balancer, s = std::move(s), o = std::move(o)]() mutable {
+                     self->on_proxy_header(std::move(s), balancer, std::move(o));
+                   });
+      });
+  handshakes_.push_back(handshake);
+  handshake->start();
+}
+
+void supplier_acceptor::on_proxy_header(asio::ip::tcp::socket socket,
+                                        asio::ip::tcp::endpoint balancer,
+                                        proxy_handshake::outcome o) {
+  --handshakes_pending_;
+  std::error_code ignored;
+  if (stopped_) return socket.close(ignored);
+  if (!o.ok) {
+    return refuse(socket, close_reason::proxy_header,
+                  text_of(balancer) + ": " + o.error + " from the balancer");
+  }
+  // LOCAL (a health check) or no TCP address: the balancer's own address stands. Its place
+  // under the cap was held while the header was read.
+  admit(std::move(socket), o.supplier.value_or(balancer), o.supplier, true);
+}
+
+void supplier_acceptor::admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& peer,
+                              std::optional<asio::ip::tcp::endpoint> proxied, bool counted) {
+  if (allow_ && !allow_(peer.address())) {
+    return refuse(socket, close_reason::not_allowed, text_of(peer));
+  }
+  if (!counted && at_capacity()) {
+    return refuse(socket, close_reason::connection_limit, text_of(peer));
+  }
+  ctx_.stats.accepted.fetch_add(1, std::memory_order_relaxed);
+  std::error_code ignored;
+  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  std::make_shared<supplier_session>(std::move(socket), ctx_, proxied)->start();
+}
+
+bool supplier_acceptor::at_capacity() const {
+  return ctx_.registry.size() + handshakes_pending_ >= max_connections_;
+}
+
+void supplier_acceptor::refuse(asio::ip::tcp::socket& socket, close_reason why,
+                               const std::string& who) {
   ctx_.stats.closed[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
-  std::error_code ec;
-  const auto peer = socket.remote_endpoint(ec);
   // A flood of refusals must not flood the log.
   GW_LOG_LIMITED(warning, "refused supplier connections")
-      << "refused supplier " << peer.address().to_string() << ":" << peer.port() << " ("
-      << to_string(why) << ")";
+      << "refused supplier " << who << " (" << to_string(why) << ")";
+  std::error_code ec;
   socket.close(ec);
 }
 

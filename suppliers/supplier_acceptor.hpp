@@ -1,14 +1,19 @@
-// Accepts supplier connections on supplier_listen, enforces the connection cap and the
-// source allow-list, and starts a session per connection on its own strand.
+// Accepts supplier connections on supplier_listen, reads the PROXY header of those a trusted
+// balancer forwards, enforces the connection cap and the source allow-list on the real
+// supplier, and starts a session per connection on its own strand.
 #pragma once
 
 #include <asio.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <vector>
 
+#include "net/cidr_block.hpp"
 #include "net/endpoint.hpp"
 #include "runtime/executor.hpp"
+#include "suppliers/proxy_handshake.hpp"
 #include "suppliers/supplier_session.hpp"
 
 namespace gatewayd::suppliers {
@@ -17,10 +22,20 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
  public:
   // Decides whether a source address may connect (the `allow` list); empty = everyone.
   using admission = std::function<bool(const asio::ip::address&)>;
+  // An admission by CIDR blocks (an empty list admits everyone).
+  static admission from_blocks(std::vector<net::cidr_block> blocks);
+
+  // PROXY protocol v2: connections from `from` (the balancers) must start with the header, read
+  // within `timeout`; it names the supplier the allow-list, the logs and the session see.
+  // Empty `from` = off: every connection is a plain supplier.
+  struct proxy_options {
+    admission from;
+    std::chrono::milliseconds timeout{5000};
+  };
 
   // Binds and listens at once: a bind error throws here, at start-up, with the address in it.
   supplier_acceptor(const runtime::executor& ex, const net::endpoint& listen, session_context& ctx,
-                    std::size_t max_connections, admission allow = {});
+                    std::size_t max_connections, admission allow, proxy_options proxy);
 
   void start();
   // Stops accepting; live sessions are the registry's business.
@@ -30,7 +45,15 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
  private:
   void do_accept();
   void on_accept(std::error_code ec, asio::ip::tcp::socket socket);
-  void refuse(asio::ip::tcp::socket& socket, close_reason why);
+  void read_proxy_header(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& balancer);
+  void on_proxy_header(asio::ip::tcp::socket socket, asio::ip::tcp::endpoint balancer,
+                       proxy_handshake::outcome o);
+  // Checks `peer` (the supplier, behind a balancer or not: then `proxied` is set) against the
+  // allow-list and, unless its place was `counted` already, the cap, and starts its session.
+  void admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& peer,
+             std::optional<asio::ip::tcp::endpoint> proxied, bool counted);
+  void refuse(asio::ip::tcp::socket& socket, close_reason why, const std::string& who);
+  bool at_capacity() const;
 
   runtime::executor executor_;
   asio::ip::tcp::acceptor acceptor_;
@@ -38,6 +61,9 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   session_context& ctx_;
   std::size_t max_connections_;
   admission allow_;
+  proxy_options proxy_;
+  std::size_t handshakes_pending_ = 0;                      // count toward the connection cap
+  std::vector<std::weak_ptr<proxy_handshake>> handshakes_;  // to cancel them on stop()
   bool stopped_ = false;
 };
 

@@ -10,14 +10,17 @@
 
 namespace gatewayd::suppliers {
 
-supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context& ctx)
+supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context& ctx,
+                                   std::optional<asio::ip::tcp::endpoint> peer)
     : socket_(std::move(socket)),
       idle_timer_(socket_.get_executor()),
       ctx_(ctx),
       stream_(ctx.max_payload, ctx.partial_budget) {
   std::error_code ec;
-  const auto ep = socket_.remote_endpoint(ec);
-  peer_ = ec ? std::string("unknown") : ep.address().to_string() + ":" + std::to_string(ep.port());
+  const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
+  const std::string host =
+      ep.address().is_v6() ? '[' + ep.address().to_string() + ']' : ep.address().to_string();
+  peer_ = ec ? std::string("unknown") : host + ":" + std::to_string(ep.port());
   if (!ec) peer_address_ = ep.address();
   // Reads happen only after the socket reported readable, and must never block the thread.
   socket_.non_blocking(true, ec);
@@ -57,6 +60,13 @@ void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     self->held_ = true;
     if (!self->paused_) self->pause();
+  });
+}
+
+void supplier_session::ask_to_leave() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    std::error_code ignored;
+    if (!self->closed_) self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   });
 }
 
@@ -102,7 +112,10 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
     if (!router.route(f.address, s)) ++unroutable;
   });
   router.hold();
-  if (r.frames) ctx_.stats.frames_received.fetch_add(r.frames, std::memory_order_relaxed);
+  if (r.frames) {
+    ctx_.stats.frames_received.fetch_add(r.frames, std::memory_order_relaxed);
+    stats_.frames.fetch_add(r.frames, std::memory_order_relaxed);
+  }
   if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
   return r;
 }
@@ -145,7 +158,10 @@ void supplier_session::read_and_route() {
     if (r.error || n < buf.size) break;  // a short read means the socket is drained
   }
   all.pause = flush(router);
-  if (total) ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
+  if (total) {
+    ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
+    stats_.bytes.fetch_add(total, std::memory_order_relaxed);
+  }
   if ((peer_gone || refused) && !all.error) {
     if (all.frames) last_progress_ = std::chrono::steady_clock::now();
     return peer_gone ? closed_by_peer() : refuse_growth();
@@ -164,6 +180,7 @@ void supplier_session::read_for_handoff() {
   if (ec) return closed_by_peer();
   stream_.commit(n);
   ctx_.stats.bytes_received.fetch_add(n, std::memory_order_relaxed);
+  stats_.bytes.fetch_add(n, std::memory_order_relaxed);
   handed_off_ = true;
   ctx_.handoff->submit(shared_from_this());
 }

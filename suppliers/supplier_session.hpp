@@ -3,8 +3,10 @@
 #pragma once
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 
 #include "consumers/flow_control.hpp"
 #include "protocol/frame_stream.hpp"
@@ -41,8 +43,10 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::chrono::milliseconds pause_check{250};
 
   // `socket` runs on a strand of its own (the acceptor made it): its reads, timer and posts are
-  // never handled by two threads at once.
-  supplier_session(asio::ip::tcp::socket socket, session_context& ctx);
+  // never handled by two threads at once. `peer`: the supplier's address when it is not the
+  // socket's own (a PROXY protocol header named it).
+  supplier_session(asio::ip::tcp::socket socket, session_context& ctx,
+                   std::optional<asio::ip::tcp::endpoint> peer = std::nullopt);
   ~supplier_session();
 
   void start();
@@ -51,11 +55,16 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Stops reading but keeps the connection (graceful drain: no new frames come in).
   void pause_reading();
   void resume_reading() override;
+  // Lame-duck stop: half-closes the connection (the supplier reads end-of-file: asked to leave)
+  // and goes on reading what it still sends until it closes its side.
+  void ask_to_leave();
 
   const std::string& peer() const noexcept { return peer_; }
   const asio::ip::address& peer_address() const noexcept { return peer_address_; }
   // Closes the connection for `why` (the allow list changed), counted and logged.
   void expel(close_reason why);
+  const session_stats& stats() const noexcept { return stats_; }
+  bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
 
   // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
   // on_handoff_done() back to the session's strand.
@@ -102,9 +111,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::string peer_;
   asio::ip::address peer_address_;
   std::chrono::steady_clock::time_point last_progress_;
+  session_stats stats_;
   bool waiting_ = false;  // an async_wait is pending
-  bool paused_ = false;   // backpressure or drain: no new wait until resumed
-  bool held_ = false;     // paused by the gateway itself (drain): resume only by it
+  // Backpressure or drain: no new wait until resumed. Written on the strand only; atomic so
+  // /connz may read it from its own thread.
+  std::atomic<bool> paused_{false};
+  bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
   bool departing_ = false;  // the peer left while paused: reading to EOF, never pausing again
   // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only

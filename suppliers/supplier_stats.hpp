@@ -3,6 +3,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <string_view>
 
@@ -12,14 +13,16 @@
 namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
+// proxy_header: a proxy_from source sent no valid PROXY v2 header in time.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
   idle_timeout,
+  proxy_header,
   partial_frame_budget
 };
-inline constexpr runtime::enum_names<close_reason, 4> close_reason_names{
-    {"connection_limit", "not_allowed", "idle_timeout", "partial_frame_budget"}};
+inline constexpr runtime::enum_names<close_reason, 5> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
@@ -34,6 +37,14 @@ struct supplier_stats {
   std::atomic<std::uint64_t> backpressure_pauses{0};
   std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
+};
+
+// One session's share of the above, for /connz: added to where the session adds to
+// supplier_stats (once per read), read by other threads.
+struct session_stats {
+  const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
+  std::atomic<std::uint64_t> frames{0};
+  std::atomic<std::uint64_t> bytes{0};
 };
 
 }  // namespace gatewayd::suppliers

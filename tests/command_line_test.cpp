@@ -288,6 +288,10 @@ BOOST_AUTO_TEST_CASE(check_refuses_a_drain_that_the_stop_timeout_would_cut_short
   const auto fits = run_gatewayd({"--check", "--stop-timeout", "31", "--config", config});
   const auto unbounded =
       run_gatewayd({"--check", "--stop-timeout", "infinity", "--config", config});
+  // A lame duck comes before the drain: it counts too.
+  std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\nlame_duck_ms = 27001\n"
+                           "drain_timeout_ms = 1000\n";
+  const auto lame = run_gatewayd({"--check", "--stop-timeout", "30", "--config", config});
   fs::remove_all(dir);
   BOOST_TEST(refused.exit_code == 1);
   BOOST_TEST(refused.out.empty());
@@ -298,6 +302,9 @@ BOOST_AUTO_TEST_CASE(check_refuses_a_drain_that_the_stop_timeout_would_cut_short
                                 "TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a drop-in\n");
   BOOST_TEST(fits.exit_code == 0, fits.err);
   BOOST_TEST(unbounded.exit_code == 0, unbounded.err);
+  BOOST_TEST(lame.err.find(": gateway.lame_duck_ms + drain_timeout_ms = 27001 + 1000 does not "
+                           "leave 2 s") != std::string::npos,
+             lame.err);
 }
 
 BOOST_AUTO_TEST_CASE(version) {

@@ -24,16 +24,6 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// A port nobody listens on right now (bound by the kernel's choice, then released).
-unsigned short free_port() {
-  std::error_code ec;
-  const int fd = listen_on(loopback(0), ec);
-  BOOST_TEST_REQUIRE(fd >= 0, ec.message());
-  const unsigned short port = local_port(fd);
-  ::close(fd);
-  return port;
-}
-
 std::string lossless(const std::string& name, const std::string& endpoint) {
   return consumer_toml(name, endpoint, "queue_capacity = 100000\noverflow = \"backpressure\"");
 }

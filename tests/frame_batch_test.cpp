@@ -77,6 +77,22 @@ BOOST_AUTO_TEST_CASE(mixed_addresses_rotate_and_are_numbered_per_stream_across_b
   BOOST_TEST(b.stamped_total() == 30u);
 }
 
+// A sender's next connection is a sender of its own: a new id, every stream from 0 again,
+// starting with the first address.
+BOOST_AUTO_TEST_CASE(renumber_starts_a_new_sender_from_zero) {
+  frame_batch b({"a", "b"}, 16, 5, 10);
+  b.next(3, 1);
+  b.renumber(6);
+  const auto got = frames_in(b.next(3, 1));
+  BOOST_REQUIRE(got.size() == 3u);
+  BOOST_TEST(got[0].address == "a");
+  BOOST_TEST(got[0].header.sender == 6u);
+  BOOST_TEST(got[0].header.sequence == 0u);
+  BOOST_TEST(got[1].header.sequence == 0u);
+  BOOST_TEST(got[2].header.sequence == 1u);
+  BOOST_TEST(b.sender() == 6u);
+}
+
 BOOST_AUTO_TEST_CASE(a_batch_holds_about_max_bytes_and_at_least_one_frame) {
   BOOST_TEST(frame_batch({"x"}, 1000, 1, 4096, 64 * 1024).capacity() == 64u * 1024 / 1011);
   BOOST_TEST(frame_batch({"x"}, 100000, 1, 4096, 64 * 1024).capacity() == 1u);

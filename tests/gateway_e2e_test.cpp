@@ -1,8 +1,10 @@
 #define BOOST_TEST_MODULE gateway_e2e
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
+#include <regex>
 #include <thread>
 
 #include "protocol/frame_codec.hpp"
@@ -197,6 +199,38 @@ BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
     last = seq;
   }
   BOOST_TEST(increasing);
+}
+
+// With the default backoff (reconnect_max_ms = 2000; it was 30 s) a consumer that comes back,
+// however long it was away, is redialled within 2 s: equal jitter keeps every delay at or below
+// the cap. Away until the backoff has reached its cap (seven redials), then listening again.
+BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_default) {
+  unsigned short port = 0;
+  {
+    test_consumer gone;  // a port nobody listens on once it closes
+    port = gone.port();
+  }
+  gateway_fixture gw(
+      consumer_toml("c", "127.0.0.1:" + std::to_string(port)) + route_toml("r.>", {"c"}),
+      "\n[log]\nlevel = \"debug\"\n");
+  BOOST_TEST_REQUIRE(
+      eventually([&] { return gw.daemon->count_in_log("consumer c redials in ") >= 7; }, 20s),
+      gw.daemon->log());
+  const std::string log = gw.daemon->log();
+  const std::regex delay_line(R"(consumer c redials in ([0-9]+) ms)");
+  long longest = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), delay_line), end; it != end; ++it)
+    longest = std::max(longest, std::stol((*it)[1]));
+  BOOST_TEST(longest <= 2000);
+  BOOST_TEST(longest >= 1000);  // the cap reached: half of every delay is guaranteed
+
+  const auto back_at = std::chrono::steady_clock::now();
+  test_consumer back(port);
+  BOOST_TEST_REQUIRE(back.wait_for_connections(1, 10s));
+  const auto redialled_after = std::chrono::steady_clock::now() - back_at;
+  BOOST_TEST_MESSAGE("redialled " << std::chrono::duration<double>(redialled_after).count()
+                                  << " s after the consumer came back");
+  BOOST_TEST(redialled_after < 2500ms);  // the 2 s cap, and a loaded machine's scheduling
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_drains_queued_frames_then_exits_zero) {

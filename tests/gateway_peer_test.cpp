@@ -3,9 +3,15 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
+#include <thread>
 
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/peer_tool.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 
 using namespace gatewayd::test;
@@ -13,35 +19,27 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::string peer = GATEWAY_PEER_BINARY;
+const std::string& peer = peer_binary();
 
-// `gateway-peer recv` on a kernel-chosen port, as a child process logging to `dir`.
-struct peer_receiver {
-  std::unique_ptr<daemon_process> process;
-  unsigned short port = 0;
-
-  peer_receiver(const temp_dir& dir, const std::string& name, std::vector<std::string> args) {
-    args.insert(args.begin(), {"recv", "--listen", "127.0.0.1:0"});
-    process = std::make_unique<daemon_process>(peer, args, dir.path() / (name + ".log"));
-    const auto line = process->wait_for_log("listening on", 10s);
-    BOOST_TEST_REQUIRE(line.has_value(), "gateway-peer recv did not start: " << process->log());
-    port = port_in(*line);
-    BOOST_TEST_REQUIRE(port != 0);
+// Bytes received and not yet read on the established TCP connections whose local port is
+// `port` (the Recv-Q of ss), from /proc/net/tcp and tcp6.
+std::uint64_t unread_bytes_at(unsigned short port) {
+  std::uint64_t total = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues;
+      fields >> slot >> local >> remote >> state >> queues;
+      const auto colon = local.rfind(':');
+      if (state != "01" || colon == std::string::npos) continue;  // 01: established
+      if (std::stoul(local.substr(colon + 1), nullptr, 16) != port) continue;
+      total += std::stoull(queues.substr(queues.find(':') + 1), nullptr, 16);
+    }
   }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port); }
-};
-
-// The integer value of "key": N in the receiver's --json summary, or -1.
-long long json_field(const std::string& text, const std::string& key) {
-  const std::regex re("\"" + key + "\": ([0-9]+)");
-  std::smatch m;
-  return std::regex_search(text, m, re) ? std::stoll(m[1]) : -1;
-}
-
-unsigned short closed_port() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor a(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  return a.local_endpoint().port();  // closed again when `a` goes out of scope
+  return total;
 }
 
 }  // namespace
@@ -168,6 +166,90 @@ BOOST_AUTO_TEST_CASE(receiver_reaccepts_and_counts_frames_of_the_next_connection
   BOOST_TEST(json_field(recv.process->log(), "corrupt") == 0);
 }
 
+// --to A,B: a gateway that stops (lame duck) asks the sender to leave; it closes its side, so
+// the gateway reads everything, and goes on at B. Nothing is lost, nothing re-sent, and the
+// report says where each connection went and why it ended.
+BOOST_AUTO_TEST_CASE(send_moves_to_the_next_gateway_when_one_asks_it_to_leave) {
+  temp_dir dir;
+  peer_receiver recv(dir, "recv", {"--duration", "60", "--json"});
+  const std::string routes = consumer_toml("sink", recv.endpoint(), "queue_capacity = 100000") +
+                             route_toml("o.>", {"sink"});
+  gateway_fixture a(routes, "lame_duck_ms = 300"), b(routes, "lame_duck_ms = 300");
+  BOOST_TEST_REQUIRE(a.consumers_connected({"sink"}));
+  BOOST_TEST_REQUIRE(b.consumers_connected({"sink"}));
+  const std::string to = "127.0.0.1:" + std::to_string(a.supplier_port) +
+                         ",127.0.0.1:" + std::to_string(b.supplier_port);
+  daemon_process sender(
+      peer,
+      {"send", "--to", to, "--address", "o.x,o.y", "--rate", "4000", "--duration", "3", "--json"},
+      dir.path() / "send.log");
+  std::this_thread::sleep_for(1s);
+  a.daemon->signal(SIGTERM);
+  BOOST_TEST_REQUIRE(a.daemon->wait_exit(10s).value_or(-1) == 0, a.daemon->log());
+  BOOST_TEST_REQUIRE(sender.wait_exit(20s).value_or(-1) == 0, sender.log());
+  const auto report = nlohmann::json::parse(sender.log());
+  BOOST_TEST(report["asked_to_leave"] == 1);
+  BOOST_TEST(report["lost"] == 0);
+  BOOST_TEST(report["resent"] == 0);
+  BOOST_REQUIRE(report["links"].size() == 2u);
+  BOOST_TEST(report["links"][0]["to"] == "127.0.0.1:" + std::to_string(a.supplier_port));
+  BOOST_TEST(report["links"][0]["ended"] == "asked to leave");
+  BOOST_TEST(report["links"][1]["to"] == "127.0.0.1:" + std::to_string(b.supplier_port));
+  BOOST_TEST(report["links"][0]["sender"] != report["links"][1]["sender"]);
+  const long long sent = report["frames"];
+  BOOST_TEST(sent > 4000);
+  BOOST_TEST(report["links"][0]["frames"].get<long long>() > 1000);
+  // Everything A read before it closed was delivered: the receiver has every frame, and each
+  // connection's frames in order.
+  BOOST_TEST(eventually(
+      [&] {
+        return scrape_metric(b.metrics_port,
+                             "gatewayd_consumer_messages_sent_total{consumer=\"sink\"}") +
+                   report["links"][0]["frames"].get<double>() ==
+               static_cast<double>(sent);
+      },
+      5s));
+  recv.process->signal(SIGTERM);
+  BOOST_TEST_REQUIRE(recv.process->wait_exit(10s).has_value());
+  const auto log = recv.process->log();
+  BOOST_TEST(json_field(log, "frames") == sent, log);
+  BOOST_TEST(json_field(log, "lost") == 0);
+  BOOST_TEST(json_field(log, "reordered") == 0);
+  BOOST_TEST(json_field(log, "duplicated") == 0);
+  BOOST_TEST(json_field(log, "streams") == 4);  // 2 connections x 2 addresses
+}
+
+// A gateway that dies without a word: the write that fails is written again on the next
+// connection and reported as re-sent (its frames may have arrived twice). It hangs first and is
+// then killed (as a watchdog does), with bytes unread, so its kernel resets the connection.
+// Killed with nothing unread it would send an end-of-file, which TCP cannot tell from a stop
+// unless something was written after it (supplier_link_test covers that case).
+BOOST_AUTO_TEST_CASE(a_lost_connection_moves_on_and_reports_what_it_resent) {
+  temp_dir dir;
+  test_consumer sink;
+  const std::string routes = consumer_toml("sink", sink.endpoint()) + route_toml("o.>", {"sink"});
+  gateway_fixture a(routes), b(routes);
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(2, 5s));
+  const std::string to = "127.0.0.1:" + std::to_string(a.supplier_port) +
+                         ",127.0.0.1:" + std::to_string(b.supplier_port);
+  daemon_process sender(
+      peer, {"send", "--to", to, "--address", "o.x", "--rate", "20000", "--duration", "2"},
+      dir.path() / "send.log");
+  std::this_thread::sleep_for(700ms);
+  a.daemon->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(eventually([&] { return unread_bytes_at(a.supplier_port) > 0; }, 5s));
+  a.daemon->signal(SIGKILL);
+  BOOST_TEST_REQUIRE(sender.wait_exit(20s).value_or(-1) == 0, sender.log());
+  const auto out = sender.log();
+  const std::regex line(R"(1 connection\(s\) ended early: 0 asked to leave by a stopping )"
+                        R"(gateway, 1 lost; reconnected 1 time\(s\); re-sent ([0-9]+) frames)");
+  std::smatch m;
+  BOOST_TEST_REQUIRE(std::regex_search(out, m, line), out);
+  BOOST_TEST(std::stoul(m[1]) > 0u);
+  BOOST_TEST(out.find("-> 127.0.0.1:" + std::to_string(a.supplier_port)) != std::string::npos);
+  BOOST_TEST(out.find(", lost: ") != std::string::npos, out);
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message_naming_the_problem) {
   struct bad {
     std::vector<std::string> args;
@@ -179,6 +261,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message_naming_the_problem) {
       {{"send", "--address", "a"}, "--to HOST:PORT is required"},
       {{"send", "--to", "127.0.0.1:7400"}, "--address A is required"},
       {{"send", "--to", "localhost:7400", "--address", "a"}, "is not IPv4:PORT"},
+      {{"send", "--to", "127.0.0.1:7400,", "--address", "a"}, "--to: '' is not IPv4:PORT"},
+      {{"send", "--to", "127.0.0.1:7400,127.0.0.1:0", "--address", "a"}, "port 0 cannot"},
       {{"send", "--to", "127.0.0.1:7400", "--address", "a..b"}, "is not a GWP/1 address"},
       {{"send", "--to", "127.0.0.1:7400", "--address", "a,,b"}, "'' is not a GWP/1 address"},
       {{"send", "--to", "127.0.0.1:7400", "--address", "a", "--size", "8"}, "--size: '8'"},
@@ -205,7 +289,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message_naming_the_problem) {
 }
 
 BOOST_AUTO_TEST_CASE(unreachable_endpoints_exit_1_with_a_clear_error) {
-  const auto port = std::to_string(closed_port());
+  const auto port = std::to_string(free_port());
   const auto r =
       run_command(peer, {"send", "--to", "127.0.0.1:" + port, "--address", "a", "--count", "1"});
   BOOST_TEST(r.exit_code == 1);

@@ -22,25 +22,6 @@ namespace {
 
 const char* const prometheus_binary = "/usr/bin/prometheus";  // Debian package prometheus
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void replace_all(std::string& s, const std::string& from, const std::string& to) {
-  for (auto at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-}
-
-// A port free right now (the kernel's choice); Prometheus cannot report the one it bound.
-unsigned short free_port() {
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor a(ioc, {asio::ip::address_v4::loopback(), 0});
-  return a.local_endpoint().port();
-}
-
 // etc/prometheus.yml (and the alert rules it loads) pointed at the test gateway, scraped every
 // second by a real Prometheus server on a free port.
 struct prometheus_server {
@@ -52,14 +33,14 @@ struct prometheus_server {
     BOOST_TEST_REQUIRE(metrics_port != 0);
     BOOST_TEST_REQUIRE(std::filesystem::exists(prometheus_binary), "install Debian's prometheus");
     const std::filesystem::path etc = std::filesystem::path(GATEWAYD_SOURCE_DIR) / "etc";
-    std::string config = read_file(etc / "prometheus.yml");
+    std::string config = read_text(etc / "prometheus.yml");
     BOOST_TEST_REQUIRE(config.find("127.0.0.1:9464") != std::string::npos);
     replace_all(config, "127.0.0.1:9464", "127.0.0.1:" + std::to_string(metrics_port));
     replace_all(config, "scrape_interval: 15s", "scrape_interval: 1s");
     replace_all(config, "evaluation_interval: 15s", "evaluation_interval: 1s");
     replace_all(config, "scrape_timeout: 5s", "scrape_timeout: 1s");
     const auto config_file = dir.write("prometheus.yml", config);
-    dir.write("gatewayd_alerts.yml", read_file(etc / "gatewayd_alerts.yml"));
+    dir.write("gatewayd_alerts.yml", read_text(etc / "gatewayd_alerts.yml"));
     process = std::make_unique<daemon_process>(
         prometheus_binary,
         std::vector<std::string>{"--config.file=" + config_file.string(),

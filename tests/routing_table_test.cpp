@@ -7,6 +7,7 @@
 #include <new>
 #include <random>
 #include <set>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -67,6 +68,22 @@ indices oracle(const routing_table& table, std::string_view address) {
       want.insert(*table.find_consumer(name));
   }
   return {want.begin(), want.end()};
+}
+
+// The patterns the table must report: those of every matching route, each once, ascending.
+std::vector<pattern_index> pattern_oracle(const routing_table& table, std::string_view address) {
+  std::set<pattern_index> want;
+  for (std::size_t r = 0; r < table.rules().routes.size(); ++r) {
+    if (pattern_matches(table.rules().routes[r].match, address))
+      want.insert(table.route_pattern(r));
+  }
+  return {want.begin(), want.end()};
+}
+
+std::vector<pattern_index> sorted(std::span<const pattern_index> patterns) {
+  std::vector<pattern_index> v(patterns.begin(), patterns.end());
+  std::sort(v.begin(), v.end());
+  return v;
 }
 
 }  // namespace
@@ -201,6 +218,25 @@ BOOST_AUTO_TEST_CASE(accessors) {
   BOOST_TEST(table->node_count() == 5u);
 }
 
+// Route hit counts are kept by pattern: each route knows its pattern, the same `match` written
+// twice is one pattern, and a lookup names every pattern that matched.
+BOOST_AUTO_TEST_CASE(lookups_name_the_patterns_that_matched) {
+  const auto table = routing_table::build(make_config({"a", "b"}, {{"orders.*.created", {"a"}},
+                                                                   {"orders.>", {"b"}},
+                                                                   {"orders.*.created", {"b"}},
+                                                                   {"audit.>", {"a"}}}));
+  BOOST_TEST(table->pattern_count() == 3u);
+  BOOST_TEST(table->route_pattern(0) == table->route_pattern(2));
+  BOOST_TEST(table->route_pattern(0) != table->route_pattern(1));
+  lookup_scratch scratch;
+  const auto r = table->lookup("orders.eu.created", scratch);
+  BOOST_TEST(
+      sorted(r.patterns) == sorted(std::vector{table->route_pattern(0), table->route_pattern(1)}),
+      boost::test_tools::per_element());
+  BOOST_TEST(table->lookup("audit.x", scratch).patterns.size() == 1u);
+  BOOST_TEST(table->lookup("nobody", scratch).patterns.empty());
+}
+
 BOOST_AUTO_TEST_CASE(ids_are_unique) {
   const auto config = make_config({"c"}, {{"a", {"c"}}});
   const auto a = routing_table::build(config);
@@ -331,9 +367,12 @@ BOOST_AUTO_TEST_CASE(trie_agrees_with_reference_matcher) {
       BOOST_TEST_INFO("trial " << trial << ", address " << address);
       BOOST_TEST(to_vector(got) == expected_consumers, boost::test_tools::per_element());
       BOOST_TEST(got.matched == should_match);
+      const auto want_patterns = pattern_oracle(*table, address);
+      BOOST_TEST(sorted(got.patterns) == want_patterns, boost::test_tools::per_element());
       const auto cached = cache.lookup(*table, address, scratch);
       BOOST_TEST(to_vector(cached) == expected_consumers, boost::test_tools::per_element());
       BOOST_TEST(cached.matched == should_match);
+      BOOST_TEST(sorted(cached.patterns) == want_patterns, boost::test_tools::per_element());
       ++checked;
       if (should_match) ++matched;
     }

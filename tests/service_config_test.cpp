@@ -86,10 +86,11 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(to_string(c.concurrency) == "leader-followers");
   BOOST_TEST(c.drain_timeout.count() == 5000);
   BOOST_TEST(c.reconnect_initial.count() == 100);
-  BOOST_TEST(c.reconnect_max.count() == 30000);
+  BOOST_TEST(c.reconnect_max.count() == 2000);
   BOOST_TEST(c.max_queued_bytes == 1073741824u);
   BOOST_TEST(c.max_partial_frame_bytes == 268435456u);
   BOOST_TEST(c.allow.empty());
+  BOOST_TEST((c.lame_duck.count() == 0 && !c.proxy_protocol && c.proxy_from == loopback_blocks()));
   BOOST_TEST(c.metrics_listen.to_string() == "127.0.0.1:9464");
   BOOST_TEST(c.metrics_enabled);
   BOOST_TEST((c.log_level == gatewayd::log::level::info));
@@ -105,10 +106,13 @@ idle_timeout_ms = 0
 max_supplier_connections = 12
 concurrency = "half-sync-half-async"
 drain_timeout_ms = 0
+lame_duck_ms = 2500
 reconnect_initial_ms = 250
 reconnect_max_ms = 250
 max_queued_bytes = 0
 allow = ["10.0.0.0/8", "::1", "fd00::/8"]
+proxy_protocol = true
+proxy_from = ["10.1.0.7"]
 
 [metrics]
 listen = "0.0.0.0:9100"
@@ -137,6 +141,8 @@ level = "warning"
   BOOST_TEST(c.allow[0].to_string() == "10.0.0.0/8");
   BOOST_TEST(c.allow[1].to_string() == "::1/128");
   BOOST_TEST(c.allow[2].to_string() == "fd00::/8");
+  BOOST_TEST((c.lame_duck.count() == 2500 && c.proxy_protocol &&
+              c.proxy_from == std::vector{*gatewayd::net::parse_cidr("10.1.0.7")}));
   BOOST_TEST(c.metrics_listen.to_string() == "0.0.0.0:9100");
   BOOST_TEST(!c.metrics_enabled);
   BOOST_TEST((c.log_level == gatewayd::log::level::warning));
@@ -249,9 +255,9 @@ level = "verbose"
        {14, 3,
         "gateway.threds: unknown key (expected supplier_listen, threads, max_payload, "
         "routes_file, idle_timeout_ms, max_supplier_connections, concurrency, "
-        "drain_timeout_ms, reconnect_initial_ms, reconnect_max_ms, max_queued_bytes, "
-        "max_partial_frame_bytes, allow, consumer_drain, slow_consumer_ms, "
-        "consumer_connect_timeout_ms, consumer_timeout_ms)"},
+        "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
+        "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
+        "consumer_drain, slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms)"},
        {17, 10,
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
@@ -283,8 +289,10 @@ BOOST_AUTO_TEST_CASE(cross_checks) {
       {{4, 20, "gateway.reconnect_max_ms: 400 is below reconnect_initial_ms (500)"}});
   expect_errors("[gateway]\nroutes_file = \"r\"\nreconnect_initial_ms = 60000\n",
                 {{3, 24,
-                  "gateway.reconnect_initial_ms: 60000 is above reconnect_max_ms (30000, its "
+                  "gateway.reconnect_initial_ms: 60000 is above reconnect_max_ms (2000, its "
                   "default)"}});
+  expect_errors("[gateway]\nroutes_file = \"r\"\nproxy_protocol = true\nproxy_from = []\n",
+                {{4, 14, "gateway.proxy_from: empty, so no balancer may send the PROXY header"}});
   // An invalid value is reported once, not again by the cross-check.
   expect_errors(
       "[gateway]\nroutes_file = \"r\"\nreconnect_initial_ms = 500\nreconnect_max_ms = 0\n",

@@ -64,12 +64,22 @@ std::string model_keys(const std::string& gateway_extra) {
 gateway_fixture::gateway_fixture(const std::string& routes, const std::string& gateway_extra,
                                  const std::vector<std::string>& env, bool metrics) {
   dir.write("routes.toml", routes);
-  dir.write("gatewayd.toml",
-            "[gateway]\nsupplier_listen = \"127.0.0.1:0\"\nthreads = 2\n"
-            "routes_file = \"routes.toml\"\n" +
-                gateway_extra + model_keys(gateway_extra) +
-                "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" + (metrics ? "" : "enabled = false\n"));
+  // The model's keys before the test's own: those may open another table ([log]).
+  config =
+      "[gateway]\nsupplier_listen = \"127.0.0.1:0\"\nthreads = 2\n"
+      "routes_file = \"routes.toml\"\n" +
+      model_keys(gateway_extra) + gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
+      (metrics ? "" : "enabled = false\n");
+  dir.write("gatewayd.toml", config);
   start("gatewayd.log", env);
+}
+
+void gateway_fixture::keep_ports() {
+  replace_all(config, "supplier_listen = \"127.0.0.1:0\"",
+              "supplier_listen = \"127.0.0.1:" + std::to_string(supplier_port) + "\"");
+  replace_all(config, "listen = \"127.0.0.1:0\"",
+              "listen = \"127.0.0.1:" + std::to_string(metrics_port) + "\"");
+  dir.write("gatewayd.toml", config);
 }
 
 gateway_fixture::~gateway_fixture() = default;

@@ -13,6 +13,7 @@ namespace gatewayd::test {
 
 struct gateway_fixture {
   temp_dir dir;
+  std::string config;  // gatewayd.toml as written
   std::unique_ptr<daemon_process> daemon;
   unsigned short supplier_port = 0;
   unsigned short metrics_port = 0;
@@ -29,6 +30,9 @@ struct gateway_fixture {
   // Starts the daemon again on config_path() (after the test ended the last one), logging to
   // `log_name` in dir, and waits for its ports as the constructor does.
   void restart(const std::string& log_name, const std::vector<std::string>& env = {});
+  // Writes the ports the daemon got into its gatewayd.toml, so a restart binds the same ones
+  // (what a balancer in front of it expects).
+  void keep_ports();
   // True once /metrics shows every named consumer connected (gatewayd_consumer_connected 1).
   bool consumers_connected(const std::vector<std::string>& names,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;

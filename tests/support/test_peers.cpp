@@ -3,7 +3,9 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "protocol/frame_codec.hpp"
 
@@ -112,7 +114,11 @@ bool test_consumer::wait_for_connections(std::size_t n, std::chrono::millisecond
   return eventually([&] { return connections_.load() >= n; }, timeout);
 }
 
-test_supplier::test_supplier(unsigned short port) : socket_(ioc_) {
+test_supplier::test_supplier(unsigned short port, const std::string& source) : socket_(ioc_) {
+  if (!source.empty()) {
+    socket_.open(tcp::v4());
+    socket_.bind(tcp::endpoint(asio::ip::make_address(source), 0));
+  }
   socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   socket_.set_option(tcp::no_delay(true));
 }
@@ -155,6 +161,24 @@ bool test_supplier::closed_by_peer(std::chrono::milliseconds timeout) {
     }
   }
   return false;
+}
+
+unsigned short free_port() {
+  asio::io_context ioc;
+  tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return a.local_endpoint().port();  // closed again when `a` goes out of scope
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void replace_all(std::string& s, const std::string& from, const std::string& to) {
+  for (auto at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

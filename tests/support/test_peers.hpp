@@ -65,10 +65,11 @@ class test_consumer {
   std::vector<received_frame> frames_;
 };
 
-// A blocking TCP supplier.
+// A blocking TCP supplier. `source`: the loopback address it connects from (127.0.0.2 is a
+// real, distinct source once bound before connect); empty = whatever the kernel picks.
 class test_supplier {
  public:
-  explicit test_supplier(unsigned short port);
+  explicit test_supplier(unsigned short port, const std::string& source = "");
   void send(const std::string& bytes);
   // Sends `bytes` unless the gateway stops reading: false when they could not all be written
   // within `timeout` (what was written stays written).
@@ -82,6 +83,15 @@ class test_supplier {
   asio::io_context ioc_;
   asio::ip::tcp::socket socket_;
 };
+
+// A 127.0.0.1 port nobody listens on right now (the kernel's choice, released again): for
+// programs that cannot report the port they bound, and for a port that refuses connections.
+unsigned short free_port();
+
+// A whole file's bytes ("" when it cannot be read), and `s` with every `from` made `to`: how
+// tests point the samples in etc/ at their own ports.
+std::string read_text(const std::string& path);
+void replace_all(std::string& s, const std::string& from, const std::string& to);
 
 // Polls `condition` every 10 ms until it holds or `timeout` passes.
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout);

@@ -9,7 +9,7 @@
 namespace gatewayd::tools {
 
 const char* const main_help =
-    "usage: gateway-peer send --to HOST:PORT --address A [options]\n"
+    "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A [options]\n"
     "       gateway-peer recv --listen HOST:PORT [options]\n"
     "       gateway-peer (send|recv) --help\n"
     "\n"
@@ -20,10 +20,20 @@ const char* const main_help =
     "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached)\n";
 
 const char* const send_help =
-    "usage: gateway-peer send --to HOST:PORT --address A[,B...] [--size N] [--rate R]\n"
-    "                         [--count C | --duration D] [--connections K] [--reconnect] [--json]\n"
+    "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--size N]\n"
+    "                         [--rate R] [--count C | --duration D] [--connections K]\n"
+    "                         [--reconnect] [--json]\n"
     "\n"
-    "  --to HOST:PORT     the gateway's supplier listener (literal IPv4, or [IPv6]:port)\n"
+    "  --to HOST:PORT[,...] the gateways' supplier listeners, or a balancer in front of them\n"
+    "                     (literal IPv4, or [IPv6]:port). Connection i starts at address i mod n;\n"
+    "                     when its connection ends it moves on to the next address (several\n"
+    "                     addresses imply --reconnect). A gateway that stops asks its suppliers\n"
+    "                     to leave (end-of-file): the sender then closes its side, so the gateway\n"
+    "                     reads all it sent, and moves on. A write that fails, or the last\n"
+    "                     write before an end-of-file that came with a reset (a gateway that\n"
+    "                     died, not one that stops), is written again on the next connection\n"
+    "                     and reported as re-sent. Each connection numbers its frames afresh\n"
+    "                     (a new sender id): order holds per connection\n"
     "  --address A[,B...] the frames' address, e.g. orders.eu.created; with several (at most\n"
     "                     256), frame i of a connection goes to the i-th in turn (mixed\n"
     "                     addresses) and is numbered in that address's stream\n"
@@ -33,7 +43,7 @@ const char* const send_help =
     "  --count C          frames to send over all connections, then exit\n"
     "  --duration D       seconds to send, then exit (default: until SIGINT/SIGTERM)\n"
     "  --connections K    supplier connections, one sending thread each (default 1)\n"
-    "  --reconnect        reconnect after a lost connection (default: exit 1)\n"
+    "  --reconnect        reconnect after a lost connection (default with one address: exit 1)\n"
     "  --json             print the summary as one JSON object on stdout\n"
     "\n"
     "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments\n";
@@ -124,6 +134,20 @@ net::endpoint to_endpoint(const std::string& flag, const std::string& v) {
   return *ep;
 }
 
+// "A,B": each a dialable endpoint.
+std::vector<net::endpoint> to_endpoints(const std::string& flag, const std::string& v) {
+  std::vector<net::endpoint> out;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t comma = v.find(',', from);
+    out.push_back(
+        to_endpoint(flag, v.substr(from, comma == std::string::npos ? comma : comma - from)));
+    if (out.back().port == 0) throw usage_error(flag + ": port 0 cannot be dialled");
+    if (comma == std::string::npos) return out;
+    from = comma + 1;
+  }
+}
+
 // "a,b,c": each a GWP/1 address; at most one stream id's worth of them.
 std::vector<std::string> to_addresses(const std::string& flag, const std::string& v) {
   std::vector<std::string> out;
@@ -153,8 +177,7 @@ send_options parse_send(const std::vector<std::string>& args) {
   while (!r.done()) {
     const std::string flag = r.next_flag();
     if (flag == "--to") {
-      o.to = to_endpoint(flag, r.value(flag));
-      if (o.to.port == 0) throw usage_error("--to: port 0 cannot be dialled");
+      o.to = to_endpoints(flag, r.value(flag));
       have_to = true;
     } else if (flag == "--address") {
       o.addresses = to_addresses(flag, r.value(flag));
@@ -178,6 +201,7 @@ send_options parse_send(const std::vector<std::string>& args) {
     }
   }
   if (!have_to) throw usage_error("--to HOST:PORT is required");
+  if (o.to.size() > 1) o.reconnect = true;
   if (!have_address) throw usage_error("--address A is required");
   if (o.count != 0 && o.duration != 0) throw usage_error("give --count or --duration, not both");
   if (o.count != 0 && o.count < o.connections)

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -15,15 +16,24 @@
 #include "tools/gateway_peer/stop_signal.hpp"
 #include "tools/traffic/frame_batch.hpp"
 #include "tools/traffic/payload_header.hpp"
-#include "tools/traffic/sockets.hpp"
+#include "tools/traffic/supplier_link.hpp"
 
 namespace gatewayd::tools {
 namespace {
 
+// One connection a sending thread made, as the report shows it.
+struct link_record {
+  std::string to, from;
+  std::uint16_t sender = 0;
+  std::uint64_t frames = 0;       // written whole on it
+  std::string ended = "stopped";  // "asked to leave", "lost: why", or "stopped" (the end)
+};
+
 struct connection_result {
   std::uint64_t frames = 0;
   std::uint64_t bytes = 0;
-  std::uint64_t reconnects = 0;
+  std::uint64_t resent = 0;  // frames written again after their write had failed
+  std::vector<link_record> links;
   std::string error;  // empty when it ended normally
 };
 
@@ -32,73 +42,126 @@ void sleep_ns(std::uint64_t ns) {
   clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
 }
 
-std::uint16_t sender_id(unsigned index) {
-  return static_cast<std::uint16_t>((static_cast<unsigned>(::getpid()) * 2654435761u) >> 16) ^
-         static_cast<std::uint16_t>(index * 40503u);
+// Every connection is a sender of its own, numbered from 0, since order is kept per supplier
+// connection only. An odd step keeps 65536 consecutive ids of this process distinct.
+std::uint16_t next_sender_id() {
+  static std::atomic<unsigned> made{0};
+  const unsigned base = (static_cast<unsigned>(::getpid()) * 2654435761u) >> 16;
+  return static_cast<std::uint16_t>(base + made.fetch_add(1) * 40503u);
+}
+
+std::string joined(const std::vector<net::endpoint>& to) {
+  std::string s;
+  for (const auto& e : to) {
+    if (!s.empty()) s += ',';
+    s += e.to_string();
+  }
+  return s;
 }
 
 class connection_sender {
  public:
-  connection_sender(const send_options& o, unsigned index, std::uint64_t count, double rate,
+  connection_sender(const send_options& o, std::uint64_t count, double rate,
                     std::uint64_t deadline_ns)
       : o_(o),
         count_(count),
         rate_(rate),
         deadline_ns_(deadline_ns),
-        batch_(o.addresses, o.size, sender_id(index)) {}
+        batch_(o.addresses, o.size, 0) {}
 
-  connection_result run(int fd) {
+  connection_result run(traffic::supplier_link& link) {
     connection_result r;
+    open_record(link, r);
     const std::uint64_t start = traffic::monotonic_ns();
-    std::uint64_t next = 0;  // frames stamped on this connection
+    std::uint64_t next = 0;  // frames written whole, over all its connections
+    std::size_t resend = 0;  // frames of a failed write, sent first on the next connection
+    struct {
+      std::size_t frames = 0;
+      std::size_t bytes = 0;
+    } last;  // the last write on this connection
     while (!stop_requested().load()) {
       if (count_ != 0 && next >= count_) break;
       std::uint64_t now = traffic::monotonic_ns();
       if (deadline_ns_ != 0 && now >= deadline_ns_) break;
-      std::size_t n = batch_.capacity();
-      if (count_ != 0) n = static_cast<std::size_t>(std::min<std::uint64_t>(n, count_ - next));
-      if (rate_ > 0) {
-        // Token bucket: frames allowed so far minus frames sent, at most one batch at a time.
-        const double allowed = rate_ * static_cast<double>(now - start) / 1e9 + 1.0;
-        const double tokens = allowed - static_cast<double>(next);
-        if (tokens < 1.0) {
-          const auto wait = static_cast<std::uint64_t>((1.0 - tokens) / rate_ * 1e9);
-          sleep_ns(std::clamp<std::uint64_t>(wait, 1'000, 1'000'000));
+      if (link.asked_to_leave()) {
+        // gatewayd's lame-duck stop: it reads what we sent until we close our side too.
+        if (link.leave()) {
+          r.links.back().ended = "asked to leave";
+          if (!move_on(link, r, "the gateway asked us to leave (it is stopping)")) return r;
           continue;
         }
-        n = std::min<std::size_t>(n, static_cast<std::size_t>(tokens));
-        now = traffic::monotonic_ns();
+        // Not a stop: the gateway was gone and reset what we wrote after it went, which is at
+        // most the last write (each write begins by looking for its end-of-file). That write
+        // counts as failed: written again on the next connection, and reported.
+        r.links.back().ended = "lost: reset after end-of-file";
+        next -= last.frames;
+        r.frames -= last.frames;
+        r.bytes -= last.bytes;
+        r.links.back().frames -= last.frames;
+        if (!move_on(link, r, "connection lost: reset after end-of-file")) return r;
+        resend = last.frames;
+        last = {};
+        continue;
+      }
+      std::size_t n = resend;
+      if (n == 0) {
+        n = batch_.capacity();
+        if (count_ != 0) n = static_cast<std::size_t>(std::min<std::uint64_t>(n, count_ - next));
+        if (rate_ > 0) {
+          // Token bucket: frames allowed so far minus frames sent, at most one batch at a time.
+          const double allowed = rate_ * static_cast<double>(now - start) / 1e9 + 1.0;
+          const double tokens = allowed - static_cast<double>(next);
+          if (tokens < 1.0) {
+            const auto wait = static_cast<std::uint64_t>((1.0 - tokens) / rate_ * 1e9);
+            sleep_ns(std::clamp<std::uint64_t>(wait, 1'000, 1'000'000));
+            continue;
+          }
+          n = std::min<std::size_t>(n, static_cast<std::size_t>(tokens));
+          now = traffic::monotonic_ns();
+        }
       }
       const auto bytes = batch_.next(n, now);
       std::error_code ec;
-      if (!traffic::send_all(fd, bytes, stop_requested(), ec)) {
+      if (!link.send(bytes, stop_requested(), ec)) {
         if (ec == std::errc::operation_canceled) break;
-        ::close(fd);
-        if (!o_.reconnect) {
-          r.error = "connection lost: " + ec.message();
-          return r;
-        }
-        // Frames of the failed write may or may not have arrived: the receiver counts them.
-        if ((fd = redial()) < 0) return r;
-        ++r.reconnects;
+        // Some of these frames may have arrived: they are written again on the next
+        // connection, and reported, rather than silently possibly lost.
+        r.links.back().ended = "lost: " + ec.message();
+        link.drop();
+        if (!move_on(link, r, "connection lost: " + ec.message())) return r;
+        resend = n;
+        last = {};
+        continue;
       }
+      if (resend != 0) r.resent += n;
+      resend = 0;
+      last = {n, bytes.size()};
       next += n;
       r.frames += n;
       r.bytes += bytes.size();
+      r.links.back().frames += n;
     }
-    ::close(fd);
+    link.leave();
     return r;
   }
 
  private:
-  int redial() const {
-    while (!stop_requested().load() &&
-           (deadline_ns_ == 0 || traffic::monotonic_ns() < deadline_ns_)) {
-      sleep_ns(100'000'000);
-      std::error_code ec;
-      if (const int fd = traffic::dial(o_.to, ec); fd >= 0) return fd;
+  void open_record(const traffic::supplier_link& link, connection_result& r) {
+    const std::uint16_t id = next_sender_id();
+    batch_.renumber(id);
+    r.links.push_back({link.peer().to_string(), link.local(), id, 0, "stopped"});
+  }
+
+  // After a connection ended: on to the next address (with --reconnect or several --to), or
+  // the end with `why` as the error.
+  bool move_on(traffic::supplier_link& link, connection_result& r, const std::string& why) {
+    if (!o_.reconnect) {
+      r.error = why;
+      return false;
     }
-    return -1;
+    if (!link.reconnect(stop_requested(), deadline_ns_)) return false;
+    open_record(link, r);
+    return true;
   }
 
   const send_options& o_;
@@ -108,24 +171,67 @@ class connection_sender {
   traffic::frame_batch batch_;
 };
 
+void print_report(const send_options& o, const connection_result& total, double seconds) {
+  const double fps = seconds > 0 ? static_cast<double>(total.frames) / seconds : 0;
+  const double mbps = seconds > 0 ? static_cast<double>(total.bytes) / seconds / 1e6 : 0;
+  std::uint64_t asked = 0, lost = 0;
+  for (const auto& l : total.links) {
+    asked += l.ended == "asked to leave";
+    lost += l.ended.rfind("lost", 0) == 0;
+  }
+  const std::uint64_t reconnects = total.links.size() - o.connections;
+  const auto ull = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  if (o.json) {
+    std::string links;
+    for (const auto& l : total.links) {
+      char one[256];
+      std::snprintf(one, sizeof one,
+                    "%s{\"to\": \"%s\", \"from\": \"%s\", \"sender\": %u, \"frames\": %llu, "
+                    "\"ended\": \"%s\"}",
+                    links.empty() ? "" : ", ", l.to.c_str(), l.from.c_str(), l.sender,
+                    ull(l.frames), l.ended.c_str());
+      links += one;
+    }
+    std::printf(
+        "{\"frames\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"frames_per_s\": %.1f, "
+        "\"mb_per_s\": %.3f, \"connections\": %u, \"reconnects\": %llu, \"asked_to_leave\": %llu, "
+        "\"lost\": %llu, \"resent\": %llu, \"error\": \"%s\", \"links\": [%s]}\n",
+        ull(total.frames), ull(total.bytes), seconds, fps, mbps, o.connections, ull(reconnects),
+        ull(asked), ull(lost), ull(total.resent), total.error.c_str(), links.c_str());
+  } else {
+    std::printf(
+        "sent %llu frames (%llu bytes) on %u connection(s) in %.2f s: %.0f frames/s, "
+        "%.1f MB/s\n",
+        ull(total.frames), ull(total.bytes), o.connections, seconds, fps, mbps);
+    if (asked + lost != 0) {
+      std::printf(
+          "%llu connection(s) ended early: %llu asked to leave by a stopping gateway, %llu lost; "
+          "reconnected %llu time(s); re-sent %llu frames whose write had failed (they may have "
+          "arrived twice)\n",
+          ull(asked + lost), ull(asked), ull(lost), ull(reconnects), ull(total.resent));
+      for (const auto& l : total.links)
+        std::printf("  %s -> %s (sender %u): %llu frames, %s\n", l.from.c_str(), l.to.c_str(),
+                    l.sender, ull(l.frames), l.ended.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int run_sender(const send_options& o) {
   install_stop_handlers();
   const unsigned k = o.connections;
   // Dial everything first: an unreachable gateway is reported before anything is sent.
-  std::vector<int> fds;
+  // Connection i starts at address i mod n, so k connections spread over n gateways.
+  std::vector<std::unique_ptr<traffic::supplier_link>> links;
   for (unsigned i = 0; i < k; ++i) {
+    links.push_back(std::make_unique<traffic::supplier_link>(o.to, i));
     std::error_code ec;
-    const int fd = traffic::dial(o.to, ec);
-    if (fd < 0) {
-      std::fprintf(stderr, "gateway-peer send: cannot connect to %s: %s\n",
-                   o.to.to_string().c_str(), ec.message().c_str());
-      for (int f : fds)
-        ::close(f);
+    if (!links.back()->connect(ec)) {
+      std::fprintf(stderr, "gateway-peer send: cannot connect to %s: %s\n", joined(o.to).c_str(),
+                   ec.message().c_str());
       return exit_runtime_error;
     }
-    fds.push_back(fd);
   }
   const std::uint64_t start = traffic::monotonic_ns();
   const std::uint64_t deadline =
@@ -135,8 +241,8 @@ int run_sender(const send_options& o) {
   for (unsigned i = 0; i < k; ++i) {
     const std::uint64_t count = o.count == 0 ? 0 : o.count / k + (i < o.count % k ? 1 : 0);
     threads.emplace_back([&, i, count] {
-      connection_sender s(o, i, count, o.rate / k, deadline);
-      results[i] = s.run(fds[i]);
+      connection_sender s(o, count, o.rate / k, deadline);
+      results[i] = s.run(*links[i]);
     });
   }
   for (auto& t : threads)
@@ -146,28 +252,13 @@ int run_sender(const send_options& o) {
   for (const auto& r : results) {
     total.frames += r.frames;
     total.bytes += r.bytes;
-    total.reconnects += r.reconnects;
+    total.resent += r.resent;
+    total.links.insert(total.links.end(), r.links.begin(), r.links.end());
     if (total.error.empty()) total.error = r.error;
   }
-  const double fps = seconds > 0 ? static_cast<double>(total.frames) / seconds : 0;
-  const double mbps = seconds > 0 ? static_cast<double>(total.bytes) / seconds / 1e6 : 0;
-  if (o.json) {
-    std::printf(
-        "{\"frames\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"frames_per_s\": %.1f, "
-        "\"mb_per_s\": %.3f, \"connections\": %u, \"reconnects\": %llu, \"error\": \"%s\"}\n",
-        static_cast<unsigned long long>(total.frames), static_cast<unsigned long long>(total.bytes),
-        seconds, fps, mbps, k, static_cast<unsigned long long>(total.reconnects),
-        total.error.c_str());
-  } else {
-    std::printf(
-        "sent %llu frames (%llu bytes) on %u connection(s) in %.2f s: %.0f frames/s, "
-        "%.1f MB/s\n",
-        static_cast<unsigned long long>(total.frames), static_cast<unsigned long long>(total.bytes),
-        k, seconds, fps, mbps);
-  }
+  print_report(o, total, seconds);
   if (!total.error.empty()) {
-    std::fprintf(stderr, "gateway-peer send: %s: %s\n", o.to.to_string().c_str(),
-                 total.error.c_str());
+    std::fprintf(stderr, "gateway-peer send: %s: %s\n", joined(o.to).c_str(), total.error.c_str());
     return exit_runtime_error;
   }
   return exit_ok;

@@ -34,6 +34,12 @@ frame_batch::frame_batch(std::vector<std::string> addresses, std::size_t payload
   frame_at_.push_back(bytes_.size());
 }
 
+void frame_batch::renumber(std::uint16_t sender) noexcept {
+  sender_ = sender;
+  std::fill(next_sequence_.begin(), next_sequence_.end(), 0);
+  stamped_ = 0;
+}
+
 std::string_view frame_batch::next(std::size_t n, std::uint64_t send_ns) noexcept {
   const std::size_t k = addresses_.size();
   const auto first = static_cast<std::size_t>(stamped_ % k);

@@ -28,6 +28,10 @@ class frame_batch {
   // those numbers used: the receiver counts the frames as lost.
   std::string_view next(std::size_t n, std::uint64_t send_ns) noexcept;
 
+  // A new connection: from now on the frames are `sender`'s, numbered from 0 in every stream
+  // (order holds per connection, so each connection is a sender of its own).
+  void renumber(std::uint16_t sender) noexcept;
+
   // Sequence numbers stamped so far in `stream` (its next frame's number).
   std::uint64_t stamped(std::size_t stream) const noexcept { return next_sequence_[stream]; }
   std::uint64_t stamped_total() const noexcept { return stamped_; }

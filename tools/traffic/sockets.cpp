@@ -79,11 +79,15 @@ net::endpoint loopback(std::uint16_t port) {
   return {"127.0.0.1", port};
 }
 
-bool send_all(int fd, std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec) {
-  while (!bytes.empty()) {
-    const ssize_t w = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+bool send_all(int fd, std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec,
+              std::size_t* written) {
+  std::size_t done = 0;
+  if (written) *written = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (w > 0) {
-      bytes.remove_prefix(static_cast<std::size_t>(w));
+      done += static_cast<std::size_t>(w);
+      if (written) *written = done;
       continue;
     }
     if (w < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {

@@ -23,7 +23,9 @@ std::uint16_t local_port(int fd) noexcept;
 net::endpoint loopback(std::uint16_t port);
 
 // Writes all of `bytes`. False with `ec` set when the connection failed, or with
-// std::errc::operation_canceled once `stop` is set while the write waits.
-bool send_all(int fd, std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec);
+// std::errc::operation_canceled once `stop` is set while the write waits. `written`, when
+// given, is set to how many bytes went out (all of them on success, a prefix on failure).
+bool send_all(int fd, std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec,
+              std::size_t* written = nullptr);
 
 }  // namespace gatewayd::traffic

@@ -2,9 +2,12 @@
 
 #include <unistd.h>
 
+#include <limits>
 #include <stdexcept>
+#include <string_view>
 #include <vector>
 
+#include "protocol/frame_codec.hpp"
 #include "tools/traffic/frame_batch.hpp"
 #include "tools/traffic/sockets.hpp"
 
@@ -49,6 +52,18 @@ int traffic_supplier::connect(bool& ever_connected) {
   return -1;
 }
 
+void traffic_supplier::count_whole_frames(std::string_view bytes) {
+  for (;;) {
+    const auto r = protocol::parse_frame(bytes, std::numeric_limits<std::uint32_t>::max());
+    if (r.state != protocol::parse_result::status::frame) return;
+    for (unsigned c = 0; c < o_.consumers; ++c) {
+      if (r.frame.address == traffic_address(c, o_.id)) sent_to_[c].fetch_add(1);
+    }
+    sent_.fetch_add(1);
+    bytes.remove_prefix(r.frame.bytes.size());
+  }
+}
+
 void traffic_supplier::run() {
   using clock = std::chrono::steady_clock;
   std::vector<std::string> addresses;
@@ -72,7 +87,8 @@ void traffic_supplier::run() {
       before[c] = batch.stamped(c);
     const auto bytes = batch.next(batch.capacity(), monotonic_ns());
     std::error_code ec;
-    if (send_all(fd, bytes, stop_, ec)) {
+    std::size_t written = 0;
+    if (send_all(fd, bytes, stop_, ec, &written)) {
       for (unsigned c = 0; c < o_.consumers; ++c)
         sent_to_[c].fetch_add(batch.stamped(c) - before[c]);
       sent_.fetch_add(batch.capacity());
@@ -84,7 +100,13 @@ void traffic_supplier::run() {
       }
       continue;
     }
-    if (ec == std::errc::operation_canceled) break;
+    if (ec == std::errc::operation_canceled) {
+      // Stopped while the gateway was not reading (paused): the whole frames already out of
+      // this write reach it when the connection closes, and count as sent; a frame cut at
+      // the end never completes, and the gateway drops it.
+      count_whole_frames(bytes.substr(0, written));
+      break;
+    }
     // The connection failed mid-batch: its numbers are used, whatever part arrived.
     ::close(fd);
     fd = -1;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "tools/traffic/payload_header.hpp"
@@ -33,6 +34,7 @@ class traffic_supplier {
   traffic_supplier& operator=(const traffic_supplier&) = delete;
 
   void stop();
+  // Frames written whole, including those of a write that stop() cut short.
   std::uint64_t sent() const noexcept { return sent_.load(); }
   // Frames for consumer c that were written whole. A write that failed used its numbers all
   // the same: the consumer sees them as a gap.
@@ -47,6 +49,8 @@ class traffic_supplier {
  private:
   void run();
   int connect(bool& ever_connected);
+  // Counts the whole frames at the front of `bytes` (a write cut short) as sent.
+  void count_whole_frames(std::string_view bytes);
 
   options o_;
   std::uint16_t port_;
