@@ -1,11 +1,6 @@
 #define BOOST_TEST_MODULE allow_list
 #include <boost/test/unit_test.hpp>
 
-#include <csignal>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
@@ -62,28 +57,6 @@ BOOST_AUTO_TEST_CASE(a_network_block_admits_every_source_inside_it) {
   BOOST_TEST(scrape_metric(gw.metrics_port, not_allowed) == 0);
 }
 
-namespace {
-
-// Rewrites the fixture's gatewayd.toml with another allow list and reloads it.
-void reload_allow(gateway_fixture& gw, const std::string& allow, int nth) {
-  std::ifstream in(gw.config_path());
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string old = text.str();
-  const auto at = old.find("allow = ");
-  BOOST_TEST_REQUIRE(at != std::string::npos);
-  const auto end = old.find('\n', at);
-  const std::string edited = old.substr(0, at) + "allow = " + allow + old.substr(end);
-  gw.dir.write("gatewayd.toml.new", edited);
-  std::filesystem::rename(gw.dir.path() / "gatewayd.toml.new", gw.config_path());
-  gw.daemon->signal(SIGHUP);
-  const std::string reloaded = R"(gatewayd_config_reloads_total{result="success"})";
-  BOOST_TEST_REQUIRE(
-      eventually([&] { return scrape_metric(gw.metrics_port, reloaded) >= nth; }, 10s));
-}
-
-}  // namespace
-
 // A reload that removes a network closes the open connections from it (counted as
 // not_allowed) and refuses new ones; the others keep going; adding it back admits it again.
 BOOST_AUTO_TEST_CASE(a_reload_applies_the_allow_list_to_open_and_new_connections) {
@@ -95,7 +68,7 @@ BOOST_AUTO_TEST_CASE(a_reload_applies_the_allow_list_to_open_and_new_connections
   removed.send_frame("in.removed", "0");
   BOOST_TEST_REQUIRE(sink.wait_for_count(2, 10s));
 
-  reload_allow(gw, "[\"127.0.0.2/32\"]", 1);
+  BOOST_TEST_REQUIRE(gw.reload_with("allow", "[\"127.0.0.2/32\"]"));
   BOOST_TEST(removed.closed_by_peer(5s));
   BOOST_TEST(eventually([&] { return scrape_metric(gw.metrics_port, not_allowed) == 1; }, 5s));
   BOOST_TEST(gw.daemon->wait_for_log("closing 1 supplier connection(s)", 5s).has_value());
@@ -107,7 +80,7 @@ BOOST_AUTO_TEST_CASE(a_reload_applies_the_allow_list_to_open_and_new_connections
   BOOST_TEST_REQUIRE(sink.wait_for_count(3, 10s));
   BOOST_TEST(!kept.closed_by_peer(200ms));
 
-  reload_allow(gw, "[\"127.0.0.0/8\"]", 2);
+  BOOST_TEST_REQUIRE(gw.reload_with("allow", "[\"127.0.0.0/8\"]"));
   test_supplier back(gw.supplier_port, "127.0.0.3");
   back.send_frame("in.back", "2");
   BOOST_TEST_REQUIRE(sink.wait_for_count(4, 10s));

@@ -138,3 +138,23 @@ BOOST_FIXTURE_TEST_CASE(a_missing_malformed_or_late_header_closes_and_is_counted
   BOOST_TEST(sink.count() == 0u);
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") == 0);
 }
+
+// A reload that removes the network of a supplier behind the balancer closes that supplier's
+// connection, although the balancer's own address is still allowed: the check is on the
+// address the header named.
+BOOST_FIXTURE_TEST_CASE(a_reloaded_allow_list_closes_the_supplier_not_the_balancer, fixture) {
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  test_supplier behind(gw.supplier_port, balancer);
+  behind.send(proxy_v2("192.0.2.7", 4567) + encode_frame("in.behind", "0"));
+  test_supplier other(gw.supplier_port, balancer);
+  other.send(proxy_v2("2001:db8::1", 80) + encode_frame("in.other", "0"));
+  BOOST_TEST_REQUIRE(sink.wait_for_count(2, 5s));
+
+  BOOST_TEST_REQUIRE(gw.reload_with("allow", R"(["2001:db8::/32", "127.0.0.0/8"])"));
+  BOOST_TEST(behind.closed_by_peer(5s));
+  BOOST_TEST(eventually([&] { return closed(gw, "not_allowed") == 1; }, 5s));
+  other.send(encode_frame("in.other", "1"));
+  BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
+  BOOST_TEST(!other.closed_by_peer(200ms));
+  BOOST_TEST(connz_peers(gw) == std::set<std::string>{"[2001:db8::1]:80"});
+}

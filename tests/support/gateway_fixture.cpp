@@ -1,6 +1,9 @@
 #include "tests/support/gateway_fixture.hpp"
 
+#include <algorithm>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -135,6 +138,23 @@ long gateway_fixture::vm_size_kib() const {
 std::string consumer_toml(const std::string& name, const std::string& endpoint,
                           const std::string& extra) {
   return "[consumers." + name + "]\nendpoint = \"" + endpoint + "\"\n" + extra + "\n";
+}
+
+bool gateway_fixture::reload_with(const std::string& key, const std::string& value) {
+  std::ifstream in(config_path());
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::regex line("(^|\n)" + key + " = [^\n]*");
+  const std::string edited = std::regex_replace(text.str(), line, "$1" + key + " = " + value,
+                                                std::regex_constants::format_first_only);
+  if (edited == text.str()) throw std::runtime_error(key + " is not in gatewayd.toml");
+  const std::string reloads = R"(gatewayd_config_reloads_total{result="success"})";
+  const double before = std::max(0.0, scrape_metric(metrics_port, reloads));
+  dir.write("gatewayd.toml.new", edited);
+  std::filesystem::rename(dir.path() / "gatewayd.toml.new", config_path());
+  daemon->signal(SIGHUP);
+  return eventually([&] { return scrape_metric(metrics_port, reloads) > before; },
+                    std::chrono::seconds(10));
 }
 
 std::string route_toml(const std::string& match, const std::vector<std::string>& to) {

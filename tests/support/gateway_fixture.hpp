@@ -33,6 +33,10 @@ struct gateway_fixture {
   // Writes the ports the daemon got into its gatewayd.toml, so a restart binds the same ones
   // (what a balancer in front of it expects).
   void keep_ports();
+  // Rewrites the `key = ...` line of [gateway] in gatewayd.toml to `key = value` (atomically,
+  // as an editor saving it would), sends SIGHUP and waits for the reload to succeed. Returns
+  // false if no reload succeeded within 10 s.
+  bool reload_with(const std::string& key, const std::string& value);
   // True once /metrics shows every named consumer connected (gatewayd_consumer_connected 1).
   bool consumers_connected(const std::vector<std::string>& names,
                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
