@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <sstream>
+#include <stdexcept>
 
 #include "config/settings.hpp"
 #include "metrics/gateway_collector.hpp"
@@ -33,6 +34,13 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
   session_ctx_.partial_budget = &partial_budget_;
+  if (const auto files = service_.tls_files()) {
+    auto built = net::make_tls_server_context(*files);
+    if (!built.context) throw std::runtime_error("[tls] " + built.error);
+    session_ctx_.tls = std::move(built.context);
+    session_ctx_.handshake_timeout = service_.tls_handshake_timeout;
+    certificates_ = std::move(built.expiry);
+  }
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
@@ -57,6 +65,8 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
+               << (session_ctx_.tls ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)")
+                                    : "")
                << " (" << model_->size() << " threads, " << runtime::to_string(service_.concurrency)
                << (service_.consumer_drain == consumers::drain_model::mutex
                        ? ", consumer drain mutex"
@@ -117,7 +127,7 @@ void gateway::start_metrics() {
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
                                                         model_->saturated()};
       },
-      GATEWAYD_VERSION}));
+      GATEWAYD_VERSION, [this] { return certificates_; }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
                << "/metrics";

@@ -19,6 +19,7 @@
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
+#include "net/tls_context.hpp"
 #include "metrics/reload_stats.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
@@ -110,6 +111,7 @@ class gateway {
   metrics::reload_stats reloads_;
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
+  std::vector<net::tls_certificate_expiry> certificates_;  // what [tls] loaded, for /metrics
   bool shutting_down_ = false;
   bool stopped_ = false;  // the drain finished
   bool forced_ = false;   // the stop deadline passed first

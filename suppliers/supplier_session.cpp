@@ -31,10 +31,45 @@ supplier_session::~supplier_session() {
 void supplier_session::start() {
   ctx_.registry.add(shared_from_this());
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
-    self->last_progress_ = std::chrono::steady_clock::now();
-    if (self->ctx_.idle_timeout.count() > 0) self->arm_idle_timer(self->ctx_.idle_timeout);
-    self->do_wait();
+    if (self->ctx_.tls) return self->do_handshake();
+    self->begin_reading();
   });
+}
+
+void supplier_session::begin_reading() {
+  last_progress_ = std::chrono::steady_clock::now();
+  if (ctx_.idle_timeout.count() > 0) arm_idle_timer(ctx_.idle_timeout);
+  do_wait();
+}
+
+void supplier_session::do_handshake() {
+  tls_ = std::make_unique<tls_stream>(socket_, *ctx_.tls);
+  handshaking_ = true;
+  arm_idle_timer(ctx_.handshake_timeout);
+  tls_->async_handshake(asio::ssl::stream_base::server,
+                        [self = shared_from_this()](std::error_code ec) { self->on_handshake(ec); });
+}
+
+void supplier_session::on_handshake(std::error_code ec) {
+  handshaking_ = false;
+  if (closed_) return;  // the deadline passed, or the gateway stopped us
+  idle_timer_.cancel();
+  if (ec) {
+    const long verify = SSL_get_verify_result(tls_->native_handle());
+    return fail_handshake(net::classify_tls_failure(ec, verify), ec);
+  }
+  ctx_.stats.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
+  identity_ = net::tls_peer_identity(tls_->native_handle());
+  begin_reading();
+}
+
+// One counter by reason and one rate-limited line: a scan of the port cannot flood the log.
+void supplier_session::fail_handshake(net::tls_failure why, const std::error_code& ec) {
+  ctx_.stats.tls_failures[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  GW_LOG_LIMITED(warning, "supplier TLS handshake failures")
+      << "supplier " << peer_ << ": TLS handshake failed (" << net::to_string(why) << ")"
+      << (ec ? ": " + ec.message() : std::string{}) << "; closing";
+  close();
 }
 
 void supplier_session::stop() {
@@ -65,6 +100,13 @@ void supplier_session::resume_reading() {
 
 void supplier_session::do_wait() {
   waiting_ = true;
+  if (!tls_drained_) {
+    // OpenSSL may hold whole records already taken off the socket: the kernel would not wake
+    // us for them. Read again after the other ready handlers had their turn.
+    asio::post(socket_.get_executor(),
+               [self = shared_from_this()] { self->on_readable(std::error_code{}); });
+    return;
+  }
   // Wait for readability without a buffer: an idle connection holds no read memory.
   socket_.async_wait(asio::ip::tcp::socket::wait_read,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
@@ -119,7 +161,7 @@ void supplier_session::read_and_route() {
       break;
     }
     std::error_code ec;
-    const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
+    const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec) {
       peer_gone = true;
@@ -130,7 +172,8 @@ void supplier_session::read_and_route() {
     const routed r = route_frames(router);
     all.frames += r.frames;
     all.error = r.error;
-    if (r.error || n < buf.size) break;  // a short read means the socket is drained
+    if (r.error) break;
+    if (n < buf.size && !tls_) break;  // a short read means the socket is drained (TLS: a record)
   }
   all.pause = flush(router);
   if (total) ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
@@ -147,7 +190,7 @@ void supplier_session::read_for_handoff() {
   const auto buf = stream_.prepare();
   if (buf.size == 0) return refuse_growth();
   std::error_code ec;
-  const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
+  const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return do_wait();
   if (ec) return closed_by_peer();
   stream_.commit(n);
@@ -262,6 +305,7 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || closed_) return;
+  if (handshaking_) return fail_handshake(net::tls_failure::timeout, {});
   if (paused_ && peer_left()) return depart();
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
   // A pause counts as no progress, so it holds a connection no longer than the idle timeout.

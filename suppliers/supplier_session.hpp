@@ -3,8 +3,10 @@
 #pragma once
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "consumers/flow_control.hpp"
 #include "protocol/frame_stream.hpp"
@@ -29,6 +31,10 @@ struct session_context {
   // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
   // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
   runtime::work_handoff* handoff = nullptr;
+  // [tls]: every connection does a server handshake with this context before its first read;
+  // null = plaintext. Taken at accept time, so a context replaced later leaves open sessions be.
+  std::shared_ptr<asio::ssl::context> tls = nullptr;
+  std::chrono::milliseconds handshake_timeout{10000};
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
@@ -53,6 +59,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void resume_reading() override;
 
   const std::string& peer() const noexcept { return peer_; }
+  // The verified client certificate's identity (subject CN, else first SAN DNS name); empty
+  // for plaintext and for TLS without client_ca. Set before the first frame is read.
+  const std::string& identity() const noexcept { return identity_; }
 
   // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
   // on_handoff_done() back to the session's strand.
@@ -66,6 +75,21 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     protocol::frame_stream::stream_error error;
   };
 
+  using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
+
+  void do_handshake();
+  void on_handshake(std::error_code ec);
+  void fail_handshake(net::tls_failure why, const std::error_code& ec);
+  void begin_reading();
+  // The one read seam: plaintext reads the socket into the chunk, TLS decrypts into it. A
+  // branch per read (a chunk of many frames), chosen once at connection setup; no copy either way.
+  std::size_t read_some(asio::mutable_buffer into, std::error_code& ec) {
+    if (!tls_) return socket_.read_some(into, ec);
+    const std::size_t n = tls_->read_some(into, ec);
+    // Only "would block" proves that OpenSSL holds no whole record the socket no longer shows.
+    tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
+    return n;
+  }
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
@@ -93,6 +117,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void on_idle_timer(std::error_code ec);
 
   asio::ip::tcp::socket socket_;
+  std::unique_ptr<tls_stream> tls_;  // null = plaintext
+  std::string identity_;
   asio::steady_timer idle_timer_;
   session_context& ctx_;
   protocol::frame_stream stream_;
@@ -102,6 +128,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   bool paused_ = false;   // backpressure or drain: no new wait until resumed
   bool held_ = false;     // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
+  bool handshaking_ = false;  // TLS: the handshake deadline runs on idle_timer_
+  bool tls_drained_ = true;   // TLS: the last read ended in "would block"
   bool departing_ = false;  // the peer left while paused: reading to EOF, never pausing again
   // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
   // flag); what it routed travels back in handoff_result_.

@@ -62,13 +62,15 @@ std::string model_keys(const std::string& gateway_extra) {
 }  // namespace
 
 gateway_fixture::gateway_fixture(const std::string& routes, const std::string& gateway_extra,
-                                 const std::vector<std::string>& env, bool metrics) {
+                                 const std::vector<std::string>& env, bool metrics,
+                                 const std::string& tables) {
   dir.write("routes.toml", routes);
   dir.write("gatewayd.toml",
             "[gateway]\nsupplier_listen = \"127.0.0.1:0\"\nthreads = 2\n"
             "routes_file = \"routes.toml\"\n" +
                 gateway_extra + model_keys(gateway_extra) +
-                "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" + (metrics ? "" : "enabled = false\n"));
+                "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" + (metrics ? "" : "enabled = false\n") +
+                tables);
   start("gatewayd.log", env);
 }
 
