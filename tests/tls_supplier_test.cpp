@@ -1,0 +1,281 @@
+// TLS on the supplier listener, end to end: the real daemon with [tls], a CA and certificates
+// that the openssl CLI makes in a temp dir at run time, and real TLS clients on 127.0.0.1.
+#define BOOST_TEST_MODULE tls_supplier
+#include <boost/test/unit_test.hpp>
+
+#include <asio.hpp>
+#include <asio/ssl.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "protocol/frame_codec.hpp"
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/scrape.hpp"
+#include "tests/support/test_peers.hpp"
+
+using namespace gatewayd::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+void sh(const std::string& command) {
+  const std::string quiet = "(" + command + ") >/dev/null 2>&1";
+  BOOST_TEST_REQUIRE(std::system(quiet.c_str()) == 0, "failed: " << command);
+}
+
+// A CA, the gateway's certificate, and suppliers' certificates: one the CA signed, one a
+// stranger CA signed, one the CA signed that has already expired.
+struct pki {
+  temp_dir dir;
+  fs::path at(const std::string& name) const { return dir.path() / name; }
+
+  pki() {
+    const std::string d = dir.path().string();
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const auto ca = [&](const std::string& name) {
+      sh("cd " + d + " && openssl req -x509" + key + " -keyout " + name + ".key -out " + name +
+         ".crt -days 30 -subj /CN=" + name);
+    };
+    const auto leaf = [&](const std::string& name, const std::string& cn, const std::string& by,
+                          int days) {
+      sh("cd " + d + " && openssl req" + key + " -keyout " + name + ".key -out " + name +
+         ".csr -subj /CN=" + cn + " && openssl x509 -req -in " + name + ".csr -CA " + by +
+         ".crt -CAkey " + by + ".key -CAcreateserial -out " + name + ".crt -days " +
+         std::to_string(days));
+    };
+    ca("ca");
+    ca("stranger-ca");
+    leaf("gateway", "gateway.test", "ca", 30);
+    leaf("orders", "orders-svc", "ca", 30);
+    leaf("rogue", "orders-svc", "stranger-ca", 30);
+    leaf("expired", "orders-svc", "ca", 0);  // notAfter = now: expired a second later
+    std::this_thread::sleep_for(1100ms);
+  }
+
+  std::string tls_table(bool client_ca, const std::string& extra = "") const {
+    std::string t = "\n[tls]\ncert = \"" + at("gateway.crt").string() + "\"\nkey = \"" +
+                    at("gateway.key").string() + "\"\n";
+    if (client_ca) t += "client_ca = \"" + at("ca.crt").string() + "\"\n";
+    return t + extra;
+  }
+};
+
+// A supplier over TLS that trusts the test CA, with a client certificate or none.
+struct tls_supplier {
+  asio::io_context ioc;
+  asio::ssl::context ctx{asio::ssl::context::tls_client};
+  asio::ssl::stream<asio::ip::tcp::socket> stream{ioc, ctx};
+
+  tls_supplier(const pki& p, const std::string& cert) {
+    ctx.load_verify_file(p.at("ca.crt").string());
+    ctx.set_verify_mode(asio::ssl::verify_peer);
+    if (!cert.empty()) {
+      ctx.use_certificate_chain_file(p.at(cert + ".crt").string());
+      ctx.use_private_key_file(p.at(cert + ".key").string(), asio::ssl::context::pem);
+    }
+    stream = asio::ssl::stream<asio::ip::tcp::socket>(ioc, ctx);
+  }
+
+  // Connects and handshakes; the error, if any.
+  std::error_code connect(unsigned short port) {
+    std::error_code ec;
+    stream.lowest_layer().connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
+    return ec;
+  }
+
+  std::error_code send(const std::string& bytes) {
+    std::error_code ec;
+    asio::write(stream, asio::buffer(bytes), ec);
+    return ec;
+  }
+
+  // TLS 1.3 finishes the client's side of the handshake before the server has judged its
+  // certificate: a refusal shows on the first read, as an alert or the end of the stream.
+  bool refused_on_read() {
+    char byte;
+    std::error_code ec;
+    stream.read_some(asio::buffer(&byte, 1), ec);
+    return static_cast<bool>(ec);
+  }
+};
+
+// Waits until `series` reaches at least `want`; returns its last value.
+double wait_metric(unsigned short port, const std::string& series, double want,
+                   std::chrono::milliseconds timeout = 5s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  double v = -1;
+  while (std::chrono::steady_clock::now() < until) {
+    v = scrape_metric(port, series);
+    if (v >= want) return v;
+    std::this_thread::sleep_for(20ms);
+  }
+  return v;
+}
+
+std::string failures(const std::string& reason) {
+  return "gatewayd_supplier_tls_handshake_failures_total{reason=\"" + reason + "\"}";
+}
+
+// `gatewayd --check` on a config: exit status and what it printed.
+std::pair<int, std::string> check(const fs::path& config) {
+  const std::string cmd = std::string(GATEWAYD_BINARY) + " --check --config " + config.string() +
+                          " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  BOOST_TEST_REQUIRE(p != nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mtls_supplier_is_accepted_and_routed) {
+  pki p;
+  test_consumer orders;
+  gateway_fixture gw(consumer_toml("orders", orders.endpoint()) + route_toml("orders.>", {"orders"}),
+                     "", {}, true, p.tls_table(true));
+  BOOST_TEST_REQUIRE(orders.wait_for_connections(1, 5s));
+  tls_supplier s(p, "orders");
+  BOOST_TEST_REQUIRE(!s.connect(gw.supplier_port));
+  std::string frames;
+  for (int i = 0; i < 200; ++i)
+    frames += gatewayd::protocol::encode_frame("orders.eu.created", "payload " + std::to_string(i));
+  BOOST_TEST_REQUIRE(!s.send(frames));
+  BOOST_TEST_REQUIRE(orders.wait_for_count(200, 5s));
+  const auto got = orders.frames();
+  BOOST_TEST(got.front().payload == "payload 0");
+  BOOST_TEST(got.back().payload == "payload 199");
+  BOOST_TEST(orders.corruptions() == 0u);
+  BOOST_TEST(wait_metric(gw.metrics_port, "gatewayd_supplier_tls_handshakes_total", 1) == 1);
+  const auto expiry = scrape_metric(
+      gw.metrics_port, "gatewayd_tls_certificate_expiry_timestamp_seconds{file=\"" +
+                           p.at("gateway.crt").string() + "\"}");
+  const auto now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  BOOST_TEST(expiry > now + 29 * 86400.0);
+  BOOST_TEST(expiry < now + 31 * 86400.0);
+}
+
+// Many frames in one big write arrive as many TLS records at once: every one is read even
+// though the kernel has nothing more to say (OpenSSL holds what it took off the socket).
+BOOST_AUTO_TEST_CASE(large_bursts_over_tls_lose_nothing) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(false));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  tls_supplier s(p, "");
+  BOOST_TEST_REQUIRE(!s.connect(gw.supplier_port));
+  std::string frames;
+  const std::string payload(3000, 'x');
+  for (int i = 0; i < 5000; ++i) frames += gatewayd::protocol::encode_frame("a.b", payload);
+  BOOST_TEST_REQUIRE(!s.send(frames));
+  BOOST_TEST(sink.wait_for_count(5000, 10s));
+  BOOST_TEST(sink.corruptions() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(no_certificate_unknown_ca_and_expired_are_refused_by_reason) {
+  pki p;
+  test_consumer orders;
+  gateway_fixture gw(consumer_toml("orders", orders.endpoint()) + route_toml("orders.>", {"orders"}),
+                     "", {}, true, p.tls_table(true));
+  struct attempt {
+    std::string cert, reason;
+  };
+  for (const attempt& a : {attempt{"", "no_certificate"}, attempt{"rogue", "unknown_ca"},
+                           attempt{"expired", "expired"}}) {
+    BOOST_TEST_CONTEXT("client certificate '" << a.cert << "'") {
+      tls_supplier s(p, a.cert);
+      const auto ec = s.connect(gw.supplier_port);
+      if (!ec) {
+        s.send(gatewayd::protocol::encode_frame("orders.eu.created", "must not pass"));
+        BOOST_TEST(s.refused_on_read());
+      }
+      BOOST_TEST(wait_metric(gw.metrics_port, failures(a.reason), 1) == 1);
+    }
+  }
+  std::this_thread::sleep_for(200ms);
+  BOOST_TEST(orders.count() == 0u);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_tls_handshakes_total") == 0);
+  BOOST_TEST(gw.daemon->count_in_log("TLS handshake failed") >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(plaintext_client_on_the_tls_port_fails_fast) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(true));
+  asio::io_context ioc;
+  asio::ip::tcp::socket plain(ioc);
+  plain.connect({asio::ip::make_address("127.0.0.1"), gw.supplier_port});
+  const auto started = std::chrono::steady_clock::now();
+  asio::write(plain, asio::buffer(gatewayd::protocol::encode_frame("a.b", "in clear")));
+  // The gateway answers with an alert and closes: read to the end.
+  std::error_code ec;
+  char buf[256];
+  while (!ec) plain.read_some(asio::buffer(buf), ec);
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 2s));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("not_tls"), 1) == 1);
+  BOOST_TEST(sink.count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_peer_meets_the_handshake_deadline) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(false, "handshake_timeout_ms = 300\n"));
+  asio::io_context ioc;
+  asio::ip::tcp::socket silent(ioc);
+  silent.connect({asio::ip::make_address("127.0.0.1"), gw.supplier_port});
+  const auto started = std::chrono::steady_clock::now();
+  std::error_code ec;
+  char byte;
+  silent.read_some(asio::buffer(&byte, 1), ec);  // the gateway closes: EOF
+  BOOST_TEST(static_cast<bool>(ec));
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 3s));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("timeout"), 1) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(check_validates_the_pair_and_the_ca) {
+  pki p;
+  temp_dir d;
+  d.write("routes.toml", "");
+  const auto config = [&](const std::string& cert, const std::string& key,
+                          const std::string& ca) {
+    std::string t = "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"" +
+                    p.at(cert).string() + "\"\nkey = \"" + p.at(key).string() + "\"\n";
+    if (!ca.empty()) t += "client_ca = \"" + p.at(ca).string() + "\"\n";
+    return d.write("gatewayd.toml", t);
+  };
+  auto [ok, out] = check(config("gateway.crt", "gateway.key", "ca.crt"));
+  BOOST_TEST(ok == 0, out);
+
+  auto [mismatch, why] = check(config("gateway.crt", "orders.key", "ca.crt"));
+  BOOST_TEST(mismatch == 1);
+  BOOST_TEST(why.find(p.at("orders.key").string()) != std::string::npos, why);
+  BOOST_TEST(why.find("does not match") != std::string::npos, why);
+
+  auto [missing, said] = check(config("gateway.crt", "gateway.key", "nowhere.crt"));
+  BOOST_TEST(missing == 1);
+  BOOST_TEST(said.find(p.at("nowhere.crt").string()) != std::string::npos, said);
+
+  auto [not_pem, told] = check(config("gateway.csr", "gateway.key", ""));
+  BOOST_TEST(not_pem == 1);
+  BOOST_TEST(told.find(p.at("gateway.csr").string()) != std::string::npos, told);
+
+  // Relative paths are read from gatewayd.toml's folder.
+  fs::copy_file(p.at("gateway.crt"), d.path() / "gw.crt");
+  fs::copy_file(p.at("gateway.key"), d.path() / "gw.key");
+  d.write("gatewayd.toml",
+          "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gw.crt\"\nkey = \"gw.key\"\n");
+  auto [relative, answer] = check(d.path() / "gatewayd.toml");
+  BOOST_TEST(relative == 0, answer);
+}
