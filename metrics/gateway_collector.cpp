@@ -152,13 +152,14 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                {{"reason", std::string(net::to_string(static_cast<net::tls_failure>(r)))}});
   }
   out.push_back(std::move(tls_failures));
+  // Always exported (without samples when no [tls]), so alerts on it always parse against it.
+  auto expiry = family("gatewayd_tls_certificate_expiry_timestamp_seconds",
+                       "When each loaded TLS certificate expires (notAfter, Unix seconds).",
+                       MetricType::Gauge);
   if (s_.certificates) {
-    auto expiry = family("gatewayd_tls_certificate_expiry_timestamp_seconds",
-                         "When each loaded TLS certificate expires (notAfter, Unix seconds).",
-                         MetricType::Gauge);
     for (const auto& c : s_.certificates()) add_sample(expiry, c.not_after, {{"file", c.file}});
-    out.push_back(std::move(expiry));
   }
+  out.push_back(std::move(expiry));
   auto pauses =
       family("gatewayd_supplier_backpressure_pauses_total",
              "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
