@@ -76,10 +76,15 @@ tls_server_context make_tls_server_context(const tls_server_files& files) {
   if (SSL_CTX_use_certificate_chain_file(native, files.cert.c_str()) != 1) {
     return fail(files.cert, "cannot load the certificate chain");
   }
-  if (SSL_CTX_use_PrivateKey_file(native, files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+  const auto mismatch = [] {
+    const unsigned long e = ERR_peek_error();
+    return ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
+  };
+  if (SSL_CTX_use_PrivateKey_file(native, files.key.c_str(), SSL_FILETYPE_PEM) != 1 &&
+      !mismatch()) {
     return fail(files.key, "cannot load the private key");
   }
-  if (SSL_CTX_check_private_key(native) != 1) {
+  if (mismatch() || SSL_CTX_check_private_key(native) != 1) {
     out.error = files.key.string() + ": does not match the certificate in " + files.cert.string() +
                 " (" + openssl_reason("key values mismatch") + ")";
     return out;
