@@ -54,6 +54,11 @@ struct pki {
     leaf("orders", "orders-svc", "ca", 30);
     leaf("rogue", "orders-svc", "stranger-ca", 30);
     leaf("expired", "orders-svc", "ca", 0);  // notAfter = now: expired a second later
+    // No CN: the identity is the first SAN DNS name.
+    sh("cd " + d + " && openssl req" + key + " -keyout billing.key -out billing.csr -subj /O=acme" +
+       " -addext subjectAltName=DNS:billing.internal,DNS:other.internal && openssl x509 -req" +
+       " -in billing.csr -CA ca.crt -CAkey ca.key -CAcreateserial -copy_extensions copy" +
+       " -out billing.crt -days 30");
     std::this_thread::sleep_for(1100ms);
   }
 
@@ -180,6 +185,23 @@ BOOST_AUTO_TEST_CASE(large_bursts_over_tls_lose_nothing) {
   BOOST_TEST_REQUIRE(!s.send(frames));
   BOOST_TEST(sink.wait_for_count(5000, 10s));
   BOOST_TEST(sink.corruptions() == 0u);
+}
+
+// The identity of a verified supplier: its subject CN, else its first SAN DNS name.
+BOOST_AUTO_TEST_CASE(the_identity_is_the_cn_else_the_first_san_dns_name) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(true) + "\n[log]\nlevel = \"debug\"\n");
+  tls_supplier orders(p, "orders");
+  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
+  BOOST_TEST_REQUIRE(!orders.send(gatewayd::protocol::encode_frame("a.b", "1")));
+  tls_supplier billing(p, "billing");
+  BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
+  BOOST_TEST_REQUIRE(!billing.send(gatewayd::protocol::encode_frame("a.b", "2")));
+  BOOST_TEST(sink.wait_for_count(2, 5s));
+  BOOST_TEST(gw.daemon->wait_for_log("identity \"orders-svc\"", 5s).has_value());
+  BOOST_TEST(gw.daemon->wait_for_log("identity \"billing.internal\"", 5s).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(no_certificate_unknown_ca_and_expired_are_refused_by_reason) {
