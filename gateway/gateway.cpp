@@ -87,6 +87,8 @@ void gateway::publish_routing(const config::routes_config& routes,
                               std::shared_ptr<const routing::routing_table> table) {
   auto snapshot = std::make_shared<suppliers::route_snapshot>();
   snapshot->table = std::move(table);
+  snapshot->permissions = std::make_shared<const routing::publish_permissions>(
+      routes.suppliers, routes.suppliers_default);
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;

@@ -140,6 +140,12 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                {{"reason", std::string(to_string(static_cast<protocol::frame_error>(r)))}});
   }
   out.push_back(std::move(errors));
+  auto not_permitted = family("gatewayd_supplier_dropped_messages_total",
+                              "Frames from suppliers that were dropped, by reason: not_permitted "
+                              "(the supplier may not publish to the address, routes.toml).",
+                              MetricType::Counter);
+  add_sample(not_permitted, value(st.not_permitted), {{"reason", "not_permitted"}});
+  out.push_back(std::move(not_permitted));
   auto handshakes = family("gatewayd_supplier_tls_handshakes_total",
                            "TLS handshakes completed on the supplier listener.", MetricType::Counter);
   add_sample(handshakes, value(st.tls_handshakes));

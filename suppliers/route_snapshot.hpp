@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "consumers/consumer.hpp"
+#include "routing/publish_permissions.hpp"
 #include "routing/routing_table.hpp"
 
 namespace gatewayd::suppliers {
@@ -16,6 +17,9 @@ namespace gatewayd::suppliers {
 struct route_snapshot {
   std::shared_ptr<const routing::routing_table> table;
   std::vector<std::shared_ptr<consumers::consumer>> consumers;  // by routing::consumer_index
+  // Who may publish what, from the same routes.toml: swapped with the table, never apart.
+  // Null = everyone everything.
+  std::shared_ptr<const routing::publish_permissions> permissions;
   // Consumers earlier reloads removed, still draining or closed since the previous reload: never
   // routed to, only exported, so that their last counts (reason="removed") can be scraped.
   std::vector<std::shared_ptr<consumers::consumer>> retired;

@@ -129,14 +129,29 @@ void supplier_session::on_readable(std::error_code ec) {
 
 supplier_session::routed supplier_session::route_frames(frame_router& router) {
   std::uint64_t unroutable = 0;
+  std::uint64_t denied = 0;
+  std::string_view first_denied;  // valid while the chunk is: logged below, before any read
   routed r;
+  router.supplier(identity_);
   r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
     ++r.frames;
+    if (!router.permitted(f.address)) {
+      if (!denied++) first_denied = f.address;
+      return;
+    }
     if (!router.route(f.address, s)) ++unroutable;
   });
   router.hold();
   if (r.frames) ctx_.stats.frames_received.fetch_add(r.frames, std::memory_order_relaxed);
   if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
+  if (denied) {
+    ctx_.stats.not_permitted.fetch_add(denied, std::memory_order_relaxed);
+    // The connection stays (as nats-server does): the frames are dropped, counted and logged.
+    GW_LOG_LIMITED(warning, "supplier frames not permitted")
+        << "supplier " << peer_ << " (identity \"" << identity_ << "\"): " << denied
+        << " frame(s) to addresses it may not publish to, the first " << first_denied
+        << "; dropped (not_permitted)";
+  }
   return r;
 }
 

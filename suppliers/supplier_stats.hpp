@@ -32,6 +32,8 @@ struct supplier_stats {
   std::atomic<std::uint64_t> frames_received{0};
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> unroutable{0};
+  // Frames dropped because their supplier may not publish to their address (routes.toml).
+  std::atomic<std::uint64_t> not_permitted{0};
   std::atomic<std::uint64_t> backpressure_pauses{0};
   std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
