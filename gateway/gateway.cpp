@@ -17,7 +17,7 @@ namespace gatewayd::gateway {
 
 gateway::gateway(config::service_config service, const config::routes_config& routes)
     : service_(std::move(service)),
-      started_from_(stamp_files({service_.config_file, service_.routes_file})),
+      started_from_(stamp_files(watched_files())),
       partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
@@ -37,9 +37,9 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   if (const auto files = service_.tls_files()) {
     auto built = net::make_tls_server_context(*files);
     if (!built.context) throw std::runtime_error("[tls] " + built.error);
-    session_ctx_.tls = std::move(built.context);
+    tls_.store(std::move(built));
+    session_ctx_.tls = &tls_;
     session_ctx_.handshake_timeout = service_.tls_handshake_timeout;
-    certificates_ = std::move(built.expiry);
   }
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
@@ -129,7 +129,7 @@ void gateway::start_metrics() {
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
                                                         model_->saturated()};
       },
-      GATEWAYD_VERSION, [this] { return certificates_; }}));
+      GATEWAYD_VERSION, [this] { return tls_.expiry(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
                << "/metrics";
@@ -140,7 +140,7 @@ bool gateway::run() {
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
     watcher_->reading(std::move(started_from_));
-    watcher_->watch({service_.config_file, service_.routes_file});
+    watcher_->watch(watched_files());
   } catch (const std::exception& e) {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
                     << "); reload with SIGHUP";
@@ -191,9 +191,12 @@ void gateway::do_reload(std::string_view trigger) {
     GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
     return reload_failed(trigger, 1);
   }
+  // The certificates are validated before anything is applied: a bad pair fails the whole
+  // reload, and the running context (and table) stay.
+  if (!reload_tls()) return reload_failed(trigger, 1);
   apply_settings(next.service);
   publish_routing(next.routing, std::move(table));
-  if (watcher_) watcher_->watch({service_.config_file, service_.routes_file});
+  if (watcher_) watcher_->watch(watched_files());
   reloads_.succeeded.fetch_add(1);
   reloads_.last_successful.store(true);
   reloads_.last_success_unix_seconds.store(
@@ -201,6 +204,32 @@ void gateway::do_reload(std::string_view trigger) {
   GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
                << " consumers, " << next.routing.routes.size() << " routes";
   notify_.ready(serving_status());
+}
+
+std::vector<std::filesystem::path> gateway::watched_files() const {
+  std::vector<std::filesystem::path> files{service_.config_file, service_.routes_file};
+  if (const auto tls = service_.tls_files()) {
+    files.push_back(tls->cert);
+    files.push_back(tls->key);
+    if (!tls->client_ca.empty()) files.push_back(tls->client_ca);
+  }
+  return files;
+}
+
+// The whole context is rebuilt, CA included (mosquitto's reload kept the old CA): new
+// connections use the new one, open ones keep theirs.
+bool gateway::reload_tls() {
+  const auto files = service_.tls_files();
+  if (!files || !session_ctx_.tls) return true;
+  auto built = net::make_tls_server_context(*files);
+  if (!built.context) {
+    GW_LOG(error) << "[tls] " << built.error << "; new supplier connections keep the running "
+                                                "certificate, key and CA";
+    return false;
+  }
+  tls_.store(std::move(built));
+  GW_LOG(info) << "[tls] certificate, key and CA reloaded from " << files->cert.string();
+  return true;
 }
 
 void gateway::reload_failed(std::string_view trigger, std::size_t errors) {

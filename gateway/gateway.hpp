@@ -5,10 +5,12 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
@@ -79,6 +81,11 @@ class gateway {
   void publish_routing(const config::routes_config& routes,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
+  // The files a change of which reloads: both configuration files and the [tls] PEM files.
+  std::vector<std::filesystem::path> watched_files() const;
+  // [tls] on: builds a context from the running [tls] files; false (logged) when they do not
+  // load or do not match, and the running context stays.
+  bool reload_tls();
 
   config::service_config service_;
   file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
@@ -111,7 +118,7 @@ class gateway {
   metrics::reload_stats reloads_;
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
-  std::vector<net::tls_certificate_expiry> certificates_;  // what [tls] loaded, for /metrics
+  net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
   bool shutting_down_ = false;
   bool stopped_ = false;  // the drain finished
   bool forced_ = false;   // the stop deadline passed first

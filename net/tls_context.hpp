@@ -7,6 +7,7 @@
 
 #include <asio/ssl.hpp>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,6 +30,30 @@ struct tls_server_context {
 
 // Loads and checks `files`; never throws.
 tls_server_context make_tls_server_context(const tls_server_files& files);
+
+// The context new connections use, replaced whole by a reload (after it was built and
+// validated); connections hold the one they started with. Any thread may load or store.
+class tls_context_holder {
+ public:
+  std::shared_ptr<asio::ssl::context> load() const {
+    std::lock_guard lock(mutex_);
+    return context_;
+  }
+  std::vector<tls_certificate_expiry> expiry() const {
+    std::lock_guard lock(mutex_);
+    return expiry_;
+  }
+  void store(tls_server_context built) {
+    std::lock_guard lock(mutex_);
+    context_ = std::move(built.context);
+    expiry_ = std::move(built.expiry);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<asio::ssl::context> context_;
+  std::vector<tls_certificate_expiry> expiry_;
+};
 
 // Why a supplier's handshake failed, as a metric label.
 enum class tls_failure : std::uint8_t {

@@ -43,7 +43,8 @@ void supplier_session::begin_reading() {
 }
 
 void supplier_session::do_handshake() {
-  tls_ = std::make_unique<tls_stream>(socket_, *ctx_.tls);
+  tls_context_ = ctx_.tls->load();
+  tls_ = std::make_unique<tls_stream>(socket_, *tls_context_);
   handshaking_ = true;
   arm_idle_timer(ctx_.handshake_timeout);
   tls_->async_handshake(asio::ssl::stream_base::server,

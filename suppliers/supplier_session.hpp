@@ -9,6 +9,7 @@
 #include <string>
 
 #include "consumers/flow_control.hpp"
+#include "net/tls_context.hpp"
 #include "protocol/frame_stream.hpp"
 #include "runtime/work_handoff.hpp"
 #include "suppliers/route_snapshot.hpp"
@@ -31,9 +32,9 @@ struct session_context {
   // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
   // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
   runtime::work_handoff* handoff = nullptr;
-  // [tls]: every connection does a server handshake with this context before its first read;
-  // null = plaintext. Taken at accept time, so a context replaced later leaves open sessions be.
-  std::shared_ptr<asio::ssl::context> tls = nullptr;
+  // [tls]: every connection does a server handshake with the holder's context before its first
+  // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
+  const net::tls_context_holder* tls = nullptr;
   std::chrono::milliseconds handshake_timeout{10000};
 };
 
@@ -117,7 +118,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void on_idle_timer(std::error_code ec);
 
   asio::ip::tcp::socket socket_;
-  std::unique_ptr<tls_stream> tls_;  // null = plaintext
+  std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with
+  std::unique_ptr<tls_stream> tls_;                  // null = plaintext
   std::string identity_;
   asio::steady_timer idle_timer_;
   session_context& ctx_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
@@ -52,6 +53,7 @@ struct pki {
     ca("ca");
     ca("stranger-ca");
     leaf("gateway", "gateway.test", "ca", 30);
+    leaf("gateway2", "gateway2.test", "ca", 60);
     leaf("orders", "orders-svc", "ca", 30);
     leaf("rogue", "orders-svc", "stranger-ca", 30);
     leaf("expired", "orders-svc", "ca", 0);  // notAfter = now: expired a second later
@@ -99,6 +101,17 @@ struct tls_supplier {
     std::error_code ec;
     asio::write(stream, asio::buffer(bytes), ec);
     return ec;
+  }
+
+  // True when the gateway has not refused us `after` the handshake (no alert, no close).
+  bool still_accepted(std::chrono::milliseconds after) {
+    std::this_thread::sleep_for(after);
+    stream.lowest_layer().non_blocking(true);
+    char byte;
+    std::error_code ec;
+    stream.read_some(asio::buffer(&byte, 1), ec);
+    stream.lowest_layer().non_blocking(false);
+    return ec == asio::error::would_block || ec == asio::error::try_again;
   }
 
   // TLS 1.3 finishes the client's side of the handshake before the server has judged its
@@ -355,4 +368,79 @@ BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny
   BOOST_TEST(wait_metric(gw.metrics_port,
                          "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
                          5) == 5);
+}
+
+// Rotation without a restart: the certificate, key and CA are reloaded on file change and
+// SIGHUP, validated first (a key that does not match keeps the running context), new
+// connections get the new context and open ones keep working.
+BOOST_AUTO_TEST_CASE(certificates_and_ca_reload_and_a_bad_pair_keeps_the_running_context) {
+  pki p;
+  test_consumer sink;
+  const auto live = [&](const std::string& from, const std::string& to) {
+    fs::copy_file(p.at(from), p.at(to), fs::copy_options::overwrite_existing);
+  };
+  live("gateway.crt", "live.crt");
+  live("gateway.key", "live.key");
+  live("ca.crt", "live-ca.crt");
+  const std::string tls = "\n[tls]\ncert = \"" + p.at("live.crt").string() + "\"\nkey = \"" +
+                          p.at("live.key").string() + "\"\nclient_ca = \"" +
+                          p.at("live-ca.crt").string() + "\"\n";
+  // Probes go to "probe", which no route takes: the sink sees only the open connection's frames.
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("a.>", {"sink"}), "", {},
+                     true, tls);
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  const auto server_name = [&](const std::string& cert) -> std::string {
+    tls_supplier s(p, cert);
+    if (s.connect(gw.supplier_port)) return "refused";
+    if (s.send(gatewayd::protocol::encode_frame("probe", "x"))) return "refused";
+    if (!s.still_accepted(300ms)) return "refused";
+    return gatewayd::net::tls_peer_identity(s.stream.native_handle());
+  };
+  tls_supplier open(p, "orders");
+  BOOST_TEST_REQUIRE(!open.connect(gw.supplier_port));
+  BOOST_TEST(gatewayd::net::tls_peer_identity(open.stream.native_handle()) == "gateway.test");
+
+  // A new pair, written key first: the watcher may see the half-written pair (refused, kept)
+  // before the whole one.
+  live("gateway2.key", "live.key");
+  live("gateway2.crt", "live.crt");
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("certificate, key and CA reloaded", 10s).has_value());
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  std::string name;
+  while ((name = server_name("orders")) != "gateway2.test" &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(50ms);
+  BOOST_TEST(name == "gateway2.test");
+  BOOST_TEST_REQUIRE(!open.send(gatewayd::protocol::encode_frame("a.b", "still open")));
+  BOOST_TEST(sink.wait_for_count(1, 5s));
+
+  // A key that does not match: the reload fails, named, and the running context stays.
+  const auto failures_before =
+      scrape_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"failure\"}");
+  live("orders.key", "live.key");
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST(wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"failure\"}",
+                         failures_before + 1, 10s) >= failures_before + 1);
+  BOOST_TEST(gw.daemon->wait_for_log("does not match the certificate", 5s).has_value());
+  BOOST_TEST(server_name("orders") == "gateway2.test");
+
+  // The CA is part of the context: after a new CA, the old CA's suppliers are refused and the
+  // new one's accepted.
+  live("gateway2.key", "live.key");
+  live("stranger-ca.crt", "live-ca.crt");
+  gw.daemon->signal(SIGHUP);
+  const auto ca_until = std::chrono::steady_clock::now() + 10s;
+  while (server_name("rogue") != "gateway2.test" && std::chrono::steady_clock::now() < ca_until)
+    std::this_thread::sleep_for(50ms);
+  BOOST_TEST(server_name("rogue") == "gateway2.test");
+  tls_supplier old_ca(p, "orders");
+  if (!old_ca.connect(gw.supplier_port)) {
+    old_ca.send(gatewayd::protocol::encode_frame("a.b", "must not pass"));
+    BOOST_TEST(old_ca.refused_on_read());
+  }
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("unknown_ca"), 1) >= 1);
+  BOOST_TEST_REQUIRE(!open.send(gatewayd::protocol::encode_frame("a.b", "open still")));
+  BOOST_TEST(sink.wait_for_count(2, 5s));
+  BOOST_TEST(sink.frames().back().payload == "open still");
 }
