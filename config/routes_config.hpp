@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "consumers/consumer_spec.hpp"
+#include "routing/publish_permissions.hpp"
 #include "routing/routing_rules.hpp"
 
 namespace gatewayd::config {
@@ -14,6 +15,10 @@ struct routes_config {
   std::vector<consumers::consumer_spec> consumers;  // in file order: index = position
   std::vector<routing::route_spec> routes;          // in file order
   std::optional<std::string> dead_letter;           // consumer that receives unroutable frames
+  // Who may publish what: [suppliers.NAME] in file order, and [suppliers_default] (absent:
+  // publish = [">"], everyone everything, as before permissions existed).
+  std::vector<routing::publish_rule> suppliers;
+  routing::publish_rule suppliers_default{"", "", {">"}, {}};
 
   // What the routing table is built from (consumer names in the same order).
   routing::routing_rules rules() const;

@@ -66,11 +66,19 @@ class routing_reader {
   explicit routing_reader(toml_checker& check) : check_(check) {}
 
   routes_config read(const toml::table& root) {
-    check_.reject_unknown_keys(root, "", {"consumers", "routes", "dead_letter"});
+    check_.reject_unknown_keys(
+        root, "", {"consumers", "routes", "dead_letter", "suppliers", "suppliers_default"});
     if (const auto* consumers = check_.table(root, "", "consumers")) read_consumers(*consumers);
     if (const auto* routes = check_.array(root, "", "routes")) read_routes(*routes);
     if (const auto* dead_letter = check_.table(root, "", "dead_letter")) {
       read_dead_letter(*dead_letter);
+    }
+    if (const auto* suppliers = check_.table(root, "", "suppliers")) read_suppliers(*suppliers);
+    if (const auto* fallback = check_.table(root, "", "suppliers_default")) {
+      check_.reject_unknown_keys(*fallback, "suppliers_default", {"publish", "deny"});
+      config_.suppliers_default.publish =
+          patterns(*fallback, "suppliers_default", "publish", {">"});
+      config_.suppliers_default.deny = patterns(*fallback, "suppliers_default", "deny", {});
     }
     return std::move(config_);
   }
@@ -181,6 +189,68 @@ class routing_reader {
       spec.to.push_back(name->get());
     }
     return spec;
+  }
+
+  // [suppliers.NAME] identity = "...", publish = [...], deny = [...], in file order.
+  void read_suppliers(const toml::table& suppliers) {
+    std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+    for (auto&& [key, node] : suppliers)
+      entries.emplace_back(&key, &node);
+    std::sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+      return position_less(a.first->source(), b.first->source());
+    });
+    std::set<std::string> identities;
+    for (const auto& [key, node] : entries) {
+      const std::string path = join_path("suppliers", key->str());
+      if (!valid_consumer_name(key->str())) {
+        check_.error(*key, path + ": supplier name " + in_quotes(key->str()) +
+                               " must be made of A-Z a-z 0-9 _ - (it becomes a metric label)");
+      }
+      const auto* table = node->as_table();
+      if (!table) {
+        check_.error(*node,
+                     path + ": expected a table, got " + std::string{describe(node->type())});
+        continue;
+      }
+      check_.reject_unknown_keys(*table, path, {"identity", "publish", "deny"});
+      routing::publish_rule rule;
+      rule.name = std::string{key->str()};
+      if (auto identity = check_.string(*table, path, "identity", presence::required)) {
+        if (identity->empty()) {
+          check_.error(*table->get("identity"), path + ".identity: must not be empty");
+        } else if (!identities.insert(*identity).second) {
+          check_.error(*table->get("identity"), path + ".identity: " + in_quotes(*identity) +
+                                                    " is already another supplier's identity");
+        }
+        rule.identity = std::move(*identity);
+      }
+      rule.publish = patterns(*table, path, "publish", {});
+      rule.deny = patterns(*table, path, "deny", {});
+      config_.suppliers.push_back(std::move(rule));
+    }
+  }
+
+  // An array of routing patterns; `absent` when the key is not there.
+  std::vector<std::string> patterns(const toml::table& table, const std::string& path,
+                                    std::string_view key, std::vector<std::string> absent) {
+    const auto* list = check_.array(table, path, key);
+    if (!list) return absent;
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string element = path + "." + std::string{key} + "[" + std::to_string(i) + ']';
+      const auto* text = (*list)[i].as_string();
+      if (!text) {
+        check_.error((*list)[i], element + ": expected a pattern (a string), got " +
+                                     std::string{describe((*list)[i].type())});
+        continue;
+      }
+      if (auto why = routing::pattern_error(text->get())) {
+        check_.error(*text, element + ": invalid pattern " + in_quotes(text->get()) + ": " + *why);
+        continue;
+      }
+      out.push_back(text->get());
+    }
+    return out;
   }
 
   void read_dead_letter(const toml::table& table) {

@@ -47,12 +47,13 @@ class service_reader {
   }
 
   service_reading read(const toml::table& root) {
-    check_.reject_unknown_keys(root, "", {"gateway", "metrics", "log"});
+    check_.reject_unknown_keys(root, "", {"gateway", "tls", "metrics", "log"});
     if (const auto* gateway = check_.table(root, "", "gateway")) {
       read_gateway(*gateway);
     } else if (!root.contains("gateway")) {
       check_.file_error("missing required table [gateway] (it names routes_file)");
     }
+    if (const auto* tls = check_.table(root, "", "tls")) read_tls(*tls);
     if (const auto* metrics = check_.table(root, "", "metrics")) read_metrics(*metrics);
     if (const auto* log = check_.table(root, "", "log")) read_log(*log);
     check_listeners_differ(root);
@@ -203,6 +204,29 @@ class service_reader {
       if (from->empty() && config_.proxy_protocol) {
         check_.error(*from, "gateway.proxy_from: empty, so no balancer may send the PROXY header");
       }
+    }
+  }
+
+  // A [tls] file name: not empty, relative to gatewayd.toml. Whether it loads is checked where
+  // the context is built (net/tls_context), by --check and at start-up alike.
+  void tls_file(const toml::table& t, std::string_view key, presence needed, fs::path& out) {
+    auto name = check_.string(t, "tls", key, needed);
+    if (!name) return;
+    if (name->empty()) {
+      check_.error(*t.get(key), "tls." + std::string{key} + ": must not be empty");
+      return;
+    }
+    const fs::path named{*name};
+    out = absolute_normal(named.is_absolute() ? named : file_.parent_path() / named);
+  }
+
+  void read_tls(const toml::table& t) {
+    check_.reject_unknown_keys(t, "tls", keys_of("tls"));
+    tls_file(t, "cert", presence::required, config_.tls_cert);
+    tls_file(t, "key", presence::required, config_.tls_key);
+    tls_file(t, "client_ca", presence::optional, config_.tls_client_ca);
+    if (auto v = check_.integer(t, "tls", "handshake_timeout_ms", 1, max_milliseconds)) {
+      config_.tls_handshake_timeout = std::chrono::milliseconds{*v};
     }
   }
 

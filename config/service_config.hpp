@@ -16,6 +16,7 @@
 #include "consumers/drain_model.hpp"
 #include "net/cidr_block.hpp"
 #include "net/endpoint.hpp"
+#include "net/tls_files.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/log.hpp"
 
@@ -50,6 +51,17 @@ struct service_config {
   std::vector<net::cidr_block> allow;  // empty = every peer may connect
   bool proxy_protocol = false;         // PROXY v2 header from proxy_from sources
   std::vector<net::cidr_block> proxy_from = loopback_blocks();  // the balancers trusted to send it
+
+  // [tls]: TLS on the supplier listener; absent (empty cert) = plaintext. Absolute, normalised.
+  std::filesystem::path tls_cert;
+  std::filesystem::path tls_key;
+  std::filesystem::path tls_client_ca;  // empty = suppliers present no certificate
+  std::chrono::milliseconds tls_handshake_timeout{10000};
+  // The [tls] files, when the table is there.
+  std::optional<net::tls_server_files> tls_files() const {
+    if (tls_cert.empty()) return std::nullopt;
+    return net::tls_server_files{tls_cert, tls_key, tls_client_ca};
+  }
 
   // [metrics]
   net::endpoint metrics_listen{"127.0.0.1", 9464};

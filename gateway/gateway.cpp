@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <sstream>
+#include <stdexcept>
 
 #include "config/settings.hpp"
 #include "metrics/gateway_collector.hpp"
@@ -17,7 +18,7 @@ namespace gatewayd::gateway {
 gateway::gateway(config::service_config service, const config::routes_config& routes,
                  std::string routes_sha256)
     : service_(std::move(service)),
-      started_from_(stamp_files({service_.config_file, service_.routes_file})),
+      started_from_(stamp_files(watched_files())),
       partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
@@ -35,6 +36,13 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
   session_ctx_.handoff = model_->handoff();
   session_ctx_.partial_budget = &partial_budget_;
+  if (const auto files = service_.tls_files()) {
+    auto built = net::make_tls_server_context(*files);
+    if (!built.context) throw std::runtime_error("[tls] " + built.error);
+    tls_.store(std::move(built));
+    session_ctx_.tls = &tls_;
+    session_ctx_.handshake_timeout = service_.tls_handshake_timeout;
+  }
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
@@ -52,12 +60,12 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
-  GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
-               << " (" << model_->size() << " threads, " << runtime::to_string(service_.concurrency)
-               << (service_.consumer_drain == consumers::drain_model::mutex
-                       ? ", consumer drain mutex"
-                       : "")
-               << ")";
+  GW_LOG(info)
+      << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
+      << (session_ctx_.tls ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)") : "")
+      << " (" << model_->size() << " threads, " << runtime::to_string(service_.concurrency)
+      << (service_.consumer_drain == consumers::drain_model::mutex ? ", consumer drain mutex" : "")
+      << ")";
 }
 
 gateway::~gateway() {
@@ -76,6 +84,8 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
   snapshot->specs = routes.consumers;
   snapshot->sha256 = std::move(routes_sha256);
   snapshot->loaded_at = std::chrono::system_clock::now();
+  snapshot->permissions = std::make_shared<const routing::publish_permissions>(
+      routes.suppliers, routes.suppliers_default);
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;
@@ -116,7 +126,7 @@ void gateway::start_metrics() {
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
                                                         model_->saturated()};
       },
-      GATEWAYD_VERSION}));
+      GATEWAYD_VERSION, [this] { return tls_.expiry(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
       sessions_, routes_, supplier_stats_, serving_, GATEWAYD_VERSION});
@@ -130,7 +140,7 @@ bool gateway::run() {
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
     watcher_->reading(std::move(started_from_));
-    watcher_->watch({service_.config_file, service_.routes_file});
+    watcher_->watch(watched_files());
   } catch (const std::exception& e) {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
                     << "); reload with SIGHUP";
@@ -182,9 +192,12 @@ void gateway::do_reload(std::string_view trigger) {
     GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
     return reload_failed(trigger, 1);
   }
+  // The certificates are validated before anything is applied: a bad pair fails the whole
+  // reload, and the running context (and table) stay.
+  if (!reload_tls()) return reload_failed(trigger, 1);
   apply_settings(next.service);
   publish_routing(next.routing, std::move(next.routes_sha256), std::move(table));
-  if (watcher_) watcher_->watch({service_.config_file, service_.routes_file});
+  if (watcher_) watcher_->watch(watched_files());
   reloads_.succeeded.fetch_add(1);
   reloads_.last_successful.store(true);
   reloads_.last_success_unix_seconds.store(
@@ -192,6 +205,33 @@ void gateway::do_reload(std::string_view trigger) {
   GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
                << " consumers, " << next.routing.routes.size() << " routes";
   notify_.ready(serving_status());
+}
+
+std::vector<std::filesystem::path> gateway::watched_files() const {
+  std::vector<std::filesystem::path> files{service_.config_file, service_.routes_file};
+  if (const auto tls = service_.tls_files()) {
+    files.push_back(tls->cert);
+    files.push_back(tls->key);
+    if (!tls->client_ca.empty()) files.push_back(tls->client_ca);
+  }
+  return files;
+}
+
+// The whole context is rebuilt, CA included (mosquitto's reload kept the old CA): new
+// connections use the new one, open ones keep theirs.
+bool gateway::reload_tls() {
+  const auto files = service_.tls_files();
+  if (!files || !session_ctx_.tls) return true;
+  auto built = net::make_tls_server_context(*files);
+  if (!built.context) {
+    GW_LOG(error) << "[tls] " << built.error
+                  << "; new supplier connections keep the running "
+                     "certificate, key and CA";
+    return false;
+  }
+  tls_.store(std::move(built));
+  GW_LOG(info) << "[tls] certificate, key and CA reloaded from " << files->cert.string();
+  return true;
 }
 
 void gateway::reload_failed(std::string_view trigger, std::size_t errors) {

@@ -5,10 +5,12 @@
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
@@ -22,6 +24,7 @@
 #include "metrics/operator_api.hpp"
 #include "metrics/reload_stats.hpp"
 #include "metrics/serving_state.hpp"
+#include "net/tls_context.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
@@ -88,6 +91,11 @@ class gateway {
   void publish_routing(const config::routes_config& routes, std::string routes_sha256,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
+  // The files a change of which reloads: both configuration files and the [tls] PEM files.
+  std::vector<std::filesystem::path> watched_files() const;
+  // [tls] on: builds a context from the running [tls] files; false (logged) when they do not
+  // load or do not match, and the running context stays.
+  bool reload_tls();
 
   config::service_config service_;
   file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
@@ -124,6 +132,7 @@ class gateway {
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
   std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
+  net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
   bool shutting_down_ = false;
   bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
   bool stopped_ = false;           // the drain finished

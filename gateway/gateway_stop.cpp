@@ -28,7 +28,7 @@ void gateway::on_signal(int signo) {
     if (!stop_requested_.load() && !reload_queued_.exchange(true)) {
       asio::post(control_, [this] {
         reload_queued_.store(false);
-        if (watcher_) watcher_->reading(stamp_files({service_.config_file, service_.routes_file}));
+        if (watcher_) watcher_->reading(stamp_files(watched_files()));
         do_reload("SIGHUP");
       });
     }

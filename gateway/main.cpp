@@ -11,6 +11,7 @@
 #include "gateway/command_line.hpp"
 #include "gateway/gateway.hpp"
 #include "gateway/ports_file.hpp"
+#include "net/tls_context.hpp"
 #include "routing/routing_table.hpp"
 #include "runtime/log.hpp"
 
@@ -56,6 +57,13 @@ int check_configuration(const std::filesystem::path& config,
   } catch (const std::exception& e) {
     std::cerr << loaded.config->service.routes_file.string() << ": " << e.what() << '\n';
     return 1;
+  }
+  if (const auto files = loaded.config->service.tls_files()) {
+    const auto built = net::make_tls_server_context(*files);
+    if (!built.context) {
+      std::cerr << loaded.config->service.config_file.string() << ": [tls] " << built.error << '\n';
+      return 1;
+    }
   }
   std::cout << "configuration OK: " << loaded.config->routing.consumers.size() << " consumers, "
             << loaded.config->routing.routes.size() << " routes\n";

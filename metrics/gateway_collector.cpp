@@ -140,6 +140,34 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                {{"reason", std::string(to_string(static_cast<protocol::frame_error>(r)))}});
   }
   out.push_back(std::move(errors));
+  auto not_permitted = family("gatewayd_supplier_dropped_messages_total",
+                              "Frames from suppliers that were dropped, by reason: not_permitted "
+                              "(the supplier may not publish to the address, routes.toml).",
+                              MetricType::Counter);
+  add_sample(not_permitted, value(st.not_permitted), {{"reason", "not_permitted"}});
+  out.push_back(std::move(not_permitted));
+  auto handshakes =
+      family("gatewayd_supplier_tls_handshakes_total",
+             "TLS handshakes completed on the supplier listener.", MetricType::Counter);
+  add_sample(handshakes, value(st.tls_handshakes));
+  out.push_back(std::move(handshakes));
+  auto tls_failures = family("gatewayd_supplier_tls_handshake_failures_total",
+                             "TLS handshakes on the supplier listener that failed, by reason.",
+                             MetricType::Counter);
+  for (std::size_t r = 0; r < net::tls_failure_count; ++r) {
+    add_sample(tls_failures, value(st.tls_failures[r]),
+               {{"reason", std::string(net::to_string(static_cast<net::tls_failure>(r)))}});
+  }
+  out.push_back(std::move(tls_failures));
+  // Always exported (without samples when no [tls]), so alerts on it always parse against it.
+  auto expiry = family("gatewayd_tls_certificate_expiry_timestamp_seconds",
+                       "When each loaded TLS certificate expires (notAfter, Unix seconds).",
+                       MetricType::Gauge);
+  if (s_.certificates) {
+    for (const auto& c : s_.certificates())
+      add_sample(expiry, c.not_after, {{"file", c.file}});
+  }
+  out.push_back(std::move(expiry));
   auto pauses =
       family("gatewayd_supplier_backpressure_pauses_total",
              "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "

@@ -12,6 +12,7 @@
 
 #include "consumers/queue_budget.hpp"
 #include "metrics/reload_stats.hpp"
+#include "net/tls_context.hpp"
 #include "runtime/latency_histogram.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
@@ -32,6 +33,8 @@ class gateway_collector : public prometheus::Collectable {
     const consumers::queue_budget& budget;
     std::function<thread_roles()> roles;
     std::string version;
+    // The certificates the TLS contexts loaded (empty without [tls]), read at scrape time.
+    std::function<std::vector<net::tls_certificate_expiry>()> certificates = {};
   };
 
   explicit gateway_collector(sources s) : s_(std::move(s)) {}

@@ -21,6 +21,10 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   snapshot_ = routes.load();
   version_ = snapshot_ ? snapshot_->version : 0;
   last_address_length_ = 0;  // answers of the old table must not be reused
+  permissions_ = snapshot_ ? snapshot_->permissions.get() : nullptr;
+  rule_ = routing::publish_permissions::default_rule;
+  allows_all_ = !permissions_ || permissions_->allows_all(rule_);
+  permit_address_length_ = 0;
   const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
   if (batches_.size() < n) batches_.resize(n);
   const std::size_t patterns =
@@ -68,6 +72,27 @@ bool frame_router::route(std::string_view address, const protocol::frame_slice& 
   }
   pending_refs_ += static_cast<std::uint32_t>(result.consumers.size());
   return result.matched;
+}
+
+void frame_router::supplier(std::string_view identity) noexcept {
+  if (!permissions_) return;
+  const auto rule = permissions_->rule_for(identity);
+  if (rule == rule_) return;
+  rule_ = rule;
+  allows_all_ = permissions_->allows_all(rule);
+  permit_address_length_ = 0;  // the memo answered for another rule
+}
+
+bool frame_router::permitted(std::string_view address) noexcept {
+  if (allows_all_) return true;
+  if (address.size() == permit_address_length_ &&
+      std::memcmp(address.data(), permit_address_, address.size()) == 0) {
+    return permit_answer_;
+  }
+  permit_answer_ = permissions_->permitted(rule_, address);
+  permit_address_length_ = address.size() <= last_address_capacity ? address.size() : 0;
+  std::memcpy(permit_address_, address.data(), permit_address_length_);
+  return permit_answer_;
 }
 
 void frame_router::hold() noexcept {

@@ -27,6 +27,13 @@ class frame_router {
   // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
   bool route(std::string_view address, const protocol::frame_slice& slice);
 
+  // The supplier whose frames follow (its TLS identity; empty for none): picks its publish
+  // rule in this pass's snapshot. Once per read, not per frame.
+  void supplier(std::string_view identity) noexcept;
+  // May that supplier publish to `address`? No allocation; the answer for the last address is
+  // remembered, and a rule that allows everything costs one branch.
+  bool permitted(std::string_view address) noexcept;
+
   // Takes the chunk references the frames routed so far need. Call before the stream may let
   // go of their chunk (its next read): until then they are only counted.
   void hold() noexcept;
@@ -69,6 +76,13 @@ class frame_router {
   std::uint64_t run_ = 0;                    // frames routed by last_result_ not yet credited
   std::vector<std::uint64_t> pattern_hits_;  // by pattern, this pass
   std::vector<routing::pattern_index> touched_patterns_;
+  // The publish rule in force and the memo of its last answer.
+  const routing::publish_permissions* permissions_ = nullptr;
+  routing::publish_permissions::rule_index rule_ = routing::publish_permissions::default_rule;
+  bool allows_all_ = true;
+  char permit_address_[last_address_capacity] = {};
+  std::size_t permit_address_length_ = 0;  // 0 = no memo
+  bool permit_answer_ = true;
 };
 
 }  // namespace gatewayd::suppliers

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "consumers/consumer.hpp"
+#include "routing/publish_permissions.hpp"
 #include "routing/routing_table.hpp"
 
 namespace gatewayd::suppliers {
@@ -19,6 +20,9 @@ struct route_snapshot {
   std::shared_ptr<const routing::routing_table> table;
   std::vector<std::shared_ptr<consumers::consumer>> consumers;  // by routing::consumer_index
   std::vector<consumers::consumer_spec> specs;                  // what each was configured with
+  // Who may publish what, from the same routes.toml: swapped with the table, never apart.
+  // Null = everyone everything.
+  std::shared_ptr<const routing::publish_permissions> permissions;
   // Consumers earlier reloads removed, still draining or closed since the previous reload: never
   // routed to, only exported, so that their last counts (reason="removed") can be scraped.
   std::vector<std::shared_ptr<consumers::consumer>> retired;

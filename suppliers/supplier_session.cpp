@@ -35,10 +35,50 @@ supplier_session::~supplier_session() {
 void supplier_session::start() {
   ctx_.registry.add(shared_from_this());
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
-    self->last_progress_ = std::chrono::steady_clock::now();
-    if (self->ctx_.idle_timeout.count() > 0) self->arm_idle_timer(self->ctx_.idle_timeout);
-    self->do_wait();
+    if (self->ctx_.tls) return self->do_handshake();
+    self->begin_reading();
   });
+}
+
+void supplier_session::begin_reading() {
+  last_progress_ = std::chrono::steady_clock::now();
+  if (ctx_.idle_timeout.count() > 0) arm_idle_timer(ctx_.idle_timeout);
+  do_wait();
+}
+
+void supplier_session::do_handshake() {
+  tls_context_ = ctx_.tls->load();
+  tls_ = std::make_unique<tls_stream>(socket_, *tls_context_);
+  handshaking_ = true;
+  arm_idle_timer(ctx_.handshake_timeout);
+  tls_->async_handshake(
+      asio::ssl::stream_base::server,
+      [self = shared_from_this()](std::error_code ec) { self->on_handshake(ec); });
+}
+
+void supplier_session::on_handshake(std::error_code ec) {
+  handshaking_ = false;
+  if (closed_) return;  // the deadline passed, or the gateway stopped us
+  idle_timer_.cancel();
+  if (ec) {
+    const long verify = SSL_get_verify_result(tls_->native_handle());
+    return fail_handshake(net::classify_tls_failure(ec, verify), ec);
+  }
+  ctx_.stats.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
+  identity_ = net::tls_peer_identity(tls_->native_handle());
+  GW_LOG(debug) << "supplier " << peer_ << ": " << SSL_get_version(tls_->native_handle())
+                << (identity_.empty() ? std::string{", no client certificate"}
+                                      : ", identity \"" + identity_ + '"');
+  begin_reading();
+}
+
+// One counter by reason and one rate-limited line: a scan of the port cannot flood the log.
+void supplier_session::fail_handshake(net::tls_failure why, const std::error_code& ec) {
+  ctx_.stats.tls_failures[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  GW_LOG_LIMITED(warning, "supplier TLS handshake failures")
+      << "supplier " << peer_ << ": TLS handshake failed (" << net::to_string(why) << ")"
+      << (ec ? ": " + ec.message() : std::string{}) << "; closing";
+  close();
 }
 
 void supplier_session::stop() {
@@ -87,6 +127,13 @@ void supplier_session::resume_reading() {
 
 void supplier_session::do_wait() {
   waiting_ = true;
+  if (!tls_drained_) {
+    // OpenSSL may hold whole records already taken off the socket: the kernel would not wake
+    // us for them. Read again after the other ready handlers had their turn.
+    asio::post(socket_.get_executor(),
+               [self = shared_from_this()] { self->on_readable(std::error_code{}); });
+    return;
+  }
   // Wait for readability without a buffer: an idle connection holds no read memory.
   socket_.async_wait(asio::ip::tcp::socket::wait_read,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
@@ -106,9 +153,16 @@ void supplier_session::on_readable(std::error_code ec) {
 
 supplier_session::routed supplier_session::route_frames(frame_router& router) {
   std::uint64_t unroutable = 0;
+  std::uint64_t denied = 0;
+  std::string_view first_denied;  // valid while the chunk is: logged below, before any read
   routed r;
+  router.supplier(identity_);
   r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
     ++r.frames;
+    if (!router.permitted(f.address)) {
+      if (!denied++) first_denied = f.address;
+      return;
+    }
     if (!router.route(f.address, s)) ++unroutable;
   });
   router.hold();
@@ -117,6 +171,14 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
     stats_.frames.fetch_add(r.frames, std::memory_order_relaxed);
   }
   if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
+  if (denied) {
+    ctx_.stats.not_permitted.fetch_add(denied, std::memory_order_relaxed);
+    // The connection stays (as nats-server does): the frames are dropped, counted and logged.
+    GW_LOG_LIMITED(warning, "supplier frames not permitted")
+        << "supplier " << peer_ << " (identity \"" << identity_ << "\"): " << denied
+        << " frame(s) to addresses it may not publish to, the first " << first_denied
+        << "; dropped (not_permitted)";
+  }
   return r;
 }
 
@@ -144,7 +206,7 @@ void supplier_session::read_and_route() {
       break;
     }
     std::error_code ec;
-    const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
+    const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) break;
     if (ec) {
       peer_gone = true;
@@ -155,7 +217,8 @@ void supplier_session::read_and_route() {
     const routed r = route_frames(router);
     all.frames += r.frames;
     all.error = r.error;
-    if (r.error || n < buf.size) break;  // a short read means the socket is drained
+    if (r.error) break;
+    if (n < buf.size && !tls_) break;  // a short read means the socket is drained (TLS: a record)
   }
   all.pause = flush(router);
   if (total) {
@@ -175,7 +238,7 @@ void supplier_session::read_for_handoff() {
   const auto buf = stream_.prepare();
   if (buf.size == 0) return refuse_growth();
   std::error_code ec;
-  const std::size_t n = socket_.read_some(asio::buffer(buf.data, buf.size), ec);
+  const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) return do_wait();
   if (ec) return closed_by_peer();
   stream_.commit(n);
@@ -291,6 +354,7 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || closed_) return;
+  if (handshaking_) return fail_handshake(net::tls_failure::timeout, {});
   if (paused_ && peer_left()) return depart();
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
   // A pause counts as no progress, so it holds a connection no longer than the idle timeout.

@@ -3,12 +3,15 @@
 #pragma once
 
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "consumers/flow_control.hpp"
+#include "net/tls_context.hpp"
 #include "protocol/frame_stream.hpp"
 #include "runtime/work_handoff.hpp"
 #include "suppliers/route_snapshot.hpp"
@@ -31,6 +34,10 @@ struct session_context {
   // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
   // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
   runtime::work_handoff* handoff = nullptr;
+  // [tls]: every connection does a server handshake with the holder's context before its first
+  // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
+  const net::tls_context_holder* tls = nullptr;
+  std::chrono::milliseconds handshake_timeout{10000};
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
@@ -65,6 +72,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void expel(close_reason why);
   const session_stats& stats() const noexcept { return stats_; }
   bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
+  // The verified client certificate's identity (subject CN, else first SAN DNS name); empty
+  // for plaintext and for TLS without client_ca. Set before the first frame is read.
+  const std::string& identity() const noexcept { return identity_; }
 
   // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
   // on_handoff_done() back to the session's strand.
@@ -78,6 +88,21 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     protocol::frame_stream::stream_error error;
   };
 
+  using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
+
+  void do_handshake();
+  void on_handshake(std::error_code ec);
+  void fail_handshake(net::tls_failure why, const std::error_code& ec);
+  void begin_reading();
+  // The one read seam: plaintext reads the socket into the chunk, TLS decrypts into it. A
+  // branch per read (a chunk of many frames), chosen once at connection setup; no copy either way.
+  std::size_t read_some(asio::mutable_buffer into, std::error_code& ec) {
+    if (!tls_) return socket_.read_some(into, ec);
+    const std::size_t n = tls_->read_some(into, ec);
+    // Only "would block" proves that OpenSSL holds no whole record the socket no longer shows.
+    tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
+    return n;
+  }
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
@@ -105,6 +130,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void on_idle_timer(std::error_code ec);
 
   asio::ip::tcp::socket socket_;
+  std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with
+  std::unique_ptr<tls_stream> tls_;                  // null = plaintext
+  std::string identity_;
   asio::steady_timer idle_timer_;
   session_context& ctx_;
   protocol::frame_stream stream_;
@@ -118,7 +146,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::atomic<bool> paused_{false};
   bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
-  bool departing_ = false;  // the peer left while paused: reading to EOF, never pausing again
+  bool handshaking_ = false;  // TLS: the handshake deadline runs on idle_timer_
+  bool tls_drained_ = true;   // TLS: the last read ended in "would block"
+  bool departing_ = false;    // the peer left while paused: reading to EOF, never pausing again
   // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
   // flag); what it routed travels back in handoff_result_.
   bool handed_off_ = false;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
 #include "runtime/enum_names.hpp"
 
@@ -34,9 +35,14 @@ struct supplier_stats {
   std::atomic<std::uint64_t> frames_received{0};
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> unroutable{0};
+  // Frames dropped because their supplier may not publish to their address (routes.toml).
+  std::atomic<std::uint64_t> not_permitted{0};
   std::atomic<std::uint64_t> backpressure_pauses{0};
   std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
+  // TLS handshakes that failed, by reason (net::tls_failure).
+  std::array<std::atomic<std::uint64_t>, net::tls_failure_count> tls_failures{};
+  std::atomic<std::uint64_t> tls_handshakes{0};  // completed
 };
 
 // One session's share of the above, for /connz: added to where the session adds to

@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE metrics_dashboard
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -58,7 +60,29 @@ struct scraped_gateway {
     BOOST_TEST_REQUIRE(consumer.wait_for_count(50, 10s));
     const auto r = http_get(gw.metrics_port, "/metrics");
     BOOST_TEST_REQUIRE(r.status == 200);
-    exposition = gw.dir.write("exposition.txt", r.body);
+    // The TLS series have samples only with [tls]: a second gateway with a self-signed
+    // certificate lends its gatewayd_tls_* lines.
+    const auto crt = gw.dir.path() / "tls.crt";
+    const auto key = gw.dir.path() / "tls.key";
+    const std::string make =
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+        "-nodes -days 30 -subj /CN=gateway.test -keyout " +
+        key.string() + " -out " + crt.string() + " >/dev/null 2>&1";
+    BOOST_TEST_REQUIRE(std::system(make.c_str()) == 0);
+    gateway_fixture tls_gw{
+        route_toml("a.>", {"c"}) + consumer_toml("c", consumer.endpoint()),
+        "",
+        {},
+        true,
+        "\n[tls]\ncert = \"" + crt.string() + "\"\nkey = \"" + key.string() + "\"\n"};
+    const auto t = http_get(tls_gw.metrics_port, "/metrics");
+    BOOST_TEST_REQUIRE(t.status == 200);
+    std::string body = r.body;
+    std::istringstream lines(t.body);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("gatewayd_tls_") != std::string::npos) body += line + "\n";
+    }
+    exposition = gw.dir.write("exposition.txt", body);
   }
 };
 

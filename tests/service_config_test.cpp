@@ -229,7 +229,7 @@ level = "verbose"
 
 [logging]
 )",
-      {{1, 1, "title: unknown key (expected gateway, metrics, log)"},
+      {{1, 1, "title: unknown key (expected gateway, tls, metrics, log)"},
        {3, 19,
         "gateway.supplier_listen: \"localhost:7400\" is not a literal IPv4:port or "
         "[IPv6]:port address"},
@@ -264,7 +264,7 @@ level = "verbose"
        {18, 11, "metrics.enabled: expected a boolean (true or false), got a string"},
        {19, 1, "metrics.port: unknown key (expected listen, enabled)"},
        {22, 9, "log.level: unknown level \"verbose\" (expected debug, info, warning or error)"},
-       {24, 2, "logging: unknown key (expected gateway, metrics, log)"}});
+       {24, 2, "logging: unknown key (expected gateway, tls, metrics, log)"}});
 }
 
 BOOST_AUTO_TEST_CASE(missing_routes_file_points_at_gateway_table) {

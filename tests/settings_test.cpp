@@ -40,6 +40,11 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.slow_consumer_ms", "slow_consumer_ms = 750"},
     {"gateway.consumer_connect_timeout_ms", "consumer_connect_timeout_ms = 1500"},
     {"gateway.consumer_timeout_ms", "consumer_timeout_ms = 0"},
+    // [tls] needs cert and key together: each line changes one key of tls_base (below).
+    {"tls.cert", "cert = \"other.crt\"\nkey = \"g.key\""},
+    {"tls.key", "cert = \"g.crt\"\nkey = \"other.key\""},
+    {"tls.client_ca", "cert = \"g.crt\"\nkey = \"g.key\"\nclient_ca = \"ca.crt\""},
+    {"tls.handshake_timeout_ms", "cert = \"g.crt\"\nkey = \"g.key\"\nhandshake_timeout_ms = 500"},
     {"metrics.listen", "listen = \"127.0.0.1:9999\""},
     {"metrics.enabled", "enabled = false"},
     {"log.level", "level = \"debug\""},
@@ -76,14 +81,16 @@ std::string read_file(const std::string& path) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(every_key_changes_exactly_its_own_setting) {
-  const service_config base = parse_with("gateway", "threads = 0");
-  BOOST_TEST(plan_reload(base, base).live.empty());
-  BOOST_TEST(plan_reload(base, base).restart.empty());
+  const service_config plain = parse_with("gateway", "threads = 0");
+  const service_config tls_base = parse_with("tls", "cert = \"g.crt\"\nkey = \"g.key\"");
+  BOOST_TEST(plan_reload(plain, plain).live.empty());
+  BOOST_TEST(plan_reload(plain, plain).restart.empty());
   std::set<std::string> covered;
   for (const auto& s : settings()) {
     BOOST_TEST_CONTEXT("setting " << s.path()) {
       const auto it = non_default.find(s.path());
       BOOST_REQUIRE_MESSAGE(it != non_default.end(), "no sample value for a new setting");
+      const service_config& base = s.section == "tls" ? tls_base : plain;
       const auto next = parse_with(std::string{s.section}, it->second);
       const auto plan = plan_reload(base, next);
       const auto changed = s.effect == reload_effect::live ? plan.live : plan.restart;
@@ -163,11 +170,18 @@ BOOST_AUTO_TEST_CASE(the_sample_config_marks_every_restart_key) {
   std::map<std::string, bool> marked;
   const std::regex table(R"(^\[(\w+)\])");
   const std::regex key(R"(^(\w+) = )");
+  // An optional table the sample shows commented out ("# [tls]"), with its keys ("# cert = ").
+  const std::regex commented_table(R"(^# \[(\w+)\]$)");
+  const std::regex commented_key(R"(^# (\w+) = )");
+  bool commented = false;
   for (std::string line; std::getline(lines, line);) {
     std::smatch m;
-    if (std::regex_search(line, m, table)) {
+    if (std::regex_search(line, m, table) || std::regex_search(line, m, commented_table)) {
       section = m[1];
+      commented = line[0] == '#';
       comment.clear();
+    } else if (commented && std::regex_search(line, m, commented_key)) {
+      marked[section + "." + m[1].str()] = comment.find("[restart]") != std::string::npos;
     } else if (line.rfind("#", 0) == 0) {
       comment += line;
     } else if (std::regex_search(line, m, key)) {

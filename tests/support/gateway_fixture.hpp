@@ -18,10 +18,12 @@ struct gateway_fixture {
   unsigned short supplier_port = 0;
   unsigned short metrics_port = 0;
 
-  // `gateway_extra` goes into [gateway]; `routes` is the whole routes.toml.
+  // `gateway_extra` goes into [gateway]; `routes` is the whole routes.toml; `tables` (whole
+  // tables such as [tls]) goes at the end of gatewayd.toml.
   // Waits until the daemon has written its ports file; fails the test otherwise.
   gateway_fixture(const std::string& routes, const std::string& gateway_extra = "",
-                  const std::vector<std::string>& env = {}, bool metrics = true);
+                  const std::vector<std::string>& env = {}, bool metrics = true,
+                  const std::string& tables = "");
   ~gateway_fixture();
 
   std::string config_path() const { return (dir.path() / "gatewayd.toml").string(); }

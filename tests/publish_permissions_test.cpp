@@ -1,0 +1,57 @@
+// publish_permissions: the in-place matcher against the reference matcher, and the rule
+// semantics (deny wins, default rule, allow-all fast path).
+#define BOOST_TEST_MODULE publish_permissions
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "routing/pattern.hpp"
+#include "routing/publish_permissions.hpp"
+
+using namespace gatewayd::routing;
+
+BOOST_AUTO_TEST_CASE(in_place_matcher_agrees_with_the_reference) {
+  const std::vector<std::string> patterns = {">",   "a",     "a.b", "a.*",   "a.>",
+                                             "*.b", "*",     "*.*", "a.*.c", "a.b.>",
+                                             "*.>", "a.*.>", "ab",  "a.bc",  "b.>"};
+  const std::vector<std::string> addresses = {"a",     "b",     "ab",   "a.b",   "a.c",
+                                              "a.bc",  "a.b.c", "x.b",  "a.x.c", "a.b.c.d",
+                                              "b.a.b", "a.b.b", "abc.d"};
+  for (const auto& p : patterns)
+    for (const auto& a : addresses)
+      BOOST_TEST(pattern_matches_in_place(p, a) == pattern_matches(p, a),
+                 "pattern " << p << " address " << a);
+}
+
+BOOST_AUTO_TEST_CASE(deny_wins_and_the_default_applies_to_unknown_identities) {
+  const publish_permissions perms(
+      {{"orders", "orders-svc", {"orders.>", "audit.*"}, {"orders.internal.>"}},
+       {"ro", "reader", {}, {}}},
+      {"", "", {"public.>"}, {}});
+  const auto orders = perms.rule_for("orders-svc");
+  BOOST_TEST(perms.name(orders) == "orders");
+  BOOST_TEST(perms.permitted(orders, "orders.eu.created"));
+  BOOST_TEST(perms.permitted(orders, "audit.login"));
+  BOOST_TEST(!perms.permitted(orders, "audit.login.failed"));
+  BOOST_TEST(!perms.permitted(orders, "orders.internal.x"));
+  BOOST_TEST(!perms.permitted(orders, "billing.x"));
+  BOOST_TEST(!perms.permitted(perms.rule_for("reader"), "orders.x"));  // publish = []: nothing
+  for (const char* stranger : {"", "someone-else"}) {
+    const auto r = perms.rule_for(stranger);
+    BOOST_TEST(r == publish_permissions::default_rule);
+    BOOST_TEST(perms.permitted(r, "public.news"));
+    BOOST_TEST(!perms.permitted(r, "orders.eu.created"));
+  }
+  BOOST_TEST(!perms.allows_all(orders));
+}
+
+BOOST_AUTO_TEST_CASE(the_default_default_allows_everything) {
+  const publish_permissions perms({}, {"", "", {">"}, {}});
+  BOOST_TEST(perms.allows_all(publish_permissions::default_rule));
+  BOOST_TEST(perms.permitted(perms.rule_for("anyone"), "any.address"));
+  const publish_permissions denying({}, {"", "", {">"}, {"secret.>"}});
+  BOOST_TEST(!denying.allows_all(publish_permissions::default_rule));
+  BOOST_TEST(!denying.permitted(publish_permissions::default_rule, "secret.x"));
+  BOOST_TEST(denying.permitted(publish_permissions::default_rule, "open.x"));
+}

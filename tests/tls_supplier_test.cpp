@@ -1,0 +1,452 @@
+// TLS on the supplier listener, end to end: the real daemon with [tls], a CA and certificates
+// that the openssl CLI makes in a temp dir at run time, and real TLS clients on 127.0.0.1.
+#define BOOST_TEST_MODULE tls_supplier
+#include <boost/test/unit_test.hpp>
+
+#include <asio.hpp>
+#include <asio/ssl.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "net/tls_context.hpp"
+#include "protocol/frame_codec.hpp"
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/scrape.hpp"
+#include "tests/support/test_peers.hpp"
+
+using namespace gatewayd::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+void sh(const std::string& command) {
+  const std::string quiet = "(" + command + ") >/dev/null 2>&1";
+  BOOST_TEST_REQUIRE(std::system(quiet.c_str()) == 0, "failed: " << command);
+}
+
+// A CA, the gateway's certificate, and suppliers' certificates: one the CA signed, one a
+// stranger CA signed, one the CA signed that has already expired.
+struct pki {
+  temp_dir dir;
+  fs::path at(const std::string& name) const { return dir.path() / name; }
+
+  pki() {
+    const std::string d = dir.path().string();
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const auto ca = [&](const std::string& name) {
+      sh("cd " + d + " && openssl req -x509" + key + " -keyout " + name + ".key -out " + name +
+         ".crt -days 30 -subj /CN=" + name);
+    };
+    const auto leaf = [&](const std::string& name, const std::string& cn, const std::string& by,
+                          int days) {
+      sh("cd " + d + " && openssl req" + key + " -keyout " + name + ".key -out " + name +
+         ".csr -subj /CN=" + cn + " && openssl x509 -req -in " + name + ".csr -CA " + by +
+         ".crt -CAkey " + by + ".key -CAcreateserial -out " + name + ".crt -days " +
+         std::to_string(days));
+    };
+    ca("ca");
+    ca("stranger-ca");
+    leaf("gateway", "gateway.test", "ca", 30);
+    leaf("gateway2", "gateway2.test", "ca", 60);
+    leaf("orders", "orders-svc", "ca", 30);
+    leaf("rogue", "orders-svc", "stranger-ca", 30);
+    leaf("expired", "orders-svc", "ca", 0);  // notAfter = now: expired a second later
+    // No CN: the identity is the first SAN DNS name.
+    sh("cd " + d + " && openssl req" + key + " -keyout billing.key -out billing.csr -subj /O=acme" +
+       " -addext subjectAltName=DNS:billing.internal,DNS:other.internal && openssl x509 -req" +
+       " -in billing.csr -CA ca.crt -CAkey ca.key -CAcreateserial -copy_extensions copy" +
+       " -out billing.crt -days 30");
+    std::this_thread::sleep_for(1100ms);
+  }
+
+  std::string tls_table(bool client_ca, const std::string& extra = "") const {
+    std::string t = "\n[tls]\ncert = \"" + at("gateway.crt").string() + "\"\nkey = \"" +
+                    at("gateway.key").string() + "\"\n";
+    if (client_ca) t += "client_ca = \"" + at("ca.crt").string() + "\"\n";
+    return t + extra;
+  }
+};
+
+// A supplier over TLS that trusts the test CA, with a client certificate or none.
+struct tls_supplier {
+  asio::io_context ioc;
+  asio::ssl::context ctx{asio::ssl::context::tls_client};
+  asio::ssl::stream<asio::ip::tcp::socket> stream{ioc, ctx};
+
+  tls_supplier(const pki& p, const std::string& cert) {
+    ctx.load_verify_file(p.at("ca.crt").string());
+    ctx.set_verify_mode(asio::ssl::verify_peer);
+    if (!cert.empty()) {
+      ctx.use_certificate_chain_file(p.at(cert + ".crt").string());
+      ctx.use_private_key_file(p.at(cert + ".key").string(), asio::ssl::context::pem);
+    }
+    stream = asio::ssl::stream<asio::ip::tcp::socket>(ioc, ctx);
+  }
+
+  // Connects and handshakes; the error, if any.
+  std::error_code connect(unsigned short port) {
+    std::error_code ec;
+    stream.lowest_layer().connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
+    return ec;
+  }
+
+  std::error_code send(const std::string& bytes) {
+    std::error_code ec;
+    asio::write(stream, asio::buffer(bytes), ec);
+    return ec;
+  }
+
+  // True when the gateway has not refused us `after` the handshake (no alert, no close).
+  bool still_accepted(std::chrono::milliseconds after) {
+    std::this_thread::sleep_for(after);
+    stream.lowest_layer().non_blocking(true);
+    char byte;
+    std::error_code ec;
+    stream.read_some(asio::buffer(&byte, 1), ec);
+    stream.lowest_layer().non_blocking(false);
+    return ec == asio::error::would_block || ec == asio::error::try_again;
+  }
+
+  // TLS 1.3 finishes the client's side of the handshake before the server has judged its
+  // certificate: a refusal shows on the first read, as an alert or the end of the stream.
+  bool refused_on_read() {
+    char byte;
+    std::error_code ec;
+    stream.read_some(asio::buffer(&byte, 1), ec);
+    return static_cast<bool>(ec);
+  }
+};
+
+// Waits until `series` reaches at least `want`; returns its last value.
+double wait_metric(unsigned short port, const std::string& series, double want,
+                   std::chrono::milliseconds timeout = 5s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  double v = -1;
+  while (std::chrono::steady_clock::now() < until) {
+    v = scrape_metric(port, series);
+    if (v >= want) return v;
+    std::this_thread::sleep_for(20ms);
+  }
+  return v;
+}
+
+std::string failures(const std::string& reason) {
+  return "gatewayd_supplier_tls_handshake_failures_total{reason=\"" + reason + "\"}";
+}
+
+// `gatewayd --check` on a config: exit status and what it printed.
+std::pair<int, std::string> check(const fs::path& config) {
+  const std::string cmd =
+      std::string(GATEWAYD_BINARY) + " --check --config " + config.string() + " 2>&1";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  BOOST_TEST_REQUIRE(p != nullptr);
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p))
+    out += buf;
+  const int status = ::pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mtls_supplier_is_accepted_and_routed) {
+  pki p;
+  test_consumer orders;
+  gateway_fixture gw(
+      consumer_toml("orders", orders.endpoint()) + route_toml("orders.>", {"orders"}), "", {}, true,
+      p.tls_table(true));
+  BOOST_TEST_REQUIRE(orders.wait_for_connections(1, 5s));
+  tls_supplier s(p, "orders");
+  BOOST_TEST_REQUIRE(!s.connect(gw.supplier_port));
+  std::string frames;
+  for (int i = 0; i < 200; ++i)
+    frames += gatewayd::protocol::encode_frame("orders.eu.created", "payload " + std::to_string(i));
+  BOOST_TEST_REQUIRE(!s.send(frames));
+  BOOST_TEST_REQUIRE(orders.wait_for_count(200, 5s));
+  const auto got = orders.frames();
+  BOOST_TEST(got.front().payload == "payload 0");
+  BOOST_TEST(got.back().payload == "payload 199");
+  BOOST_TEST(orders.corruptions() == 0u);
+  BOOST_TEST(wait_metric(gw.metrics_port, "gatewayd_supplier_tls_handshakes_total", 1) == 1);
+  const auto expiry =
+      scrape_metric(gw.metrics_port, "gatewayd_tls_certificate_expiry_timestamp_seconds{file=\"" +
+                                         p.at("gateway.crt").string() + "\"}");
+  const auto now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  BOOST_TEST(expiry > now + 29 * 86400.0);
+  BOOST_TEST(expiry < now + 31 * 86400.0);
+}
+
+// Many frames in one big write arrive as many TLS records at once: every one is read even
+// though the kernel has nothing more to say (OpenSSL holds what it took off the socket).
+BOOST_AUTO_TEST_CASE(large_bursts_over_tls_lose_nothing) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(false));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  tls_supplier s(p, "");
+  BOOST_TEST_REQUIRE(!s.connect(gw.supplier_port));
+  std::string frames;
+  const std::string payload(3000, 'x');
+  for (int i = 0; i < 5000; ++i)
+    frames += gatewayd::protocol::encode_frame("a.b", payload);
+  BOOST_TEST_REQUIRE(!s.send(frames));
+  BOOST_TEST(sink.wait_for_count(5000, 10s));
+  BOOST_TEST(sink.corruptions() == 0u);
+}
+
+// The identity of a verified supplier: its subject CN, else its first SAN DNS name.
+BOOST_AUTO_TEST_CASE(the_identity_is_the_cn_else_the_first_san_dns_name) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(true) + "\n[log]\nlevel = \"debug\"\n");
+  tls_supplier orders(p, "orders");
+  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
+  BOOST_TEST_REQUIRE(!orders.send(gatewayd::protocol::encode_frame("a.b", "1")));
+  tls_supplier billing(p, "billing");
+  BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
+  BOOST_TEST_REQUIRE(!billing.send(gatewayd::protocol::encode_frame("a.b", "2")));
+  BOOST_TEST(sink.wait_for_count(2, 5s));
+  BOOST_TEST(gw.daemon->wait_for_log("identity \"orders-svc\"", 5s).has_value());
+  BOOST_TEST(gw.daemon->wait_for_log("identity \"billing.internal\"", 5s).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(no_certificate_unknown_ca_and_expired_are_refused_by_reason) {
+  pki p;
+  test_consumer orders;
+  gateway_fixture gw(
+      consumer_toml("orders", orders.endpoint()) + route_toml("orders.>", {"orders"}), "", {}, true,
+      p.tls_table(true));
+  struct attempt {
+    std::string cert, reason;
+  };
+  for (const attempt& a : {attempt{"", "no_certificate"}, attempt{"rogue", "unknown_ca"},
+                           attempt{"expired", "expired"}}) {
+    BOOST_TEST_CONTEXT("client certificate '" << a.cert << "'") {
+      tls_supplier s(p, a.cert);
+      const auto ec = s.connect(gw.supplier_port);
+      if (!ec) {
+        s.send(gatewayd::protocol::encode_frame("orders.eu.created", "must not pass"));
+        BOOST_TEST(s.refused_on_read());
+      }
+      BOOST_TEST(wait_metric(gw.metrics_port, failures(a.reason), 1) == 1);
+    }
+  }
+  std::this_thread::sleep_for(200ms);
+  BOOST_TEST(orders.count() == 0u);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_tls_handshakes_total") == 0);
+  BOOST_TEST(gw.daemon->count_in_log("TLS handshake failed") >= 1u);
+}
+
+BOOST_AUTO_TEST_CASE(plaintext_client_on_the_tls_port_fails_fast) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(true));
+  asio::io_context ioc;
+  asio::ip::tcp::socket plain(ioc);
+  plain.connect({asio::ip::make_address("127.0.0.1"), gw.supplier_port});
+  const auto started = std::chrono::steady_clock::now();
+  asio::write(plain, asio::buffer(gatewayd::protocol::encode_frame("a.b", "in clear")));
+  // The gateway answers with an alert and closes: read to the end.
+  std::error_code ec;
+  char buf[256];
+  while (!ec)
+    plain.read_some(asio::buffer(buf), ec);
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 2s));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("not_tls"), 1) == 1);
+  BOOST_TEST(sink.count() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_peer_meets_the_handshake_deadline) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(false, "handshake_timeout_ms = 300\n"));
+  asio::io_context ioc;
+  asio::ip::tcp::socket silent(ioc);
+  silent.connect({asio::ip::make_address("127.0.0.1"), gw.supplier_port});
+  const auto started = std::chrono::steady_clock::now();
+  std::error_code ec;
+  char byte;
+  silent.read_some(asio::buffer(&byte, 1), ec);  // the gateway closes: EOF
+  BOOST_TEST(static_cast<bool>(ec));
+  BOOST_TEST((std::chrono::steady_clock::now() - started < 3s));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("timeout"), 1) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(check_validates_the_pair_and_the_ca) {
+  pki p;
+  temp_dir d;
+  d.write("routes.toml", "");
+  const auto config = [&](const std::string& cert, const std::string& key, const std::string& ca) {
+    std::string t = "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"" +
+                    p.at(cert).string() + "\"\nkey = \"" + p.at(key).string() + "\"\n";
+    if (!ca.empty()) t += "client_ca = \"" + p.at(ca).string() + "\"\n";
+    return d.write("gatewayd.toml", t);
+  };
+  auto [ok, out] = check(config("gateway.crt", "gateway.key", "ca.crt"));
+  BOOST_TEST(ok == 0, out);
+
+  auto [mismatch, why] = check(config("gateway.crt", "orders.key", "ca.crt"));
+  BOOST_TEST(mismatch == 1);
+  BOOST_TEST(why.find(p.at("orders.key").string()) != std::string::npos, why);
+  BOOST_TEST(why.find("does not match") != std::string::npos, why);
+
+  auto [missing, said] = check(config("gateway.crt", "gateway.key", "nowhere.crt"));
+  BOOST_TEST(missing == 1);
+  BOOST_TEST(said.find(p.at("nowhere.crt").string()) != std::string::npos, said);
+
+  auto [not_pem, told] = check(config("gateway.csr", "gateway.key", ""));
+  BOOST_TEST(not_pem == 1);
+  BOOST_TEST(told.find(p.at("gateway.csr").string()) != std::string::npos, told);
+
+  // Relative paths are read from gatewayd.toml's folder.
+  fs::copy_file(p.at("gateway.crt"), d.path() / "gw.crt");
+  fs::copy_file(p.at("gateway.key"), d.path() / "gw.key");
+  d.write("gatewayd.toml",
+          "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gw.crt\"\nkey = \"gw.key\"\n");
+  auto [relative, answer] = check(d.path() / "gatewayd.toml");
+  BOOST_TEST(relative == 0, answer);
+}
+
+// routes.toml's permissions, by the certificate's identity: allow with wildcards, deny wins,
+// a supplier matching no [suppliers.*] gets [suppliers_default] (here default-deny), a refused
+// frame is dropped and counted while the connection stays, and a reload swaps the rules with
+// the table.
+BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny) {
+  pki p;
+  test_consumer sink;
+  const auto routes = [&](const std::string& fallback) {
+    return consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}) +
+           "[suppliers.orders]\nidentity = \"orders-svc\"\n"
+           "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
+           "[suppliers_default]\npublish = [" +
+           fallback + "]\n";
+  };
+  gateway_fixture gw(routes(""), "", {}, true, p.tls_table(true));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  const auto send = [](tls_supplier& s, const std::string& address, const std::string& body) {
+    BOOST_TEST_REQUIRE(!s.send(gatewayd::protocol::encode_frame(address, body)));
+  };
+  tls_supplier orders(p, "orders");
+  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
+  send(orders, "orders.eu.created", "1");
+  send(orders, "orders.internal.audit", "denied: deny wins over orders.>");
+  send(orders, "audit.login", "2");
+  send(orders, "audit.login.failed", "denied: * is one token");
+  send(orders, "billing.x", "denied: not in publish");
+  tls_supplier billing(p, "billing");  // identity billing.internal: no [suppliers.*] names it
+  BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
+  send(billing, "orders.eu.created", "denied: default-deny");
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
+                         4) == 4);
+  send(orders, "orders.us.created", "3");  // the connection stayed
+  BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
+  std::vector<std::string> got;
+  for (const auto& f : sink.frames())
+    got.push_back(f.address + "|" + f.payload);
+  BOOST_TEST(got == (std::vector<std::string>{"orders.eu.created|1", "audit.login|2",
+                                              "orders.us.created|3"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(gw.daemon->count_in_log("not_permitted") >= 1u);
+
+  // The default now lets billing.> through: the rules reload with the routing table.
+  gw.dir.write("routes.toml", routes("\"billing.>\""));
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(
+      wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"success\"}", 1) >= 1);
+  send(billing, "billing.invoice", "4");
+  send(billing, "orders.eu.created", "denied still");
+  BOOST_TEST(sink.wait_for_count(4, 5s));
+  BOOST_TEST(sink.frames().back().payload == "4");
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
+                         5) == 5);
+}
+
+// Rotation without a restart: the certificate, key and CA are reloaded on file change and
+// SIGHUP, validated first (a key that does not match keeps the running context), new
+// connections get the new context and open ones keep working.
+BOOST_AUTO_TEST_CASE(certificates_and_ca_reload_and_a_bad_pair_keeps_the_running_context) {
+  pki p;
+  test_consumer sink;
+  const auto live = [&](const std::string& from, const std::string& to) {
+    fs::copy_file(p.at(from), p.at(to), fs::copy_options::overwrite_existing);
+  };
+  live("gateway.crt", "live.crt");
+  live("gateway.key", "live.key");
+  live("ca.crt", "live-ca.crt");
+  const std::string tls = "\n[tls]\ncert = \"" + p.at("live.crt").string() + "\"\nkey = \"" +
+                          p.at("live.key").string() + "\"\nclient_ca = \"" +
+                          p.at("live-ca.crt").string() + "\"\n";
+  // Probes go to "probe", which no route takes: the sink sees only the open connection's frames.
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("a.>", {"sink"}), "", {},
+                     true, tls);
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  const auto server_name = [&](const std::string& cert) -> std::string {
+    tls_supplier s(p, cert);
+    if (s.connect(gw.supplier_port)) return "refused";
+    if (s.send(gatewayd::protocol::encode_frame("probe", "x"))) return "refused";
+    if (!s.still_accepted(300ms)) return "refused";
+    return gatewayd::net::tls_peer_identity(s.stream.native_handle());
+  };
+  tls_supplier open(p, "orders");
+  BOOST_TEST_REQUIRE(!open.connect(gw.supplier_port));
+  BOOST_TEST(gatewayd::net::tls_peer_identity(open.stream.native_handle()) == "gateway.test");
+
+  // A new pair, written key first: the watcher may see the half-written pair (refused, kept)
+  // before the whole one.
+  live("gateway2.key", "live.key");
+  live("gateway2.crt", "live.crt");
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("certificate, key and CA reloaded", 10s).has_value());
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  std::string name;
+  while ((name = server_name("orders")) != "gateway2.test" &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(50ms);
+  BOOST_TEST(name == "gateway2.test");
+  BOOST_TEST_REQUIRE(!open.send(gatewayd::protocol::encode_frame("a.b", "still open")));
+  BOOST_TEST(sink.wait_for_count(1, 5s));
+
+  // A key that does not match: the reload fails, named, and the running context stays.
+  const auto failures_before =
+      scrape_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"failure\"}");
+  live("orders.key", "live.key");
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST(wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"failure\"}",
+                         failures_before + 1, 10s) >= failures_before + 1);
+  BOOST_TEST(gw.daemon->wait_for_log("does not match the certificate", 5s).has_value());
+  BOOST_TEST(server_name("orders") == "gateway2.test");
+
+  // The CA is part of the context: after a new CA, the old CA's suppliers are refused and the
+  // new one's accepted.
+  live("gateway2.key", "live.key");
+  live("stranger-ca.crt", "live-ca.crt");
+  gw.daemon->signal(SIGHUP);
+  const auto ca_until = std::chrono::steady_clock::now() + 10s;
+  while (server_name("rogue") != "gateway2.test" && std::chrono::steady_clock::now() < ca_until)
+    std::this_thread::sleep_for(50ms);
+  BOOST_TEST(server_name("rogue") == "gateway2.test");
+  tls_supplier old_ca(p, "orders");
+  if (!old_ca.connect(gw.supplier_port)) {
+    old_ca.send(gatewayd::protocol::encode_frame("a.b", "must not pass"));
+    BOOST_TEST(old_ca.refused_on_read());
+  }
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("unknown_ca"), 1) >= 1);
+  BOOST_TEST_REQUIRE(!open.send(gatewayd::protocol::encode_frame("a.b", "open still")));
+  BOOST_TEST(sink.wait_for_count(2, 5s));
+  BOOST_TEST(sink.frames().back().payload == "open still");
+}
