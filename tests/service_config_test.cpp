@@ -1,41 +1,20 @@
 #define BOOST_TEST_MODULE service_config
 #include <boost/test/unit_test.hpp>
 
-#include <stdlib.h>
-
 #include <array>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "config/service_config.hpp"
+#include "tests/support/daemon_process.hpp"
 
 using namespace gatewayd::config;
+using gatewayd::test::temp_dir;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A fresh directory for config files, removed afterwards.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "service_config_test.XXXXXX").string();
-    BOOST_REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const auto file = path / name;
-    fs::create_directories(file.parent_path());
-    std::ofstream{file} << text;
-    return file;
-  }
-};
 
 const std::string valid_routes =
     "[consumers.a]\nendpoint = \"127.0.0.1:7501\"\n"
@@ -174,7 +153,7 @@ BOOST_AUTO_TEST_CASE(routes_file_relative_to_the_config_file) {
       dir.write("conf/gatewayd.toml", "[gateway]\nroutes_file = \"sub/../routes.toml\"\n");
   const auto result = load_service_config(config);
   BOOST_REQUIRE(result.config.has_value());
-  BOOST_TEST(result.config->routes_file == (dir.path / "conf" / "routes.toml"));
+  BOOST_TEST(result.config->routes_file == (dir.path() / "conf" / "routes.toml"));
   BOOST_TEST(result.config->routes_file.is_absolute());
   BOOST_TEST(result.config->config_file == config);
 
@@ -190,12 +169,12 @@ BOOST_AUTO_TEST_CASE(relative_config_path_is_made_absolute) {
   temp_dir dir;
   dir.write("gatewayd.toml", "[gateway]\nroutes_file = \"routes.toml\"\n");
   const auto previous = fs::current_path();
-  fs::current_path(dir.path);
+  fs::current_path(dir.path());
   const auto result = load_service_config("gatewayd.toml");
   fs::current_path(previous);
   BOOST_REQUIRE(result.config.has_value());
-  BOOST_TEST(result.config->config_file == dir.path / "gatewayd.toml");
-  BOOST_TEST(result.config->routes_file == dir.path / "routes.toml");
+  BOOST_TEST(result.config->config_file == dir.path() / "gatewayd.toml");
+  BOOST_TEST(result.config->routes_file == dir.path() / "routes.toml");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -366,7 +345,7 @@ BOOST_AUTO_TEST_CASE(errors_of_both_files) {
   BOOST_TEST(result.errors[0].to_string() ==
              config.string() + ":3:11: gateway.threads: -2 is out of range (0..1024)");
   BOOST_TEST(result.errors[1].to_string() ==
-             (dir.path / "routes.toml").string() +
+             (dir.path() / "routes.toml").string() +
                  ":2:12: consumers.a.endpoint: \"bad\" is not a literal IPv4:port or [IPv6]:port "
                  "address");
 }
@@ -380,7 +359,7 @@ BOOST_AUTO_TEST_CASE(valid_pair) {
   BOOST_TEST(result.errors.empty());
   BOOST_REQUIRE(result.config.has_value());
   BOOST_TEST(result.config->routing.consumers.at(0).name == "a");
-  BOOST_TEST(result.config->service.routes_file == dir.path / "routes" / "r.toml");
+  BOOST_TEST(result.config->service.routes_file == dir.path() / "routes" / "r.toml");
 }
 
 BOOST_AUTO_TEST_CASE(missing_routes_file) {
@@ -389,7 +368,7 @@ BOOST_AUTO_TEST_CASE(missing_routes_file) {
   const auto result = load_full_config(config);
   BOOST_REQUIRE(result.errors.size() == 1u);
   BOOST_TEST(result.errors[0].to_string() ==
-             (dir.path / "nope.toml").string() + ": cannot open file: No such file or directory");
+             (dir.path() / "nope.toml").string() + ": cannot open file: No such file or directory");
 }
 
 BOOST_AUTO_TEST_CASE(broken_service_file_stops_there) {

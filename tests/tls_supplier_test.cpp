@@ -18,130 +18,13 @@
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tests/support/tls_peers.hpp"
 
 using namespace gatewayd::test;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-void sh(const std::string& command) {
-  const std::string quiet = "(" + command + ") >/dev/null 2>&1";
-  BOOST_TEST_REQUIRE(std::system(quiet.c_str()) == 0, "failed: " << command);
-}
-
-// A CA, the gateway's certificate, and suppliers' certificates: one the CA signed, one a
-// stranger CA signed, one the CA signed that has already expired.
-struct pki {
-  temp_dir dir;
-  fs::path at(const std::string& name) const { return dir.path() / name; }
-
-  pki() {
-    const std::string d = dir.path().string();
-    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    const auto ca = [&](const std::string& name) {
-      sh("cd " + d + " && openssl req -x509" + key + " -keyout " + name + ".key -out " + name +
-         ".crt -days 30 -subj /CN=" + name);
-    };
-    const auto leaf = [&](const std::string& name, const std::string& cn, const std::string& by,
-                          int days) {
-      sh("cd " + d + " && openssl req" + key + " -keyout " + name + ".key -out " + name +
-         ".csr -subj /CN=" + cn + " && openssl x509 -req -in " + name + ".csr -CA " + by +
-         ".crt -CAkey " + by + ".key -CAcreateserial -out " + name + ".crt -days " +
-         std::to_string(days));
-    };
-    ca("ca");
-    ca("stranger-ca");
-    leaf("gateway", "gateway.test", "ca", 30);
-    leaf("gateway2", "gateway2.test", "ca", 60);
-    leaf("orders", "orders-svc", "ca", 30);
-    leaf("rogue", "orders-svc", "stranger-ca", 30);
-    leaf("expired", "orders-svc", "ca", 0);  // notAfter = now: expired a second later
-    // No CN: the identity is the first SAN DNS name.
-    sh("cd " + d + " && openssl req" + key + " -keyout billing.key -out billing.csr -subj /O=acme" +
-       " -addext subjectAltName=DNS:billing.internal,DNS:other.internal && openssl x509 -req" +
-       " -in billing.csr -CA ca.crt -CAkey ca.key -CAcreateserial -copy_extensions copy" +
-       " -out billing.crt -days 30");
-    std::this_thread::sleep_for(1100ms);
-  }
-
-  std::string tls_table(bool client_ca, const std::string& extra = "") const {
-    std::string t = "\n[tls]\ncert = \"" + at("gateway.crt").string() + "\"\nkey = \"" +
-                    at("gateway.key").string() + "\"\n";
-    if (client_ca) t += "client_ca = \"" + at("ca.crt").string() + "\"\n";
-    return t + extra;
-  }
-};
-
-// A supplier over TLS that trusts the test CA, with a client certificate or none.
-struct tls_supplier {
-  asio::io_context ioc;
-  asio::ssl::context ctx;
-  // Made once, after the context is complete: Asio 1.28's move assignment of an ssl::stream
-  // does not free the SSL object it replaces (LeakSanitizer found one per supplier).
-  asio::ssl::stream<asio::ip::tcp::socket> stream;
-
-  tls_supplier(const pki& p, const std::string& cert)
-      : ctx(client_context(p, cert)), stream(ioc, ctx) {}
-
-  static asio::ssl::context client_context(const pki& p, const std::string& cert) {
-    asio::ssl::context c{asio::ssl::context::tls_client};
-    c.load_verify_file(p.at("ca.crt").string());
-    c.set_verify_mode(asio::ssl::verify_peer);
-    if (!cert.empty()) {
-      c.use_certificate_chain_file(p.at(cert + ".crt").string());
-      c.use_private_key_file(p.at(cert + ".key").string(), asio::ssl::context::pem);
-    }
-    return c;
-  }
-
-  // Connects and handshakes; the error, if any.
-  std::error_code connect(unsigned short port) {
-    std::error_code ec;
-    stream.lowest_layer().connect({asio::ip::make_address("127.0.0.1"), port}, ec);
-    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
-    return ec;
-  }
-
-  std::error_code send(const std::string& bytes) {
-    std::error_code ec;
-    asio::write(stream, asio::buffer(bytes), ec);
-    return ec;
-  }
-
-  // True when the gateway has not refused us `after` the handshake (no alert, no close).
-  bool still_accepted(std::chrono::milliseconds after) {
-    std::this_thread::sleep_for(after);
-    stream.lowest_layer().non_blocking(true);
-    char byte;
-    std::error_code ec;
-    stream.read_some(asio::buffer(&byte, 1), ec);
-    stream.lowest_layer().non_blocking(false);
-    return ec == asio::error::would_block || ec == asio::error::try_again;
-  }
-
-  // TLS 1.3 finishes the client's side of the handshake before the server has judged its
-  // certificate: a refusal shows on the first read, as an alert or the end of the stream.
-  bool refused_on_read() {
-    char byte;
-    std::error_code ec;
-    stream.read_some(asio::buffer(&byte, 1), ec);
-    return static_cast<bool>(ec);
-  }
-};
-
-// Waits until `series` reaches at least `want`; returns its last value.
-double wait_metric(unsigned short port, const std::string& series, double want,
-                   std::chrono::milliseconds timeout = 5s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  double v = -1;
-  while (std::chrono::steady_clock::now() < until) {
-    v = scrape_metric(port, series);
-    if (v >= want) return v;
-    std::this_thread::sleep_for(20ms);
-  }
-  return v;
-}
 
 std::string failures(const std::string& reason) {
   return "gatewayd_supplier_tls_handshake_failures_total{reason=\"" + reason + "\"}";
@@ -330,58 +213,6 @@ BOOST_AUTO_TEST_CASE(check_validates_the_pair_and_the_ca) {
 // a supplier matching no [suppliers.*] gets [suppliers_default] (here default-deny), a refused
 // frame is dropped and counted while the connection stays, and a reload swaps the rules with
 // the table.
-BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny) {
-  pki p;
-  test_consumer sink;
-  const auto routes = [&](const std::string& fallback) {
-    return consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}) +
-           "[suppliers.orders]\nidentity = \"orders-svc\"\n"
-           "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
-           "[suppliers_default]\npublish = [" +
-           fallback + "]\n";
-  };
-  gateway_fixture gw(routes(""), "", {}, true, p.tls_table(true));
-  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
-  const auto send = [](tls_supplier& s, const std::string& address, const std::string& body) {
-    BOOST_TEST_REQUIRE(!s.send(gatewayd::protocol::encode_frame(address, body)));
-  };
-  tls_supplier orders(p, "orders");
-  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
-  send(orders, "orders.eu.created", "1");
-  send(orders, "orders.internal.audit", "denied: deny wins over orders.>");
-  send(orders, "audit.login", "2");
-  send(orders, "audit.login.failed", "denied: * is one token");
-  send(orders, "billing.x", "denied: not in publish");
-  tls_supplier billing(p, "billing");  // identity billing.internal: no [suppliers.*] names it
-  BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
-  send(billing, "orders.eu.created", "denied: default-deny");
-  BOOST_TEST(wait_metric(gw.metrics_port,
-                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
-                         4) == 4);
-  send(orders, "orders.us.created", "3");  // the connection stayed
-  BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
-  std::vector<std::string> got;
-  for (const auto& f : sink.frames())
-    got.push_back(f.address + "|" + f.payload);
-  BOOST_TEST(got == (std::vector<std::string>{"orders.eu.created|1", "audit.login|2",
-                                              "orders.us.created|3"}),
-             boost::test_tools::per_element());
-  BOOST_TEST(gw.daemon->count_in_log("not_permitted") >= 1u);
-
-  // The default now lets billing.> through: the rules reload with the routing table.
-  gw.dir.write("routes.toml", routes("\"billing.>\""));
-  gw.daemon->signal(SIGHUP);
-  BOOST_TEST_REQUIRE(
-      wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"success\"}", 1) >= 1);
-  send(billing, "billing.invoice", "4");
-  send(billing, "orders.eu.created", "denied still");
-  BOOST_TEST(sink.wait_for_count(4, 5s));
-  BOOST_TEST(sink.frames().back().payload == "4");
-  BOOST_TEST(wait_metric(gw.metrics_port,
-                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
-                         5) == 5);
-}
-
 // Rotation without a restart: the certificate, key and CA are reloaded on file change and
 // SIGHUP, validated first (a key that does not match keeps the running context), new
 // connections get the new context and open ones keep working.

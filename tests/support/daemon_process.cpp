@@ -37,6 +37,7 @@ temp_dir::~temp_dir() {
 
 std::filesystem::path temp_dir::write(const std::string& name, const std::string& content) const {
   const auto p = path_ / name;
+  std::filesystem::create_directories(p.parent_path());
   std::ofstream(p, std::ios::binary | std::ios::trunc) << content;
   return p;
 }

@@ -1,0 +1,69 @@
+// Publish permissions end to end: suppliers identified by their client certificates (mTLS)
+// publish what [suppliers.NAME] allows, deny wins, the default rule covers everyone else, and
+// the rules reload with the routing table; a refused frame is counted and the connection stays.
+#define BOOST_TEST_MODULE supplier_permissions
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <string>
+#include <vector>
+
+#include "protocol/frame_codec.hpp"
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/test_peers.hpp"
+#include "tests/support/tls_peers.hpp"
+
+using namespace gatewayd::test;
+using namespace std::chrono_literals;
+
+BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny) {
+  pki p;
+  test_consumer sink;
+  const auto routes = [&](const std::string& fallback) {
+    return consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}) +
+           "[suppliers.orders]\nidentity = \"orders-svc\"\n"
+           "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
+           "[suppliers_default]\npublish = [" +
+           fallback + "]\n";
+  };
+  gateway_fixture gw(routes(""), "", {}, true, p.tls_table(true));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  const auto send = [](tls_supplier& s, const std::string& address, const std::string& body) {
+    BOOST_TEST_REQUIRE(!s.send(gatewayd::protocol::encode_frame(address, body)));
+  };
+  tls_supplier orders(p, "orders");
+  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
+  send(orders, "orders.eu.created", "1");
+  send(orders, "orders.internal.audit", "denied: deny wins over orders.>");
+  send(orders, "audit.login", "2");
+  send(orders, "audit.login.failed", "denied: * is one token");
+  send(orders, "billing.x", "denied: not in publish");
+  tls_supplier billing(p, "billing");  // identity billing.internal: no [suppliers.*] names it
+  BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
+  send(billing, "orders.eu.created", "denied: default-deny");
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
+                         4) == 4);
+  send(orders, "orders.us.created", "3");  // the connection stayed
+  BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
+  std::vector<std::string> got;
+  for (const auto& f : sink.frames())
+    got.push_back(f.address + "|" + f.payload);
+  BOOST_TEST(got == (std::vector<std::string>{"orders.eu.created|1", "audit.login|2",
+                                              "orders.us.created|3"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(gw.daemon->count_in_log("not_permitted") >= 1u);
+
+  // The default now lets billing.> through: the rules reload with the routing table.
+  gw.dir.write("routes.toml", routes("\"billing.>\""));
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(
+      wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"success\"}", 1) >= 1);
+  send(billing, "billing.invoice", "4");
+  send(billing, "orders.eu.created", "denied still");
+  BOOST_TEST(sink.wait_for_count(4, 5s));
+  BOOST_TEST(sink.frames().back().payload == "4");
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
+                         5) == 5);
+}

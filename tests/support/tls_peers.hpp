@@ -1,0 +1,141 @@
+// What the TLS tests share: a CA and certificates made with the openssl CLI in a temp dir,
+// a blocking TLS supplier on 127.0.0.1, and a wait for a metric to reach a value.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+
+#include <asio.hpp>
+#include <asio/ssl.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "tests/support/daemon_process.hpp"
+#include "tests/support/scrape.hpp"
+
+namespace gatewayd::test {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+inline void sh(const std::string& command) {
+  const std::string quiet = "(" + command + ") >/dev/null 2>&1";
+  BOOST_TEST_REQUIRE(std::system(quiet.c_str()) == 0, "failed: " << command);
+}
+
+// A CA, the gateway's certificate, and suppliers' certificates: one the CA signed, one a
+// stranger CA signed, one the CA signed that has already expired.
+struct pki {
+  temp_dir dir;
+  fs::path at(const std::string& name) const { return dir.path() / name; }
+
+  pki() {
+    const std::string d = dir.path().string();
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    const auto ca = [&](const std::string& name) {
+      sh("cd " + d + " && openssl req -x509" + key + " -keyout " + name + ".key -out " + name +
+         ".crt -days 30 -subj /CN=" + name);
+    };
+    const auto leaf = [&](const std::string& name, const std::string& cn, const std::string& by,
+                          int days) {
+      sh("cd " + d + " && openssl req" + key + " -keyout " + name + ".key -out " + name +
+         ".csr -subj /CN=" + cn + " && openssl x509 -req -in " + name + ".csr -CA " + by +
+         ".crt -CAkey " + by + ".key -CAcreateserial -out " + name + ".crt -days " +
+         std::to_string(days));
+    };
+    ca("ca");
+    ca("stranger-ca");
+    leaf("gateway", "gateway.test", "ca", 30);
+    leaf("gateway2", "gateway2.test", "ca", 60);
+    leaf("orders", "orders-svc", "ca", 30);
+    leaf("rogue", "orders-svc", "stranger-ca", 30);
+    leaf("expired", "orders-svc", "ca", 0);  // notAfter = now: expired a second later
+    // No CN: the identity is the first SAN DNS name.
+    sh("cd " + d + " && openssl req" + key + " -keyout billing.key -out billing.csr -subj /O=acme" +
+       " -addext subjectAltName=DNS:billing.internal,DNS:other.internal && openssl x509 -req" +
+       " -in billing.csr -CA ca.crt -CAkey ca.key -CAcreateserial -copy_extensions copy" +
+       " -out billing.crt -days 30");
+    std::this_thread::sleep_for(1100ms);
+  }
+
+  std::string tls_table(bool client_ca, const std::string& extra = "") const {
+    std::string t = "\n[tls]\ncert = \"" + at("gateway.crt").string() + "\"\nkey = \"" +
+                    at("gateway.key").string() + "\"\n";
+    if (client_ca) t += "client_ca = \"" + at("ca.crt").string() + "\"\n";
+    return t + extra;
+  }
+};
+
+// A supplier over TLS that trusts the test CA, with a client certificate or none.
+struct tls_supplier {
+  asio::io_context ioc;
+  asio::ssl::context ctx;
+  // Made once, after the context is complete: Asio 1.28's move assignment of an ssl::stream
+  // does not free the SSL object it replaces (LeakSanitizer found one per supplier).
+  asio::ssl::stream<asio::ip::tcp::socket> stream;
+
+  tls_supplier(const pki& p, const std::string& cert)
+      : ctx(client_context(p, cert)), stream(ioc, ctx) {}
+
+  static asio::ssl::context client_context(const pki& p, const std::string& cert) {
+    asio::ssl::context c{asio::ssl::context::tls_client};
+    c.load_verify_file(p.at("ca.crt").string());
+    c.set_verify_mode(asio::ssl::verify_peer);
+    if (!cert.empty()) {
+      c.use_certificate_chain_file(p.at(cert + ".crt").string());
+      c.use_private_key_file(p.at(cert + ".key").string(), asio::ssl::context::pem);
+    }
+    return c;
+  }
+
+  // Connects and handshakes; the error, if any.
+  std::error_code connect(unsigned short port) {
+    std::error_code ec;
+    stream.lowest_layer().connect({asio::ip::make_address("127.0.0.1"), port}, ec);
+    if (!ec) stream.handshake(asio::ssl::stream_base::client, ec);
+    return ec;
+  }
+
+  std::error_code send(const std::string& bytes) {
+    std::error_code ec;
+    asio::write(stream, asio::buffer(bytes), ec);
+    return ec;
+  }
+
+  // True when the gateway has not refused us `after` the handshake (no alert, no close).
+  bool still_accepted(std::chrono::milliseconds after) {
+    std::this_thread::sleep_for(after);
+    stream.lowest_layer().non_blocking(true);
+    char byte;
+    std::error_code ec;
+    stream.read_some(asio::buffer(&byte, 1), ec);
+    stream.lowest_layer().non_blocking(false);
+    return ec == asio::error::would_block || ec == asio::error::try_again;
+  }
+
+  // TLS 1.3 finishes the client's side of the handshake before the server has judged its
+  // certificate: a refusal shows on the first read, as an alert or the end of the stream.
+  bool refused_on_read() {
+    char byte;
+    std::error_code ec;
+    stream.read_some(asio::buffer(&byte, 1), ec);
+    return static_cast<bool>(ec);
+  }
+};
+
+// Waits until `series` reaches at least `want`; returns its last value.
+inline double wait_metric(unsigned short port, const std::string& series, double want,
+                          std::chrono::milliseconds timeout = 5s) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  double v = -1;
+  while (std::chrono::steady_clock::now() < until) {
+    v = scrape_metric(port, series);
+    if (v >= want) return v;
+    std::this_thread::sleep_for(20ms);
+  }
+  return v;
+}
+
+}  // namespace gatewayd::test
