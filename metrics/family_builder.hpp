@@ -3,6 +3,9 @@
 
 #include <prometheus/metric_family.h>
 
+#include <array>
+#include <atomic>
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <utility>
@@ -16,5 +19,23 @@ using labels = std::initializer_list<std::pair<const char*, std::string>>;
 prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type);
 void add_sample(prometheus::MetricFamily& f, double value, labels l = {});
 void add_histogram(prometheus::MetricFamily& f, const runtime::latency_histogram::snapshot& s);
+
+// One sample per value of `Enum` from its per-value counters, labelled reason="<to_string of the
+// value>" (found next to the enum) and, when given, consumer. Every reason is exported from the
+// start: rate() needs the zeros. Values below `first` are skipped (an enum's "no error").
+template <class Enum, std::size_t N>
+void add_by_reason(prometheus::MetricFamily& f,
+                   const std::array<std::atomic<std::uint64_t>, N>& counters,
+                   const std::string& consumer = {}, std::size_t first = 0) {
+  for (std::size_t r = first; r < N; ++r) {
+    const double v = static_cast<double>(counters[r].load(std::memory_order_relaxed));
+    std::string reason(to_string(static_cast<Enum>(r)));
+    if (consumer.empty()) {
+      add_sample(f, v, {{"reason", std::move(reason)}});
+    } else {
+      add_sample(f, v, {{"consumer", consumer}, {"reason", std::move(reason)}});
+    }
+  }
+}
 
 }  // namespace gatewayd::metrics

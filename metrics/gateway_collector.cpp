@@ -81,23 +81,9 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_sample(reconnects, value(st.reconnects), {{"consumer", n}});
       add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
       add_sample(blocked, value(st.blocked_write_ns) / 1e9, {{"consumer", n}, {"cause", "write"}});
-      for (std::size_t r = 0; r < consumers::drop_reason_count; ++r) {
-        add_sample(dropped, value(st.dropped[r]),
-                   {{"consumer", n},
-                    {"reason", std::string(to_string(static_cast<consumers::drop_reason>(r)))}});
-      }
-      for (std::size_t r = 0; r < consumers::disconnect_reason_count; ++r) {
-        add_sample(
-            disconnects, value(st.disconnects[r]),
-            {{"consumer", n},
-             {"reason", std::string(to_string(static_cast<consumers::disconnect_reason>(r)))}});
-      }
-      for (std::size_t r = 0; r < consumers::connect_failure_count; ++r) {
-        add_sample(
-            connect_failures, value(st.connect_failures[r]),
-            {{"consumer", n},
-             {"reason", std::string(to_string(static_cast<consumers::connect_failure>(r)))}});
-      }
+      add_by_reason<consumers::drop_reason>(dropped, st.dropped, n);
+      add_by_reason<consumers::disconnect_reason>(disconnects, st.disconnects, n);
+      add_by_reason<consumers::connect_failure>(connect_failures, st.connect_failures, n);
       add_sample(unacknowledged, value(st.unacknowledged_bytes), {{"consumer", n}});
     }
   }
@@ -119,10 +105,7 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   auto closed =
       family("gatewayd_supplier_connections_closed_total",
              "Supplier connections the gateway refused or closed, by reason.", MetricType::Counter);
-  for (std::size_t r = 0; r < suppliers::close_reason_count; ++r) {
-    add_sample(closed, value(st.closed[r]),
-               {{"reason", std::string(to_string(static_cast<suppliers::close_reason>(r)))}});
-  }
+  add_by_reason<suppliers::close_reason>(closed, st.closed);
   out.push_back(std::move(closed));
   auto received = family("gatewayd_supplier_messages_received_total",
                          "Whole frames received from suppliers.", MetricType::Counter);
@@ -135,10 +118,7 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   auto errors = family("gatewayd_supplier_protocol_errors_total",
                        "Supplier connections closed for a GWP/1 protocol error, by reason.",
                        MetricType::Counter);
-  for (std::size_t r = 1; r < protocol::frame_error_count; ++r) {
-    add_sample(errors, value(st.protocol_errors[r]),
-               {{"reason", std::string(to_string(static_cast<protocol::frame_error>(r)))}});
-  }
+  add_by_reason<protocol::frame_error>(errors, st.protocol_errors, {}, 1);  // 0 is "none"
   out.push_back(std::move(errors));
   auto not_permitted = family("gatewayd_supplier_dropped_messages_total",
                               "Frames from suppliers that were dropped, by reason: not_permitted "
@@ -154,10 +134,7 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   auto tls_failures = family("gatewayd_supplier_tls_handshake_failures_total",
                              "TLS handshakes on the supplier listener that failed, by reason.",
                              MetricType::Counter);
-  for (std::size_t r = 0; r < net::tls_failure_count; ++r) {
-    add_sample(tls_failures, value(st.tls_failures[r]),
-               {{"reason", std::string(net::to_string(static_cast<net::tls_failure>(r)))}});
-  }
+  add_by_reason<net::tls_failure>(tls_failures, st.tls_failures);
   out.push_back(std::move(tls_failures));
   // Always exported (without samples when no [tls]), so alerts on it always parse against it.
   auto expiry = family("gatewayd_tls_certificate_expiry_timestamp_seconds",
