@@ -14,12 +14,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr long memory_slack = 4;  // sanitizer shadow memory and quarantines
-#else
-constexpr long memory_slack = 1;
-#endif
-
 double dropped(unsigned short metrics_port, const std::string& consumer,
                const std::string& reason) {
   std::string s = "gatewayd_consumer_dropped_messages_total{consumer=\"";

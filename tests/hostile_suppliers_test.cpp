@@ -23,11 +23,9 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr long memory_slack = 4;  // sanitizer shadow memory and quarantines
 // Instrumented, the test's own sockets and the daemon compete harder for the 2 cores.
 constexpr double min_rate_ratio = 0.3;
 #else
-constexpr long memory_slack = 1;
 constexpr double min_rate_ratio = 0.5;
 #endif
 

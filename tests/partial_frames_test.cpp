@@ -20,12 +20,6 @@ using gatewayd::protocol::default_max_payload;
 
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr long memory_slack = 4;  // sanitizer shadow memory and quarantines
-#else
-constexpr long memory_slack = 1;
-#endif
-
 constexpr std::uint64_t budget = 16u << 20;
 const std::string refused =
     R"(gatewayd_supplier_connections_closed_total{reason="partial_frame_budget"})";

@@ -44,6 +44,7 @@ struct gateway_fixture {
                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   // Peak and current resident memory of the daemon, and its address space, in KiB (from
   // /proc/PID/status).
+  // (Bounds on them are multiplied by memory_slack, below.)
   long rss_kib() const;
   long peak_rss_kib() const;
   long vm_size_kib() const;
@@ -51,6 +52,14 @@ struct gateway_fixture {
  private:
   void start(const std::string& log_name, const std::vector<std::string>& env);
 };
+
+// How much more memory an instrumented build may take than the bounds the memory tests assert:
+// sanitizer shadow memory and quarantines.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr long memory_slack = 4;
+#else
+inline constexpr long memory_slack = 1;
+#endif
 
 // [consumers.NAME] with the endpoint and optional extra lines.
 std::string consumer_toml(const std::string& name, const std::string& endpoint,
