@@ -206,6 +206,11 @@ class routing_reader {
         check_.error(*key, path + ": supplier name " + in_quotes(key->str()) +
                                " must be made of A-Z a-z 0-9 _ - (it becomes a metric label)");
       }
+      if (key->str() == routing::publish_drop_counters::default_name) {
+        check_.error(*key, path +
+                               ": \"default\" is the label of [suppliers_default]; name the "
+                               "supplier otherwise");
+      }
       const auto* table = node->as_table();
       if (!table) {
         check_.error(*node,

@@ -85,7 +85,7 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
   snapshot->sha256 = std::move(routes_sha256);
   snapshot->loaded_at = std::chrono::system_clock::now();
   snapshot->permissions = std::make_shared<const routing::publish_permissions>(
-      routes.suppliers, routes.suppliers_default);
+      routes.suppliers, routes.suppliers_default, supplier_stats_.not_permitted);
   consumers::consumer::options options;
   options.reconnect_initial = service_.reconnect_initial;
   options.reconnect_max = service_.reconnect_max;

@@ -120,11 +120,16 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                        MetricType::Counter);
   add_by_reason<protocol::frame_error>(errors, st.protocol_errors, {}, 1);  // 0 is "none"
   out.push_back(std::move(errors));
-  auto not_permitted = family("gatewayd_supplier_dropped_messages_total",
-                              "Frames from suppliers that were dropped, by reason: not_permitted "
-                              "(the supplier may not publish to the address, routes.toml).",
-                              MetricType::Counter);
-  add_sample(not_permitted, value(st.not_permitted), {{"reason", "not_permitted"}});
+  auto not_permitted = family(
+      "gatewayd_supplier_dropped_messages_total",
+      "Frames from suppliers that were dropped, by supplier (the routes.toml [suppliers.NAME] "
+      "rule they fell under, or default) and reason: not_permitted (the rule does not let them "
+      "publish to the address).",
+      MetricType::Counter);
+  for (auto& [supplier, count] : st.not_permitted->values()) {
+    add_sample(not_permitted, static_cast<double>(count),
+               {{"supplier", std::move(supplier)}, {"reason", "not_permitted"}});
+  }
   out.push_back(std::move(not_permitted));
   auto handshakes =
       family("gatewayd_supplier_tls_handshakes_total",

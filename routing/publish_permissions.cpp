@@ -36,12 +36,15 @@ bool pattern_matches_in_place(std::string_view pattern, std::string_view address
   return a > address.size();  // both ran out together
 }
 
-publish_permissions::publish_permissions(std::vector<publish_rule> rules, publish_rule fallback) {
+publish_permissions::publish_permissions(std::vector<publish_rule> rules, publish_rule fallback,
+                                         std::shared_ptr<publish_drop_counters> dropped)
+    : dropped_(dropped ? std::move(dropped) : std::make_shared<publish_drop_counters>()) {
   rules_.reserve(rules.size() + 1);
   rules_.push_back({std::move(fallback)});
   for (auto& r : rules)
     rules_.push_back({std::move(r)});
   for (auto& c : rules_) {
+    c.dropped = dropped_->counter(c.spec.name);
     c.allows_all =
         c.spec.deny.empty() && std::find(c.spec.publish.begin(), c.spec.publish.end(),
                                          std::string{tail_wildcard}) != c.spec.publish.end();

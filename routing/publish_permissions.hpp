@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "routing/publish_drop_counters.hpp"
+
 namespace gatewayd::routing {
 
 struct publish_rule {
@@ -31,7 +33,10 @@ class publish_permissions {
   static constexpr rule_index default_rule = 0;
 
   // `rules` are the [suppliers.NAME] tables (identities unique), `fallback` the default rule.
-  publish_permissions(std::vector<publish_rule> rules, publish_rule fallback);
+  // `dropped` holds the not_permitted counters by rule name; every version of the permissions
+  // should share the gateway's one (null: counters of their own, for tests).
+  publish_permissions(std::vector<publish_rule> rules, publish_rule fallback,
+                      std::shared_ptr<publish_drop_counters> dropped = nullptr);
 
   // The rule of a supplier with this identity (empty: plaintext or no certificate).
   rule_index rule_for(std::string_view identity) const noexcept;
@@ -40,12 +45,19 @@ class publish_permissions {
   // The rule lets everything through (publish [">"], no deny): no check per frame.
   bool allows_all(rule_index rule) const noexcept { return rules_[rule].allows_all; }
   const std::string& name(rule_index rule) const noexcept { return rules_[rule].spec.name; }
+  // Counts `n` frames `rule` refused: one relaxed add, no lock (once per read, not per frame).
+  void count_not_permitted(rule_index rule, std::uint64_t n) const noexcept {
+    rules_[rule].dropped->fetch_add(n, std::memory_order_relaxed);
+  }
+  const publish_drop_counters& dropped() const noexcept { return *dropped_; }
 
  private:
   struct compiled {
     publish_rule spec;
     bool allows_all = false;
+    std::atomic<std::uint64_t>* dropped = nullptr;  // in dropped_, by spec.name
   };
+  std::shared_ptr<publish_drop_counters> dropped_;
   std::vector<compiled> rules_;  // [0] = the default
 };
 

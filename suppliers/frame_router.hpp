@@ -33,6 +33,10 @@ class frame_router {
   // May that supplier publish to `address`? No allocation; the answer for the last address is
   // remembered, and a rule that allows everything costs one branch.
   bool permitted(std::string_view address) noexcept;
+  // Counts `n` frames of that supplier refused by permitted(), under its rule's name.
+  void count_not_permitted(std::uint64_t n) noexcept {
+    if (permissions_) permissions_->count_not_permitted(rule_, n);
+  }
 
   // Takes the chunk references the frames routed so far need. Call before the stream may let
   // go of their chunk (its next read): until then they are only counted.

@@ -172,7 +172,7 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
   }
   if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
   if (denied) {
-    ctx_.stats.not_permitted.fetch_add(denied, std::memory_order_relaxed);
+    router.count_not_permitted(denied);
     // The connection stays (as nats-server does): the frames are dropped, counted and logged.
     GW_LOG_LIMITED(warning, "supplier frames not permitted")
         << "supplier " << peer_ << " (identity \"" << identity_ << "\"): " << denied

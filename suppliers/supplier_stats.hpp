@@ -5,10 +5,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 
 #include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
+#include "routing/publish_drop_counters.hpp"
 #include "runtime/enum_names.hpp"
 
 namespace gatewayd::suppliers {
@@ -35,8 +37,10 @@ struct supplier_stats {
   std::atomic<std::uint64_t> frames_received{0};
   std::atomic<std::uint64_t> bytes_received{0};
   std::atomic<std::uint64_t> unroutable{0};
-  // Frames dropped because their supplier may not publish to their address (routes.toml).
-  std::atomic<std::uint64_t> not_permitted{0};
+  // Frames dropped because their supplier may not publish to their address (routes.toml), by
+  // the rule that refused them: every version of the permissions counts into this one.
+  const std::shared_ptr<routing::publish_drop_counters> not_permitted =
+      std::make_shared<routing::publish_drop_counters>();
   std::atomic<std::uint64_t> backpressure_pauses{0};
   std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};

@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE publish_permissions
 #include <boost/test/unit_test.hpp>
 
+#include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,4 +57,32 @@ BOOST_AUTO_TEST_CASE(the_default_default_allows_everything) {
   BOOST_TEST(!denying.allows_all(publish_permissions::default_rule));
   BOOST_TEST(!denying.permitted(publish_permissions::default_rule, "secret.x"));
   BOOST_TEST(denying.permitted(publish_permissions::default_rule, "open.x"));
+}
+
+// The not_permitted counters live by rule name in one registry that every version of the
+// permissions shares: a reload neither resets nor doubles them, and a removed rule keeps its
+// count (and an in-flight pass on the old version still lands in it).
+BOOST_AUTO_TEST_CASE(drop_counters_are_by_rule_name_and_survive_a_reload) {
+  auto counters = std::make_shared<publish_drop_counters>();
+  const auto values = [&] {
+    std::map<std::string, std::uint64_t> m;
+    for (const auto& [name, v] : counters->values())
+      m[name] = v;
+    return m;
+  };
+  const publish_permissions v1({{"orders", "orders-svc", {"orders.>"}, {}},
+                                {"billing", "billing.internal", {"billing.>"}, {}}},
+                               {"", "", {}, {}}, counters);
+  BOOST_TEST((values() ==
+              std::map<std::string, std::uint64_t>{{"billing", 0}, {"default", 0}, {"orders", 0}}));
+  v1.count_not_permitted(v1.rule_for("orders-svc"), 2);
+  v1.count_not_permitted(v1.rule_for("billing.internal"), 5);
+  v1.count_not_permitted(v1.rule_for("someone-else"), 1);
+  const publish_permissions v2({{"orders", "orders-svc", {"orders.>"}, {}}}, {"", "", {}, {}},
+                               counters);
+  v2.count_not_permitted(v2.rule_for("orders-svc"), 1);
+  v2.count_not_permitted(v2.rule_for("billing.internal"), 3);  // now under the default rule
+  v1.count_not_permitted(v1.rule_for("billing.internal"), 1);  // a pass still on v1
+  BOOST_TEST((values() ==
+              std::map<std::string, std::uint64_t>{{"billing", 6}, {"default", 4}, {"orders", 3}}));
 }

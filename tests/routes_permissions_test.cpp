@@ -49,3 +49,12 @@ colour = 1
   BOOST_TEST(all.find("suppliers.b.identity: \"x\" is already") != std::string::npos, all);
   BOOST_TEST(all.find("suppliers.b.colour: unknown key") != std::string::npos, all);
 }
+
+// "default" labels [suppliers_default]'s drops: a [suppliers.default] would share its series.
+BOOST_AUTO_TEST_CASE(a_supplier_may_not_be_named_default) {
+  const auto bad = parse_routes_config("[suppliers.default]\nidentity = \"x\"\n", "routes.toml");
+  BOOST_TEST_REQUIRE(bad.errors.size() == 1u);
+  BOOST_TEST(bad.errors[0].to_string().find("suppliers.default: \"default\" is the label") !=
+                 std::string::npos,
+             bad.errors[0].to_string());
+}

@@ -10,11 +10,22 @@
 
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 #include "tests/support/tls_peers.hpp"
 
 using namespace gatewayd::test;
 using namespace std::chrono_literals;
+
+namespace {
+
+// The not_permitted drops of one [suppliers.NAME] rule ("default": [suppliers_default]).
+std::string dropped(const std::string& supplier) {
+  return "gatewayd_supplier_dropped_messages_total{supplier=\"" + supplier +
+         "\",reason=\"not_permitted\"}";
+}
+
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny) {
   pki p;
@@ -41,9 +52,8 @@ BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny
   tls_supplier billing(p, "billing");  // identity billing.internal: no [suppliers.*] names it
   BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
   send(billing, "orders.eu.created", "denied: default-deny");
-  BOOST_TEST(wait_metric(gw.metrics_port,
-                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
-                         4) == 4);
+  BOOST_TEST(wait_metric(gw.metrics_port, dropped("orders"), 3) == 3);
+  BOOST_TEST(wait_metric(gw.metrics_port, dropped("default"), 1) == 1);
   send(orders, "orders.us.created", "3");  // the connection stayed
   BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
   std::vector<std::string> got;
@@ -63,7 +73,55 @@ BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny
   send(billing, "orders.eu.created", "denied still");
   BOOST_TEST(sink.wait_for_count(4, 5s));
   BOOST_TEST(sink.frames().back().payload == "4");
-  BOOST_TEST(wait_metric(gw.metrics_port,
-                         "gatewayd_supplier_dropped_messages_total{reason=\"not_permitted\"}",
-                         5) == 5);
+  BOOST_TEST(wait_metric(gw.metrics_port, dropped("default"), 2) == 2);
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("orders")) == 3);
+}
+
+// Two identities with a rule each are counted apart, under their rules' names, never under the
+// certificate's identity. A reload that removes a rule keeps its count (the series stays,
+// monotonic, until a restart) and the supplier's next refusals count under the rule it now
+// falls under: nothing lost, nothing counted twice.
+BOOST_AUTO_TEST_CASE(not_permitted_is_counted_by_supplier_rule_across_a_reload) {
+  pki p;
+  test_consumer sink;
+  const std::string orders_rule =
+      "[suppliers.orders]\nidentity = \"orders-svc\"\npublish = [\"orders.>\"]\n";
+  const std::string billing_rule =
+      "[suppliers.billing]\nidentity = \"billing.internal\"\npublish = [\"billing.>\"]\n";
+  const std::string base = consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"});
+  gateway_fixture gw(base + orders_rule + billing_rule, "", {}, true, p.tls_table(true));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("orders")) == 0);  // exported from the start
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("billing")) == 0);
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("default")) == 0);
+  tls_supplier orders(p, "orders");
+  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
+  tls_supplier billing(p, "billing");
+  BOOST_TEST_REQUIRE(!billing.connect(gw.supplier_port));
+  std::string two, five;
+  for (int i = 0; i < 2; ++i)
+    two += gatewayd::protocol::encode_frame("billing.x", "denied to orders");
+  for (int i = 0; i < 5; ++i)
+    five += gatewayd::protocol::encode_frame("orders.x", "denied to billing");
+  BOOST_TEST_REQUIRE(!orders.send(two));
+  BOOST_TEST_REQUIRE(!billing.send(five));
+  BOOST_TEST_REQUIRE(!orders.send(gatewayd::protocol::encode_frame("orders.ok", "1")));
+  BOOST_TEST_REQUIRE(!billing.send(gatewayd::protocol::encode_frame("billing.ok", "2")));
+  BOOST_TEST_REQUIRE(sink.wait_for_count(2, 5s));
+  BOOST_TEST(wait_metric(gw.metrics_port, dropped("orders"), 2) == 2);
+  BOOST_TEST(wait_metric(gw.metrics_port, dropped("billing"), 5) == 5);
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("default")) == 0);
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("orders-svc")) == -1);  // no identity label
+
+  // [suppliers.billing] removed: billing.internal falls under the default rule ([">"]).
+  gw.dir.write("routes.toml", base + orders_rule + "[suppliers_default]\npublish = [\"ok\"]\n");
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(
+      wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"success\"}", 1) >= 1);
+  BOOST_TEST_REQUIRE(!billing.send(five));
+  BOOST_TEST_REQUIRE(!billing.send(gatewayd::protocol::encode_frame("ok", "3")));
+  BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
+  BOOST_TEST(wait_metric(gw.metrics_port, dropped("default"), 5) == 5);
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("billing")) == 5);  // kept, not lost
+  BOOST_TEST(scrape_metric(gw.metrics_port, dropped("orders")) == 2);
 }
