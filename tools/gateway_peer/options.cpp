@@ -23,6 +23,8 @@ const char* const send_help =
     "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--size N]\n"
     "                         [--rate R] [--count C | --duration D] [--connections K]\n"
     "                         [--reconnect] [--json]\n"
+    "                         [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
+    "                          [--tls-server-name NAME]]\n"
     "\n"
     "  --to HOST:PORT[,...] the gateways' supplier listeners, or a balancer in front of them\n"
     "                     (literal IPv4, or [IPv6]:port). Connection i starts at address i mod n;\n"
@@ -45,12 +47,19 @@ const char* const send_help =
     "  --connections K    supplier connections, one sending thread each (default 1)\n"
     "  --reconnect        reconnect after a lost connection (default with one address: exit 1)\n"
     "  --json             print the summary as one JSON object on stdout\n"
+    "  --tls-ca FILE      speak TLS to the gateway, trusting the CA in FILE (PEM); the\n"
+    "                     handshake is part of connecting; no --reconnect with TLS\n"
+    "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key)\n"
+    "  --tls-key FILE     its private key\n"
+    "  --tls-server-name N  SNI, and the name the gateway's certificate must carry (default:\n"
+    "                     the chain is verified, the name is not)\n"
     "\n"
     "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments\n";
 
 const char* const recv_help =
     "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--print] [--duration D]\n"
     "                         [--expect N] [--json]\n"
+    "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "\n"
     "Accepts the gateway's consumer connection(s) (and re-accepts after a disconnect), checks\n"
     "every frame's order per (sender, stream), and prints a live line about once a second on\n"
@@ -66,6 +75,10 @@ const char* const recv_help =
     "  --duration D       run D seconds, then print the summary and exit\n"
     "  --expect N         exit as soon as N frames arrived (exit 3 if --duration ends first)\n"
     "  --json             print the summary as one JSON object on stdout\n"
+    "  --tls-cert FILE    serve TLS to the gateway with this certificate (with --tls-key);\n"
+    "                     a connection whose handshake fails is closed and reported\n"
+    "  --tls-key FILE     its private key\n"
+    "  --tls-client-ca FILE  require a client certificate (the gateway's) this CA signed\n"
     "\n"
     "exit codes: 0 ok, 1 cannot listen, 2 bad arguments,\n"
     "            3 corrupt frames seen or --expect not reached\n";
@@ -196,9 +209,15 @@ send_options parse_send(const std::vector<std::string>& args) {
       o.reconnect = true;
     } else if (flag == "--json") {
       o.json = true;
-    } else {
+    } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }
+  }
+  if (o.tls.enabled() || !o.tls.key.empty() || !o.tls.server_name.empty()) {
+    if (o.tls.ca.empty()) throw usage_error("TLS needs --tls-ca (the gateway's CA)");
+    if (o.tls.cert.empty() != o.tls.key.empty())
+      throw usage_error("give --tls-cert and --tls-key together");
+    if (!o.tls.client_ca.empty()) throw usage_error("--tls-client-ca is for recv");
   }
   if (!have_to) throw usage_error("--to HOST:PORT is required");
   if (o.to.size() > 1) o.reconnect = true;
@@ -206,6 +225,8 @@ send_options parse_send(const std::vector<std::string>& args) {
   if (o.count != 0 && o.duration != 0) throw usage_error("give --count or --duration, not both");
   if (o.count != 0 && o.count < o.connections)
     throw usage_error("--count must be at least --connections");
+  if (o.tls.enabled() && o.reconnect)
+    throw usage_error("--tls-ca cannot go with --reconnect or several --to addresses (yet)");
   return o;
 }
 
@@ -228,11 +249,17 @@ recv_options parse_recv(const std::vector<std::string>& args) {
       o.expect = to_count(flag, r.value(flag), 1, traffic::max_sequence);
     } else if (flag == "--json") {
       o.json = true;
-    } else {
+    } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }
   }
   if (!have_listen) throw usage_error("--listen HOST:PORT is required");
+  if (!o.tls.ca.empty() || !o.tls.server_name.empty())
+    throw usage_error("--tls-ca and --tls-server-name are for send");
+  if (o.tls.cert.empty() != o.tls.key.empty())
+    throw usage_error("give --tls-cert and --tls-key together");
+  if (!o.tls.client_ca.empty() && o.tls.cert.empty())
+    throw usage_error("--tls-client-ca needs --tls-cert and --tls-key");
   return o;
 }
 

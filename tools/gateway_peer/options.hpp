@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "net/endpoint.hpp"
+#include "tools/gateway_peer/tls_options.hpp"
 
 namespace gatewayd::tools {
 
@@ -31,6 +32,7 @@ struct send_options {
   unsigned connections = 1;
   bool reconnect = false;  // also implied by several --to addresses
   bool json = false;
+  tls_options tls;  // --tls-ca (and optionally --tls-cert/--tls-key): TLS to the gateway
 };
 
 struct recv_options {
@@ -40,6 +42,7 @@ struct recv_options {
   double duration = 0;       // seconds; 0 = until SIGINT/SIGTERM (or --expect)
   std::uint64_t expect = 0;  // exit once this many frames arrived; 0 = no such goal
   bool json = false;
+  tls_options tls;  // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
 };
 
 // Throw usage_error with a message that names the offending option.

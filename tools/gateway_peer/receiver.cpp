@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tools/gateway_peer/stop_signal.hpp"
+#include "tools/gateway_peer/tls_stream.hpp"
 #include "tools/traffic/connection_reader.hpp"
 #include "tools/traffic/sockets.hpp"
 
@@ -41,6 +42,8 @@ struct connection {
   int fd;
   std::size_t slot;
   traffic::connection_reader reader;
+  std::unique_ptr<tls_stream> tls;  // with --tls-cert
+  bool handshaken = false;
 };
 
 class receiver {
@@ -59,6 +62,14 @@ class receiver {
 
   int run() {
     install_stop_handlers();
+    if (o_.tls.enabled()) {
+      std::string error;
+      tls_ = make_tls_server(o_.tls, error);
+      if (!tls_) {
+        std::fprintf(stderr, "gateway-peer recv: %s\n", error.c_str());
+        return exit_runtime_error;
+      }
+    }
     if (!listen()) return exit_runtime_error;
     epoll_ = epoll_create1(EPOLL_CLOEXEC);
     watch(listen_fd_, nullptr);
@@ -115,6 +126,7 @@ class receiver {
     const int size = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
     auto* c = new connection(fd, take_slot(), verifier_);
+    if (tls_) c->tls = std::make_unique<tls_stream>(tls_.get(), fd, true);
     connections_.push_back(c);
     ++accepted_;
     if (!stalled_) watch(fd, c);
@@ -150,15 +162,34 @@ class receiver {
   }
 
   void read_from(connection& c, std::uint64_t now) {
+    if (c.tls && !c.handshaken) {
+      const auto step = c.tls->handshake();
+      if (step == tls_stream::step::again) return;
+      if (step == tls_stream::step::failed) {
+        std::fprintf(stderr, "gateway-peer recv: connection %zu: %s; closing it\n", c.slot + 1,
+                     c.tls->error().c_str());
+        return close_connection(c);
+      }
+      c.handshaken = true;
+    }
     std::error_code ec;
-    const auto state = c.reader.read_some(
-        c.fd, now,
-        [&](const protocol::frame_view& f, const std::optional<traffic::payload_header>&) {
-          ++interval_frames_;
-          interval_bytes_ += f.bytes.size();
-          if (o_.print) print(f);
-        },
-        ec);
+    const auto on_frame = [&](const protocol::frame_view& f,
+                              const std::optional<traffic::payload_header>&) {
+      ++interval_frames_;
+      interval_bytes_ += f.bytes.size();
+      if (o_.print) print(f);
+    };
+    auto state = traffic::connection_reader::state::open;
+    if (c.tls) {
+      // Until OpenSSL wants the socket again: records it already read (read-ahead) would
+      // otherwise wait for the socket's next readiness, which may never come.
+      do {
+        state = c.reader.read_with([&](void* b, std::size_t n) { return c.tls->read(b, n); }, now,
+                                   on_frame, ec);
+      } while (state == traffic::connection_reader::state::open && !c.tls->drained());
+    } else {
+      state = c.reader.read_some(c.fd, now, on_frame, ec);
+    }
     if (state == traffic::connection_reader::state::corrupt) {
       const auto& e = c.reader.error();
       std::fprintf(stderr,
@@ -267,6 +298,7 @@ class receiver {
   static unsigned long long ull(std::uint64_t v) { return static_cast<unsigned long long>(v); }
 
   const recv_options& o_;
+  ssl_ctx_ptr tls_;  // with --tls-cert
   traffic::verifier verifier_;
   int listen_fd_ = -1;
   int epoll_ = -1;

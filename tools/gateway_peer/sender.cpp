@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "tools/gateway_peer/stop_signal.hpp"
+#include "tools/gateway_peer/tls_stream.hpp"
 #include "tools/traffic/frame_batch.hpp"
 #include "tools/traffic/payload_header.hpp"
 #include "tools/traffic/supplier_link.hpp"
@@ -61,9 +63,11 @@ std::string joined(const std::vector<net::endpoint>& to) {
 
 class connection_sender {
  public:
+  // `tls`: the TLS layer over the link's connection, or null for plaintext.
   connection_sender(const send_options& o, std::uint64_t count, double rate,
-                    std::uint64_t deadline_ns)
-      : o_(o),
+                    std::uint64_t deadline_ns, tls_stream* tls)
+      : tls_(tls),
+        o_(o),
         count_(count),
         rate_(rate),
         deadline_ns_(deadline_ns),
@@ -122,7 +126,8 @@ class connection_sender {
       }
       const auto bytes = batch_.next(n, now);
       std::error_code ec;
-      if (!link.send(bytes, stop_requested(), ec)) {
+      if (!(tls_ ? tls_->write_all(bytes, stop_requested(), ec)
+                 : link.send(bytes, stop_requested(), ec))) {
         if (ec == std::errc::operation_canceled) break;
         // Some of these frames may have arrived: they are written again on the next
         // connection, and reported, rather than silently possibly lost.
@@ -141,6 +146,7 @@ class connection_sender {
       r.bytes += bytes.size();
       r.links.back().frames += n;
     }
+    if (tls_) tls_->close_notify();
     link.leave();
     return r;
   }
@@ -164,6 +170,7 @@ class connection_sender {
     return true;
   }
 
+  tls_stream* tls_;
   const send_options& o_;
   std::uint64_t count_;
   double rate_;
@@ -216,6 +223,37 @@ void print_report(const send_options& o, const connection_result& total, double 
   }
 }
 
+// With --tls-ca: a handshake on every connection before anything is sent (a refusal is
+// reported like an unreachable gateway). Each connection has its own SSL, used by one thread.
+bool start_tls(const send_options& o,
+               const std::vector<std::unique_ptr<traffic::supplier_link>>& links,
+               std::vector<std::unique_ptr<tls_stream>>& out) {
+  if (!o.tls.enabled()) return true;
+  std::string error;
+  const ssl_ctx_ptr ctx = make_tls_client(o.tls, error);  // each SSL holds a reference
+  if (!ctx) {
+    std::fprintf(stderr, "gateway-peer send: %s\n", error.c_str());
+    return false;
+  }
+  const std::uint64_t deadline = traffic::monotonic_ns() + 10'000'000'000u;
+  for (const auto& link : links) {
+    out.push_back(
+        std::make_unique<tls_stream>(ctx.get(), link->native_handle(), false, o.tls.server_name));
+    auto step = tls_stream::step::again;
+    // A blocking socket whose timeouts wake it: `again` only when one ran out.
+    while ((step = out.back()->handshake()) == tls_stream::step::again &&
+           traffic::monotonic_ns() < deadline && !stop_requested().load()) {
+    }
+    if (step != tls_stream::step::done) {
+      std::fprintf(stderr, "gateway-peer send: %s: %s\n", link->peer().to_string().c_str(),
+                   step == tls_stream::step::failed ? out.back()->error().c_str()
+                                                    : "TLS handshake timed out");
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 int run_sender(const send_options& o) {
@@ -233,6 +271,8 @@ int run_sender(const send_options& o) {
       return exit_runtime_error;
     }
   }
+  std::vector<std::unique_ptr<tls_stream>> tls;
+  if (!start_tls(o, links, tls)) return exit_runtime_error;
   const std::uint64_t start = traffic::monotonic_ns();
   const std::uint64_t deadline =
       o.duration > 0 ? start + static_cast<std::uint64_t>(o.duration * 1e9) : 0;
@@ -241,7 +281,7 @@ int run_sender(const send_options& o) {
   for (unsigned i = 0; i < k; ++i) {
     const std::uint64_t count = o.count == 0 ? 0 : o.count / k + (i < o.count % k ? 1 : 0);
     threads.emplace_back([&, i, count] {
-      connection_sender s(o, count, o.rate / k, deadline);
+      connection_sender s(o, count, o.rate / k, deadline, tls.empty() ? nullptr : tls[i].get());
       results[i] = s.run(*links[i]);
     });
   }

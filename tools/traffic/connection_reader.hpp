@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <system_error>
+#include <utility>
 
 #include "protocol/frame_stream.hpp"
 #include "tools/traffic/verifier.hpp"
@@ -31,9 +32,17 @@ class connection_reader {
   // nothing more of this connection can be trusted. A read that would block is `open`.
   template <class OnFrame>
   state read_some(int fd, std::uint64_t now_ns, OnFrame&& on_frame, std::error_code& ec) {
+    return read_with([fd](void* b, std::size_t n) { return ::read(fd, b, n); }, now_ns,
+                     std::forward<OnFrame>(on_frame), ec);
+  }
+
+  // The same with `read(buffer, size)` in place of ::read() on a socket (a TLS layer's), with
+  // the same results and errno.
+  template <class Read, class OnFrame>
+  state read_with(Read&& read, std::uint64_t now_ns, OnFrame&& on_frame, std::error_code& ec) {
     ec.clear();
     const auto space = stream_.prepare();
-    const ssize_t n = ::read(fd, space.data, space.size);
+    const ssize_t n = read(space.data, space.size);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return state::open;
     if (n <= 0) {
       if (n < 0) ec = {errno, std::system_category()};

@@ -33,6 +33,7 @@ class supplier_link {
   bool connected() const noexcept { return fd_ >= 0; }
   const net::endpoint& peer() const noexcept { return to_[at_]; }
   const std::string& local() const noexcept { return local_; }  // our end, "127.0.0.1:4242"
+  int native_handle() const noexcept { return fd_; }  // for a TLS layer on top; -1 if none
 
   // True once the gateway half-closed the connection: it asks us to leave. Costs one poll().
   // An end-of-file that came with a reset is no such request: gone() says so, and the next
