@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from . import probes, procs
+from . import pki, probes, procs
 
 
 @dataclasses.dataclass
@@ -35,15 +35,29 @@ class Case:
     idle_suppliers: int = 0  # idle connections opened before the load
     seconds: float = 0  # load time; 0 = the run's --seconds
     min_seconds: float = 0
+    tls: bool = False  # TLS on the legs the run's --tls-legs names (mutual TLS, P-256)
 
 
 class Harness:
-    def __init__(self, build_dir, threads):
+    def __init__(self, build_dir, threads, tls_legs="both"):
         self.gatewayd = os.path.join(build_dir, "gateway", "gatewayd")
         self.peer = os.path.join(build_dir, "tools", "gateway-peer")
         self.threads = threads
         self.work = tempfile.mkdtemp(prefix="gatewayd-bench-")
         self.seq = 0
+        self.tls_legs = tls_legs  # "supplier" or "both" (supplier and consumer legs)
+        self._pki = None
+
+    def pki(self):
+        if self._pki is None:
+            self._pki = pki.make(os.path.join(self.work, "pki"))
+        return self._pki
+
+    def legs(self, case):
+        """The legs of `case` that speak TLS: set(), {"supplier"} or {"supplier", "consumer"}."""
+        if not case.tls:
+            return set()
+        return {"supplier", "consumer"} if self.tls_legs == "both" else {"supplier"}
 
     def path(self, name):
         """A fresh file name in the work directory (case and model names may hold '/')."""
@@ -57,10 +71,16 @@ class Harness:
                            text=True, timeout=30)
         return r.returncode == 0, (r.stdout + r.stderr).strip()
 
-    def write_config(self, model_keys, routes, endpoints, consumer_extra, max_suppliers):
+    def write_config(self, model_keys, routes, endpoints, consumer_extra, max_suppliers,
+                     legs=frozenset()):
         d = self.path("config")
         os.makedirs(d)
-        parts = [f'[consumers.{n}]\nendpoint = "{ep}"\n{consumer_extra}\n'
+        tls_line = ""
+        if "consumer" in legs:
+            k = self.pki()
+            tls_line = (f'tls = {{ ca = "{k["ca"]}", server_name = "{pki.CONSUMER_NAME}", '
+                        f'cert = "{k["gateway_crt"]}", key = "{k["gateway_key"]}" }}\n')
+        parts = [f'[consumers.{n}]\nendpoint = "{ep}"\n{tls_line}{consumer_extra}\n'
                  for n, ep in endpoints.items()]
         parts += ["[[routes]]\nmatch = \"%s\"\nto = [%s]\n" % (m, ", ".join(f'"{t}"' for t in to))
                   for m, to in routes.items()]
@@ -71,9 +91,14 @@ class Harness:
         if max_suppliers:
             gw.append(f"max_supplier_connections = {max_suppliers}")
         gw += [f"{k} = {v}" for k, v in model_keys]
+        tls = ""
+        if "supplier" in legs:
+            k = self.pki()
+            tls = (f'\n[tls]\ncert = "{k["gateway_crt"]}"\nkey = "{k["gateway_key"]}"\n'
+                   f'client_ca = "{k["ca"]}"\n')
         with open(os.path.join(d, "gatewayd.toml"), "w") as f:
             f.write("[gateway]\n" + "\n".join(gw) +
-                    '\n\n[metrics]\nlisten = "127.0.0.1:0"\n\n[log]\nlevel = "info"\n')
+                    '\n\n[metrics]\nlisten = "127.0.0.1:0"\n\n[log]\nlevel = "info"\n' + tls)
         return os.path.join(d, "gatewayd.toml")
 
     # ----------------------------------------------------------------------- one case
@@ -84,9 +109,10 @@ class Harness:
         endpoints = {n: f"127.0.0.1:{port}" for _, _, port, names in receivers.values()
                      for n in names}
         cfg = self.write_config(model_keys, case.routes, endpoints, case.consumer_extra,
-                                case.idle_suppliers + 100 if case.idle_suppliers else 0)
+                                case.idle_suppliers + 100 if case.idle_suppliers else 0,
+                                self.legs(case))
         gw, sport, mport = self.start_gateway(case.name, cfg, list(endpoints))
-        res = {"name": case.name}
+        res = {"name": case.name, "tls_legs": sorted(self.legs(case))}
         if case.idle_suppliers:
             res.update(self.idle_connections(gw, sport, mport, case.idle_suppliers))
         before = self.counters(gw, receivers, mport)
@@ -109,6 +135,10 @@ class Harness:
             cmd = [self.peer, "recv", "--listen", "127.0.0.1:0", "--json"]
             if g in case.stall:
                 cmd += ["--stall-after", str(case.stall[g])]
+            if "consumer" in self.legs(case):
+                k = self.pki()
+                cmd += ["--tls-cert", k["consumer_crt"], "--tls-key", k["consumer_key"],
+                        "--tls-client-ca", k["ca"]]
             p = procs.start(cmd, out, err)
             port = probes.listening_port(err, 10)
             if port is None:
@@ -136,6 +166,10 @@ class Harness:
                    "--connections", str(s.connections), "--json"]
             if s.rate:
                 cmd += ["--rate", str(s.rate)]
+            if "supplier" in self.legs(case):
+                k = self.pki()
+                cmd += ["--tls-ca", k["ca"], "--tls-cert", k["supplier_crt"], "--tls-key",
+                        k["supplier_key"], "--tls-server-name", pki.GATEWAY_NAME]
             out = self.path(f"{case.name}-send.json")
             running.append((procs.start(cmd, out, out + ".err"), out))
         sent, rate, cpu = 0, 0.0, 0.0

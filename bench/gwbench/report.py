@@ -86,6 +86,26 @@ def latency(results, rep):
                   "CPU gatewayd / tools / others", "ctx sw/msg", "lost"], rows)
 
 
+def tls(results, rep):
+    """S1 and S2 with TLS next to the same cases in clear, from the same run."""
+    by_name = {r["name"]: r for r in results}
+    rows = []
+    for case in ("S1", "S2"):
+        plain, secure = by_name[case], by_name[case + "-tls"]
+        ratio = (secure["deliveries_per_s"] / plain["deliveries_per_s"]
+                 if plain["deliveries_per_s"] else 0.0)
+        for r in (plain, secure):
+            rows.append([r["name"], " + ".join(r["tls_legs"]) or "none",
+                         millions(r["deliveries_per_s"]), lost(r), drops(r),
+                         cpu_split(r), "%.0f" % r["p99_us"],
+                         "%.2fx" % ratio if r is secure else ""])
+    return (table(["case", "TLS legs", "delivered/s", "lost", "drops by reason (gatewayd)",
+                   "CPU gatewayd / tools / others (cores)", "p99 us", "TLS / plain"], rows) +
+            "\nTarget: TLS S1 >= 0.5x plain S1. The TLS legs are the run's --tls-legs; what "
+            "bounds the TLS rate is read from `perf top -p $(pidof gatewayd)` during the run "
+            "(docs/benchmarks-tls.md).\n")
+
+
 def healthy_worst_second(r):
     """Worst whole second of the healthy consumers (c1..c3), skipping the first and last
     (partial) seconds, and their mean frames/s."""

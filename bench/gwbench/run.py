@@ -45,6 +45,9 @@ def main(argv=None):
     ap.add_argument("--models", default="", help="names from bench/models.txt (default: all)")
     ap.add_argument("--no-build", action="store_true", help="(bench/run builds, not this)")
     ap.add_argument("--out", default=os.path.join(report.ROOT, "bench", "results"))
+    ap.add_argument("--tls-legs", choices=("supplier", "both"), default="both",
+                    help="the tls scenario's TLS legs: the supplier leg only, or both legs "
+                         "(default)")
     args = ap.parse_args(argv)
     want = args.scenarios.split()
     unknown = [k for k in want if k not in scenarios.KEYS]
@@ -56,7 +59,7 @@ def main(argv=None):
         ap.error(str(e))
     procs.install_handlers()
     os.makedirs(args.out, exist_ok=True)
-    h = Harness(os.path.abspath(args.build_dir), args.threads)
+    h = Harness(os.path.abspath(args.build_dir), args.threads, args.tls_legs)
     rep = report.Report(args.out, datetime.date.today().isoformat())
     t_start = time.time()
     print(f"bench: gatewayd {h.gatewayd}, model {model_list[0][0]}, {args.seconds:g} s per "

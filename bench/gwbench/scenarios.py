@@ -3,6 +3,7 @@ body it renders). bench/run runs the rows it is asked for; the cases are plain d
 harness.Harness.run executes."""
 
 import collections
+import dataclasses
 
 from . import report
 from .harness import Case, Sender
@@ -41,6 +42,14 @@ def mixed(name, suppliers, n=4, consumer_extra=""):
     addresses = [f"bench.{c}" for c in cs]
     return Case(name, own_receiver(cs), {a: [c] for a, c in zip(addresses, cs)},
                 [Sender(addresses) for _ in range(suppliers)], consumer_extra=consumer_extra)
+
+
+def tls_pairs():
+    """S1 and S2 in clear and with TLS, in one run: the ratio is what TLS costs on this machine
+    at this moment (report.tls)."""
+    return [one_to_one("S1"), fan_out("S2", consumer_extra=LOSSLESS),
+            dataclasses.replace(one_to_one("S1-tls"), tls=True),
+            dataclasses.replace(fan_out("S2-tls", consumer_extra=LOSSLESS), tls=True)]
 
 
 def fan_in(name, suppliers=4):
@@ -107,6 +116,10 @@ SCENARIOS = [
     Scenario("models", "Concurrency models: S1, the mixed shapes (S3) and S4 (100k frames/s) "
                        "per model",
              lambda secs: PER_MODEL, report.models, per_model=True),
+    # Last: until the consumer leg's TLS lands, --tls-legs both fails here, after the rest ran.
+    Scenario("tls", "TLS: S1 and S2 in clear, then with mutual TLS on the run's --tls-legs "
+                    "(supplier, or both legs), P-256 certificates",
+             lambda secs: tls_pairs(), report.tls),
 ]
 KEYS = [s.key for s in SCENARIOS]
 
