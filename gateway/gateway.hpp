@@ -96,6 +96,8 @@ class gateway {
   // [tls] on: builds a context from the running [tls] files; false (logged) when they do not
   // load or do not match, and the running context stays.
   bool reload_tls();
+  // What gatewayd_tls_certificate_expiry_timestamp_seconds shows (any thread, at scrape time).
+  std::vector<net::tls_certificate_expiry> certificates() const;
 
   config::service_config service_;
   file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
