@@ -6,10 +6,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
@@ -47,11 +50,14 @@ bool reload(gateway_fixture& gw, const std::string& text, const std::string& res
   return eventually([&] { return scrape_metric(gw.metrics_port, series) > before; }, 10s);
 }
 
-void send(unsigned short port, int from, int to) {
+// Frames "payload N", each followed by `padding` bytes of 'x'.
+void send_frames(unsigned short port, int from, int to, std::size_t padding = 0) {
   test_supplier s(port);
   std::string frames;
-  for (int i = from; i < to; ++i)
-    frames += gatewayd::protocol::encode_frame("orders.eu.created", "payload " + std::to_string(i));
+  for (int i = from; i < to; ++i) {
+    frames += gatewayd::protocol::encode_frame(
+        "orders.eu.created", "payload " + std::to_string(i) + std::string(padding, 'x'));
+  }
   s.send(frames);
 }
 
@@ -63,17 +69,19 @@ double sent(const gateway_fixture& gw) {
 }  // namespace
 
 // (a) Frames reach a TLS consumer whole and in order; the sent counter matches what arrived.
+// 3,000 frames of about 600 bytes: several 256 KiB writes, frames cut between them.
 BOOST_AUTO_TEST_CASE(frames_are_delivered_over_tls_in_order) {
   pki p;
   tls_test_consumer billing(p, "billing", false);
   gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("ca.crt")) +
                                                     ", server_name = \"billing.internal\""));
   BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
-  send(gw.supplier_port, 0, 3000);
+  send_frames(gw.supplier_port, 0, 3000, 600);
   BOOST_TEST_REQUIRE(billing.wait_for_count(3000, 10s));
   const auto got = billing.payloads();
   for (std::size_t i = 0; i < got.size(); ++i) {
-    if (got[i] != "payload " + std::to_string(i)) BOOST_FAIL("frame " << i << " is " << got[i]);
+    if (got[i] != "payload " + std::to_string(i) + std::string(600, 'x'))
+      BOOST_FAIL("frame " << i << " is " << got[i].substr(0, 20));
   }
   BOOST_TEST(billing.corruptions() == 0u);
   BOOST_TEST(billing.handshakes() == 1u);
@@ -93,7 +101,7 @@ BOOST_AUTO_TEST_CASE(a_wrong_server_name_is_refused_until_a_reload_fixes_it) {
                                                     ", server_name = \"payments.internal\""));
   BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_wrong_name"), 1) >= 1);
   BOOST_TEST(gw.daemon->wait_for_log("does not carry the name payments.internal", 5s).has_value());
-  send(gw.supplier_port, 0, 100);
+  send_frames(gw.supplier_port, 0, 100);
   std::this_thread::sleep_for(300ms);
   BOOST_TEST(billing.count() == 0u);
   BOOST_TEST(sent(gw) == 0);
@@ -125,7 +133,7 @@ BOOST_AUTO_TEST_CASE(a_consumer_requiring_a_client_certificate) {
                                             ", key = " + quoted(p.at("gateway.key"))),
              "success"));
   BOOST_TEST_REQUIRE(eventually([&] { return billing.handshakes() >= 1; }, 10s));
-  send(gw.supplier_port, 0, 200);
+  send_frames(gw.supplier_port, 0, 200);
   BOOST_TEST_REQUIRE(billing.wait_for_count(200, 10s));
   BOOST_TEST(billing.payloads().back() == "payload 199");
 }
@@ -147,6 +155,37 @@ BOOST_AUTO_TEST_CASE(tls_against_a_plaintext_consumer_times_out_clearly) {
   BOOST_TEST(line.has_value());
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_consumer_connected{consumer=\"billing\"}") ==
              0);
+}
+
+// (d) Also when the plaintext peer answers, with something that is not TLS: refused at once.
+BOOST_AUTO_TEST_CASE(tls_against_a_peer_speaking_something_else_is_not_tls) {
+  pki p;
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor plain(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const std::string endpoint = "127.0.0.1:" + std::to_string(plain.local_endpoint().port());
+  std::atomic<bool> stop{false};
+  std::thread peer([&] {
+    plain.non_blocking(true);
+    std::vector<asio::ip::tcp::socket> held;
+    while (!stop) {
+      std::error_code ec;
+      asio::ip::tcp::socket s(ioc);
+      plain.accept(s, ec);
+      if (ec) {
+        std::this_thread::sleep_for(10ms);
+        continue;
+      }
+      s.non_blocking(false);
+      asio::write(s, asio::buffer(std::string("HTTP/1.1 400 Bad Request\r\n\r\n")), ec);
+      held.push_back(std::move(s));
+    }
+  });
+  gateway_fixture gw(routes(endpoint, "ca = " + quoted(p.at("ca.crt"))));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_not_tls"), 1, 5s) >= 1);
+  BOOST_TEST(gw.daemon->wait_for_log("does not speak TLS", 2s).has_value());
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures("tls_timeout")) == 0);
+  stop = true;
+  peer.join();
 }
 
 // (e) A reload whose tls block is wrong fails whole: the running table and connection stay.
@@ -177,7 +216,7 @@ BOOST_AUTO_TEST_CASE(a_bad_tls_block_on_reload_keeps_the_running_table) {
              "failure"));
   BOOST_TEST(gw.daemon->wait_for_log("does not match the certificate", 5s).has_value());
 
-  send(gw.supplier_port, 0, 300);
+  send_frames(gw.supplier_port, 0, 300);
   BOOST_TEST_REQUIRE(billing.wait_for_count(300, 10s));
   BOOST_TEST(billing.handshakes() == 1u);  // never redialled
   BOOST_TEST(eventually([&] { return sent(gw) == 300; }, 5s));
