@@ -221,3 +221,33 @@ BOOST_AUTO_TEST_CASE(a_bad_tls_block_on_reload_keeps_the_running_table) {
   BOOST_TEST(billing.handshakes() == 1u);  // never redialled
   BOOST_TEST(eventually([&] { return sent(gw) == 300; }, 5s));
 }
+
+// Rotation: a CA bundle rewritten in place (other bytes, same names) makes its consumer redial
+// with a new context; a consumer whose TLS did not change keeps its connection.
+BOOST_AUTO_TEST_CASE(a_rotated_file_redials_its_consumer_only) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  test_consumer audit;
+  fs::copy_file(p.at("ca.crt"), p.at("bundle.crt"));
+  gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("bundle.crt")) +
+                                                    ", server_name = \"billing.internal\"") +
+                     consumer_toml("audit", audit.endpoint()) + route_toml("audit.>", {"audit"}));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing", "audit"}));
+  BOOST_TEST(billing.handshakes() == 1u);
+
+  // The new bundle: the old CA and a second one, as in the middle of a CA rotation.
+  p.dir.write("bundle.new",
+              read_text(p.at("ca.crt").string()) + read_text(p.at("stranger-ca.crt").string()));
+  fs::rename(p.at("bundle.new"), p.at("bundle.crt"));
+  gw.daemon->signal(
+      SIGHUP);  // the watcher may have reloaded already: then this one changes nothing
+  BOOST_TEST_REQUIRE(eventually([&] { return billing.handshakes() == 2; }, 10s));
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_consumer_disconnects_total{consumer=\"billing\",reason="
+                         "\"endpoint_changed\"}",
+                         1) == 1);
+  send_frames(gw.supplier_port, 0, 50);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(50, 10s));
+  BOOST_TEST(billing.handshakes() == 2u);
+  BOOST_TEST(audit.connections() == 1u);
+}
