@@ -20,7 +20,7 @@ namespace gatewayd::gateway {
 gateway::gateway(config::service_config service, const config::routes_config& routes,
                  std::string routes_sha256)
     : service_(std::move(service)),
-      started_from_(stamp_files(watched_files())),
+      started_from_(stamp_files(watched_files(&routes.consumers))),
       partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
@@ -219,7 +219,8 @@ void gateway::do_reload(std::string_view trigger) {
   notify_.ready(serving_status());
 }
 
-std::vector<std::filesystem::path> gateway::watched_files() const {
+std::vector<std::filesystem::path> gateway::watched_files(
+    const std::vector<consumers::consumer_spec>* consumers) const {
   std::vector<std::filesystem::path> files{service_.config_file, service_.routes_file};
   if (const auto tls = service_.tls_files()) {
     files.push_back(tls->cert);
@@ -228,13 +229,15 @@ std::vector<std::filesystem::path> gateway::watched_files() const {
   }
   // The consumers' PEM files too: a certificate rotated in place reloads, and the consumers
   // whose files' digest changed redial with the new context.
-  if (const auto snapshot = routes_.load()) {
-    for (const auto& spec : snapshot->specs) {
-      if (!spec.tls) continue;
-      for (const auto* f : {&spec.tls->files.ca, &spec.tls->files.cert, &spec.tls->files.key}) {
-        if (!f->empty() && std::find(files.begin(), files.end(), *f) == files.end())
-          files.push_back(*f);
-      }
+  // (The constructor names its consumers: routes_ is not built yet when it stamps the files.)
+  const auto snapshot = consumers ? nullptr : routes_.load();
+  if (snapshot) consumers = &snapshot->specs;
+  if (!consumers) return files;
+  for (const auto& spec : *consumers) {
+    if (!spec.tls) continue;
+    for (const auto* f : {&spec.tls->files.ca, &spec.tls->files.cert, &spec.tls->files.key}) {
+      if (!f->empty() && std::find(files.begin(), files.end(), *f) == files.end())
+        files.push_back(*f);
     }
   }
   return files;

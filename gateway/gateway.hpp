@@ -92,7 +92,9 @@ class gateway {
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
   // The files a change of which reloads: both configuration files and the [tls] PEM files.
-  std::vector<std::filesystem::path> watched_files() const;
+  // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
+  std::vector<std::filesystem::path> watched_files(
+      const std::vector<consumers::consumer_spec>* consumers = nullptr) const;
   // [tls] on: builds a context from the running [tls] files; false (logged) when they do not
   // load or do not match, and the running context stays.
   bool reload_tls();
