@@ -157,35 +157,52 @@ BOOST_AUTO_TEST_CASE(tls_against_a_plaintext_consumer_times_out_clearly) {
              0);
 }
 
-// (d) Also when the plaintext peer answers, with something that is not TLS: refused at once.
-BOOST_AUTO_TEST_CASE(tls_against_a_peer_speaking_something_else_is_not_tls) {
-  pki p;
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor plain(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  const std::string endpoint = "127.0.0.1:" + std::to_string(plain.local_endpoint().port());
-  std::atomic<bool> stop{false};
-  std::thread peer([&] {
-    plain.non_blocking(true);
+// Answers every connection with an HTTP error and keeps it open: a peer that is not TLS.
+class http_peer {
+ public:
+  http_peer() : acceptor_(ioc_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    acceptor_.non_blocking(true);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~http_peer() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string endpoint() const {
+    return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+
+ private:
+  void run() {
     std::vector<asio::ip::tcp::socket> held;
-    while (!stop) {
+    while (!stop_) {
       std::error_code ec;
-      asio::ip::tcp::socket s(ioc);
-      plain.accept(s, ec);
+      asio::ip::tcp::socket s(ioc_);
+      acceptor_.accept(s, ec);
       if (ec) {
         std::this_thread::sleep_for(10ms);
         continue;
       }
-      s.non_blocking(false);
+      s.non_blocking(false, ec);
       asio::write(s, asio::buffer(std::string("HTTP/1.1 400 Bad Request\r\n\r\n")), ec);
       held.push_back(std::move(s));
     }
-  });
-  gateway_fixture gw(routes(endpoint, "ca = " + quoted(p.at("ca.crt"))));
+  }
+
+  asio::io_context ioc_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// (d) Also when the plaintext peer answers, with something that is not TLS: refused at once.
+BOOST_AUTO_TEST_CASE(tls_against_a_peer_speaking_something_else_is_not_tls) {
+  pki p;
+  http_peer peer;
+  gateway_fixture gw(routes(peer.endpoint(), "ca = " + quoted(p.at("ca.crt"))));
   BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_not_tls"), 1, 5s) >= 1);
   BOOST_TEST(gw.daemon->wait_for_log("does not speak TLS", 2s).has_value());
   BOOST_TEST(scrape_metric(gw.metrics_port, failures("tls_timeout")) == 0);
-  stop = true;
-  peer.join();
 }
 
 // (e) A reload whose tls block is wrong fails whole: the running table and connection stay.
