@@ -268,3 +268,30 @@ BOOST_AUTO_TEST_CASE(a_rotated_file_redials_its_consumer_only) {
   BOOST_TEST(billing.handshakes() == 2u);
   BOOST_TEST(audit.connections() == 1u);
 }
+
+// The certificate checks name what failed: a stranger CA's certificate, an expired one.
+BOOST_AUTO_TEST_CASE(an_unknown_ca_and_an_expired_certificate_are_told_apart) {
+  pki p;
+  tls_test_consumer rogue(p, "rogue", false);
+  tls_test_consumer expired(p, "expired", false);
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"orders-svc\" }";
+  gateway_fixture gw(consumer_toml("rogue", rogue.endpoint(), tls) +
+                     consumer_toml("expired", expired.endpoint(), tls) +
+                     route_toml("orders.>", {"rogue", "expired"}));
+  const auto failures_of = [&](const std::string& consumer, const std::string& reason) {
+    return "gatewayd_consumer_connect_failures_total{consumer=\"" + consumer + "\",reason=\"" +
+           reason + "\"}";
+  };
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("rogue", "tls_unknown_ca"), 1) >= 1);
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("expired", "tls_expired"), 1) >= 1);
+  // One line per second for all consumers' handshake failures (runtime/log_limit): the first
+  // says why; the other's reason is in the metric above.
+  const auto line = gw.daemon->wait_for_log("TLS handshake with consumer", 2s);
+  BOOST_TEST_REQUIRE(line.has_value());
+  BOOST_TEST((line->find("is not signed by tls.ca") != std::string::npos ||
+              line->find("is not valid now") != std::string::npos),
+             *line);
+  BOOST_TEST(rogue.handshakes() == 0u);
+  BOOST_TEST(expired.handshakes() == 0u);
+}
