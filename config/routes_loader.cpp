@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "config/consumer_tls_reader.hpp"
 #include "config/file_digest.hpp"
 #include "config/toml_checker.hpp"
 #include "routing/pattern.hpp"
@@ -63,7 +64,9 @@ std::size_t edit_distance_within(std::string_view a, std::string_view b, std::si
 // Reads one routes.toml document into `config`, reporting every problem to `check`.
 class routing_reader {
  public:
-  explicit routing_reader(toml_checker& check) : check_(check) {}
+  // `base`: the routes file's folder, against which the consumers' TLS file names resolve.
+  routing_reader(toml_checker& check, std::filesystem::path base)
+      : check_(check), base_(std::move(base)) {}
 
   routes_config read(const toml::table& root) {
     check_.reject_unknown_keys(
@@ -115,7 +118,7 @@ class routing_reader {
     consumer_spec spec;
     spec.name = std::move(name);
     check_.reject_unknown_keys(table, path,
-                               {"endpoint", "queue_capacity", "queue_bytes", "overflow"});
+                               {"endpoint", "queue_capacity", "queue_bytes", "overflow", "tls"});
     if (auto text = check_.string(table, path, "endpoint", presence::required)) {
       const auto& where = *table.get("endpoint");
       if (auto address = net::parse_endpoint(*text); !address) {
@@ -144,6 +147,7 @@ class routing_reader {
                                                  consumers::overflow_policy_names.choices() + ")");
       }
     }
+    spec.tls = read_consumer_tls(check_, table, path, base_, spec.address.host);
     return spec;
   }
 
@@ -295,6 +299,7 @@ class routing_reader {
   static constexpr std::uint64_t suggestion_budget = 50'000'000;
 
   toml_checker& check_;
+  std::filesystem::path base_;
   routes_config config_;
   std::set<std::string, std::less<>> known_consumers_;
   std::uint64_t suggestion_cells_ = 0;
@@ -314,7 +319,9 @@ routes_load_result parse_routes_config(std::string_view toml_text, const std::st
   toml_checker check{source_name};
   routes_load_result result;
   if (auto root = check.parse(toml_text)) {
-    routing_reader reader{check};
+    std::error_code ec;
+    const auto file = std::filesystem::absolute(source_name, ec);
+    routing_reader reader{check, (ec ? std::filesystem::path{source_name} : file).parent_path()};
     auto config = reader.read(*root);
     if (!check.has_errors()) result.config = std::move(config);
   }

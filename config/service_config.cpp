@@ -315,6 +315,17 @@ full_load_result load_full_config(const fs::path& file) {
   if (!service.routes_file_as_named) return result;
   auto routes = load_routes_file(*service.routes_file_as_named);
   result.errors.insert(result.errors.end(), routes.errors.begin(), routes.errors.end());
+  // The mutex drain writes from the queuing threads with blocking writes: there is no TLS
+  // writer for that baseline model, so TLS consumers need the strand drain.
+  if (routes.config && service.config.consumer_drain == consumers::drain_model::mutex) {
+    for (const auto& c : routes.config->consumers) {
+      if (!c.tls) continue;
+      result.errors.push_back({service.routes_file_as_named->string(), c.tls->line, c.tls->column,
+                               "consumers." + c.name +
+                                   ".tls: TLS consumers need [gateway] consumer_drain = "
+                                   "\"strand\" (the mutex model has no TLS writer)"});
+    }
+  }
   if (result.errors.empty()) {
     result.config =
         full_config{std::move(service.config), std::move(*routes.config), std::move(routes.sha256)};

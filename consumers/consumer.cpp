@@ -12,6 +12,7 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
       queue_(spec.queue_capacity),
       limits_{spec.queue_capacity, spec.queue_bytes, spec.overflow},
       endpoint_(std::move(spec.address)),
+      tls_(std::move(spec.tls)),
       capacity_view_(spec.queue_capacity),
       policy_view_(spec.overflow),
       link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max),
@@ -43,11 +44,13 @@ overflow_policy consumer::policy() const noexcept {
 void consumer::start() {
   asio::post(strand_, [self = shared_from_this()] {
     net::endpoint at;
+    std::optional<consumer_tls> tls;
     {
       std::lock_guard lock(self->mutex_);
       at = self->endpoint_;
+      tls = self->tls_;
     }
-    self->link_.start(at, self);
+    self->link_.start(at, std::move(tls), self);
   });
 }
 
@@ -247,15 +250,18 @@ void consumer::reconfigure(const consumer_spec& spec) {
     queue_.set_capacity_hint(spec.queue_capacity);
     capacity_view_.store(spec.queue_capacity, std::memory_order_relaxed);
     policy_view_.store(spec.overflow, std::memory_order_relaxed);
-    moved = !(spec.address == endpoint_);
+    // New TLS settings redial like a new endpoint: the frame cut mid-write goes whole to the
+    // next connection, which handshakes with the new context.
+    moved = !(spec.address == endpoint_) || !(spec.tls == tls_);
     endpoint_ = spec.address;
+    tls_ = spec.tls;
     // From here on frames wait for the new endpoint; a batch already out may still go to the
     // old one.
     if (moved) connected_ = false;
   }
   // A larger capacity or a policy other than backpressure may release paused suppliers.
-  asio::post(strand_, [self = shared_from_this(), moved, at = spec.address] {
-    if (moved) self->link_.move_to(at);
+  asio::post(strand_, [self = shared_from_this(), moved, at = spec.address, tls = spec.tls] {
+    if (moved) self->link_.move_to(at, tls);
     self->resume_if_below_low_water();
   });
 }

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -67,8 +68,9 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   put_result put(std::span<const frame_slice> frames,
                  const std::shared_ptr<flow_control_listener>& listener);
 
-  // Reload: capacity, byte cap and policy change in place; a new endpoint redials, keeping the
-  // queue. The name never changes.
+  // Reload: capacity, byte cap and policy change in place; a new endpoint, or TLS settings that
+  // changed (files, their contents, server name), redials, keeping the queue. The name never
+  // changes.
   void reconfigure(const consumer_spec& spec);
 
   // Keeps sending what it holds, and what sessions still routing by an older table hand it,
@@ -86,6 +88,7 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
  private:
   friend class strand_drain;
   friend class mutex_drain;
+  friend class tls_writer;
 
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;
@@ -129,6 +132,8 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   frame_queue queue_;
   queue_limits limits_;
   net::endpoint endpoint_;
+  // The TLS settings the link dials with (absent: plaintext).
+  std::optional<consumer_tls> tls_;
   bool connected_ = false;  // a drain may write; cleared before the socket closes
   bool writing_ = false;    // the writer role is taken (strand model)
   // drain_and_close() was called: frames routed to it by the table that still named it are

@@ -2,7 +2,9 @@
 
 #include <cerrno>
 
+#include "consumers/tls_dial_failure.hpp"
 #include "net/tcp_liveness.hpp"
+#include "net/tls_context.hpp"
 #include "runtime/log.hpp"
 #include "runtime/log_limit.hpp"
 
@@ -67,9 +69,12 @@ consumer_link::consumer_link(const runtime::strand& strand, const std::string& n
       backoff_(std::move(redial)),
       limits_(limits) {}
 
-void consumer_link::start(const net::endpoint& at, std::weak_ptr<void> owner) {
+void consumer_link::start(const net::endpoint& at, std::optional<consumer_tls> tls,
+                          std::weak_ptr<void> owner) {
   owner_ = std::move(owner);
   endpoint_ = at;
+  tls_ = std::move(tls);
+  stats_.tls.store(tls_.has_value(), std::memory_order_relaxed);
   if (state_ == state::idle) dial();
 }
 
@@ -94,6 +99,7 @@ void consumer_link::dial() {
   const std::uint64_t dial = ++dial_;
   dial_timed_out_ = false;
   close_socket();
+  stream_.reset();  // a handshake or write still completing holds its own
   socket_.async_connect(
       asio::ip::tcp::endpoint(address, endpoint_.port),
       [this, keep = owner_.lock(), dial](std::error_code e) { on_dialed(e, dial); });
@@ -118,6 +124,68 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
     GW_LOG_LIMITED(warning, "consumer liveness options refused")
         << "consumer " << name_ << ": cannot bound how long a silent peer is kept: " << e.message();
   }
+  if (tls_) return handshake(dial);
+  come_up();
+}
+
+// A TLS consumer is up only once its handshake verified it; until then it is still a dial, and a
+// failure counts as one (connect_failures, with a tls_ reason) and redials with the backoff.
+void consumer_link::handshake(std::uint64_t dial) {
+  state_ = state::handshaking;
+  handshake_timed_out_ = false;
+  stream_ = std::make_shared<tls_stream>(socket_, *tls_->context);
+  if (auto why = net::prepare_tls_client(stream_->native_handle(), tls_->files.server_name);
+      !why.empty()) {
+    return handshake_failed(connect_failure::tls_protocol, why);
+  }
+  // The handler holds the stream: the next dial replaces stream_ while this one may still be
+  // completing (aborted).
+  stream_->async_handshake(asio::ssl::stream_base::client,
+                           [this, keep = owner_.lock(), stream = stream_,
+                            dial](std::error_code ec) { on_handshake(ec, dial); });
+  // A plaintext consumer never answers a ClientHello: without a deadline the dial would wait
+  // for as long as the peer keeps the connection open.
+  redial_timer_.expires_after(handshake_bound());
+  redial_timer_.async_wait([this, keep = owner_.lock(), dial](std::error_code ec) {
+    if (ec || dial != dial_ || state_ != state::handshaking) return;
+    handshake_timed_out_ = true;
+    close_socket();  // the handshake completes with operation_aborted
+  });
+}
+
+void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
+  if (dial != dial_ || state_ != state::handshaking) return;  // superseded
+  redial_timer_.cancel();
+  if (!ec) return come_up();
+  const auto failure =
+      classify_tls_dial(ec, SSL_get_verify_result(stream_->native_handle()), handshake_timed_out_,
+                        tls_->files.server_name, handshake_bound());
+  handshake_failed(failure.reason, failure.why);
+}
+
+void consumer_link::handshake_failed(connect_failure reason, const std::string& why) {
+  close_socket();
+  stats_.last_error.set("TLS with " + endpoint_.to_string() + ": " + why);
+  stats_.connect_failures[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
+  if (++dial_failures_ == 1) {
+    GW_LOG_LIMITED(warning, "consumer TLS handshakes failed")
+        << "TLS handshake with consumer " << name_ << " at " << endpoint_.to_string() << " failed ("
+        << to_string(reason) << "): " << why << "; retrying with backoff";
+  } else {
+    GW_LOG(debug) << "TLS handshake with consumer " << name_ << " failed again ("
+                  << to_string(reason) << "): " << why;
+  }
+  wait_to_redial();
+}
+
+// The dial's own bound; without one (0) a handshake still gets 10 s: a peer that accepts and
+// says nothing would otherwise hold the link for good.
+std::chrono::milliseconds consumer_link::handshake_bound() const noexcept {
+  return limits_.connect_timeout.count() > 0 ? limits_.connect_timeout
+                                             : std::chrono::milliseconds{10000};
+}
+
+void consumer_link::come_up() {
   dial_failures_ = 0;
   backoff_.reset();
   state_ = state::up;
@@ -158,14 +226,28 @@ void consumer_link::wait_to_redial() {
 
 // Consumers send nothing; one small read stays pending only to notice the peer closing while
 // the queue is idle (a write would notice too, but only once there is something to send).
+// On a TLS link the read goes through the stream (it also takes the records a TLS 1.3 server
+// sends after the handshake); it runs beside the drain's writes, both on the strand.
 void consumer_link::read_until_closed(std::uint64_t conn) {
-  socket_.async_read_some(asio::buffer(discard_),
-                          [this, keep = owner_.lock(), conn](std::error_code ec, std::size_t) {
-                            if (unexplained_ && unexplained_->conn == conn) return explain(ec);
-                            if (!up(conn)) return;
-                            if (ec) return lost(conn, ec);
-                            read_until_closed(conn);
-                          });
+  auto on_read = [this, keep = owner_.lock(), stream = stream_, conn](std::error_code ec,
+                                                                      std::size_t) {
+    if (unexplained_ && unexplained_->conn == conn) return explain(ec);
+    if (!up(conn)) return;
+    if (ec && stream && tls_alert_from_peer(ec)) return refused_after_handshake(conn, ec);
+    if (ec) return lost(conn, ec);
+    read_until_closed(conn);
+  };
+  if (stream_) return stream_->async_read_some(asio::buffer(discard_), std::move(on_read));
+  socket_.async_read_some(asio::buffer(discard_), std::move(on_read));
+}
+
+// TLS 1.3: the consumer judged our certificate (or its absence) after our side of the handshake
+// was done, and said no with an alert. A failed dial, not a lost connection.
+void consumer_link::refused_after_handshake(std::uint64_t conn, std::error_code ec) {
+  if (!up(conn)) return;
+  take_down();
+  handshake_failed(connect_failure::tls_rejected, "it refused the TLS handshake (" + ec.message() +
+                                                      "; does it want a client certificate?)");
 }
 
 void consumer_link::lost(std::uint64_t conn, std::error_code ec) {
@@ -203,15 +285,18 @@ void consumer_link::drop_slow(std::uint64_t conn, std::uint64_t discarded) {
   wait_to_redial();
 }
 
-void consumer_link::move_to(const net::endpoint& at) {
+void consumer_link::move_to(const net::endpoint& at, std::optional<consumer_tls> tls) {
   endpoint_ = at;
+  tls_ = std::move(tls);
+  stats_.tls.store(tls_.has_value(), std::memory_order_relaxed);
   if (state_ == state::idle || state_ == state::shut) return;
   redial_timer_.cancel();
   if (state_ == state::up) drop(disconnect_reason::endpoint_changed);
   backoff_.reset();
   dial_failures_ = 0;
   dial();  // a new dial id: a connect still completing for the old address is ignored
-  GW_LOG(info) << "consumer " << name_ << " endpoint changed; dialing " << endpoint_.to_string();
+  GW_LOG(info) << "consumer " << name_ << " endpoint or TLS settings changed; dialing "
+               << endpoint_.to_string() << (tls_ ? " (TLS)" : "");
 }
 
 void consumer_link::shut() {

@@ -1,9 +1,11 @@
-// A consumer's connection: dials its endpoint, redials with capped jittered backoff, notices the
-// peer leave, and moves to a new endpoint on reload. Strand-only.
+// A consumer's connection: dials its endpoint (then handshakes, for a TLS consumer), redials with
+// capped jittered backoff, notices the peer leave, and moves to a new endpoint (or new TLS
+// settings) on reload. Strand-only.
 #pragma once
 
 #include <array>
 #include <asio.hpp>
+#include <asio/ssl.hpp>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -13,6 +15,7 @@
 
 #include "consumers/backoff.hpp"
 #include "consumers/consumer_stats.hpp"
+#include "consumers/consumer_tls.hpp"
 #include "net/endpoint.hpp"
 #include "runtime/executor.hpp"
 
@@ -31,7 +34,11 @@ class link_events {
   ~link_events() = default;
 };
 
-// How long a dial may take, and how long a connection may go unacknowledged (net/tcp_liveness)
+// A TLS connection: the stream over the link's socket, made anew for every connection.
+using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
+
+// How long a dial may take (and, for a TLS consumer, its handshake after it: a bound of its own,
+// the same length), and how long a connection may go unacknowledged (net/tcp_liveness)
 // before the link gives up on it. Zero: no bound of ours (the kernel's, minutes to hours).
 struct link_limits {
   std::chrono::milliseconds connect_timeout{5000};
@@ -43,10 +50,12 @@ class consumer_link {
   consumer_link(const runtime::strand& strand, const std::string& name, consumer_stats& stats,
                 backoff redial, link_limits limits, link_events& events);
 
-  // Dials `at`. `owner` is kept alive by every operation the link has out.
-  void start(const net::endpoint& at, std::weak_ptr<void> owner);
-  // A reload moved the consumer: drop the current connection (if any) and dial `at` at once.
-  void move_to(const net::endpoint& at);
+  // Dials `at`, with TLS when `tls` is set. `owner` is kept alive by every operation the link
+  // has out.
+  void start(const net::endpoint& at, std::optional<consumer_tls> tls, std::weak_ptr<void> owner);
+  // A reload moved the consumer or changed its TLS settings: drop the current connection (if
+  // any) and dial `at` at once.
+  void move_to(const net::endpoint& at, std::optional<consumer_tls> tls);
   // A write on `conn` failed: the peer is gone; redial. Stale connection ids are ignored.
   void lost(std::uint64_t conn, std::error_code ec);
   // The disconnect policy threw `discarded` frames away: drop `conn` and redial.
@@ -55,17 +64,26 @@ class consumer_link {
   void shut();
 
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
+  // The TLS stream of the current connection; null for a plaintext one. Writers hold it (with
+  // the shared_ptr) until their operation completed: the next connection makes a new one.
+  const std::shared_ptr<tls_stream>& secure_stream() const noexcept { return stream_; }
   const net::endpoint& endpoint() const noexcept { return endpoint_; }
   bool up(std::uint64_t conn) const noexcept { return state_ == state::up && conn == conn_; }
 
  private:
-  enum class state : std::uint8_t { idle, dialing, up, waiting, shut };
+  enum class state : std::uint8_t { idle, dialing, handshaking, up, waiting, shut };
 
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
+  void handshake(std::uint64_t dial);
+  void on_handshake(std::error_code ec, std::uint64_t dial);
+  void handshake_failed(connect_failure reason, const std::string& why);
+  std::chrono::milliseconds handshake_bound() const noexcept;
+  void come_up();
   void dial_failed(std::error_code ec);
   void wait_to_redial();
   void read_until_closed(std::uint64_t conn);
+  void refused_after_handshake(std::uint64_t conn, std::error_code ec);
   void drop(disconnect_reason reason, std::error_code ec = {});
   void take_down();
   void account(disconnect_reason reason, std::error_code ec, std::uint64_t unacknowledged);
@@ -94,6 +112,11 @@ class consumer_link {
   std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
   bool was_up_ = false;              // the next dial counts as a reconnect
   bool dial_timed_out_ = false;      // the dial's deadline closed the socket under it
+
+  // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.
+  std::optional<consumer_tls> tls_;
+  std::shared_ptr<tls_stream> stream_;
+  bool handshake_timed_out_ = false;  // the handshake's deadline closed the socket under it
   std::optional<unexplained_loss> unexplained_;
   std::array<char, 256> discard_{};  // consumers send nothing; whatever arrives lands here
 };

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "consumers/consumer_tls.hpp"
 #include "consumers/overflow_policy.hpp"
 #include "net/endpoint.hpp"
 
@@ -15,6 +17,7 @@ struct consumer_spec {
   std::uint32_t queue_capacity = 10000;  // frames
   std::uint64_t queue_bytes = 0;         // 0 = no byte cap
   overflow_policy overflow = overflow_policy::drop_oldest;
+  std::optional<consumer_tls> tls;  // absent: plaintext
 
   friend bool operator==(const consumer_spec&, const consumer_spec&) = default;
 };

@@ -44,15 +44,25 @@ inline std::string_view to_string(disconnect_reason r) noexcept {
   return disconnect_reason_names(r);
 }
 
-// Why a dial failed. The names are the metric's `reason` label.
+// Why a dial failed. The names are the metric's `reason` label; the tls_ ones are a TLS
+// consumer's handshake (net::tls_failure, narrowed to what a client can meet).
 enum class connect_failure : std::uint8_t {
-  refused,      // nothing listens there (ECONNREFUSED)
-  timed_out,    // no answer within consumer_connect_timeout_ms
-  unreachable,  // no route to the host or network
-  error,        // anything else
+  refused,              // nothing listens there (ECONNREFUSED)
+  timed_out,            // no answer within consumer_connect_timeout_ms
+  unreachable,          // no route to the host or network
+  error,                // anything else
+  tls_timeout,          // no complete handshake within the bound (a plaintext peer says nothing)
+  tls_not_tls,          // the peer answered with something that is not TLS
+  tls_unknown_ca,       // its certificate does not chain to the tls.ca bundle
+  tls_expired,          // its certificate is expired or not yet valid
+  tls_wrong_name,       // its certificate does not carry tls.server_name
+  tls_bad_certificate,  // any other verification failure
+  tls_rejected,         // the consumer refused us with an alert (e.g. it wants a client cert)
+  tls_protocol,         // version or cipher mismatch, bad record, closed mid-handshake
 };
-inline constexpr runtime::enum_names<connect_failure, 4> connect_failure_names{
-    {"refused", "timed_out", "unreachable", "error"}};
+inline constexpr runtime::enum_names<connect_failure, 12> connect_failure_names{
+    {"refused", "timed_out", "unreachable", "error", "tls_timeout", "tls_not_tls", "tls_unknown_ca",
+     "tls_expired", "tls_wrong_name", "tls_bad_certificate", "tls_rejected", "tls_protocol"}};
 inline constexpr std::size_t connect_failure_count = connect_failure_names.count;
 inline std::string_view to_string(connect_failure r) noexcept {
   return connect_failure_names(r);
@@ -67,6 +77,7 @@ struct consumer_stats {
   std::atomic<std::uint64_t> sent_bytes{0};
   std::atomic<std::uint64_t> reconnects{0};
   std::atomic<bool> connected{false};
+  std::atomic<bool> tls{false};  // dials with TLS: its connect failures include the tls_ reasons
   // Not connected, or behind for longer than slow_consumer_ms: its overflow policy applies.
   std::atomic<bool> congested{true};
   std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped{};

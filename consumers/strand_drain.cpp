@@ -21,6 +21,7 @@ void strand_drain::run() {
   std::uint64_t turn = 0;
   for (;;) {
     if (batch_.empty() && !next_batch()) return;
+    if (c_.link_.secure_stream()) return tls_.write();  // tls_writer.cpp: it runs this again
     std::error_code ec;
     const std::uint64_t offered = batch_.unwritten_bytes();
     const std::size_t n = gathered_send(c_.link_.socket().native_handle(), batch_.unwritten(), ec);

@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "consumers/drain.hpp"
+#include "consumers/tls_writer.hpp"
 #include "consumers/write_batch.hpp"
 
 namespace gatewayd::consumers {
@@ -32,6 +33,8 @@ class strand_drain final : public drain {
   void compact(frame_packer& packer) override { batch_.compact(packer); }
 
  private:
+  friend class tls_writer;
+
   // Strand, with the writer role: writes until the queue is empty, the socket refuses more
   // (then waits for it to be writable) or the turn is spent.
   void run();
@@ -42,6 +45,8 @@ class strand_drain final : public drain {
   consumer& c_;
   write_batch batch_;       // strand-only
   std::uint64_t conn_ = 0;  // the connection batch_ is written to
+  // Writes batch_ instead when the connection is TLS.
+  tls_writer tls_{c_, *this};
 };
 
 }  // namespace gatewayd::consumers

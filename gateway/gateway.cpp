@@ -2,8 +2,10 @@
 
 #include <csignal>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -18,7 +20,7 @@ namespace gatewayd::gateway {
 gateway::gateway(config::service_config service, const config::routes_config& routes,
                  std::string routes_sha256)
     : service_(std::move(service)),
-      started_from_(stamp_files(watched_files())),
+      started_from_(stamp_files(watched_files(&routes.consumers))),
       partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
@@ -126,7 +128,7 @@ void gateway::start_metrics() {
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
                                                         model_->saturated()};
       },
-      GATEWAYD_VERSION, [this] { return tls_.expiry(); }}));
+      GATEWAYD_VERSION, [this] { return certificates(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
       sessions_, routes_, supplier_stats_, serving_, GATEWAYD_VERSION});
@@ -192,6 +194,16 @@ void gateway::do_reload(std::string_view trigger) {
     GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
     return reload_failed(trigger, 1);
   }
+  // consumer_drain takes a restart: a file that now says "strand" passed the loader's check, but
+  // the running mutex drain has no TLS writer.
+  if (service_.consumer_drain == consumers::drain_model::mutex) {
+    for (const auto& c : next.routing.consumers) {
+      if (!c.tls) continue;
+      GW_LOG(error) << next.service.routes_file.string() << ": consumers." << c.name
+                    << ".tls: the running consumer_drain \"mutex\" has no TLS writer (restart)";
+      return reload_failed(trigger, 1);
+    }
+  }
   // The certificates are validated before anything is applied: a bad pair fails the whole
   // reload, and the running context (and table) stay.
   if (!reload_tls()) return reload_failed(trigger, 1);
@@ -207,14 +219,52 @@ void gateway::do_reload(std::string_view trigger) {
   notify_.ready(serving_status());
 }
 
-std::vector<std::filesystem::path> gateway::watched_files() const {
+std::vector<std::filesystem::path> gateway::watched_files(
+    const std::vector<consumers::consumer_spec>* consumers) const {
   std::vector<std::filesystem::path> files{service_.config_file, service_.routes_file};
   if (const auto tls = service_.tls_files()) {
     files.push_back(tls->cert);
     files.push_back(tls->key);
     if (!tls->client_ca.empty()) files.push_back(tls->client_ca);
   }
+  // The consumers' PEM files too: a certificate rotated in place reloads, and the consumers
+  // whose files' digest changed redial with the new context.
+  // (The constructor names its consumers: routes_ is not built yet when it stamps the files.)
+  const auto snapshot = consumers ? nullptr : routes_.load();
+  if (snapshot) consumers = &snapshot->specs;
+  if (!consumers) return files;
+  for (const auto& spec : *consumers) {
+    if (!spec.tls) continue;
+    for (const auto* f : {&spec.tls->files.ca, &spec.tls->files.cert, &spec.tls->files.key}) {
+      if (!f->empty() && std::find(files.begin(), files.end(), *f) == files.end())
+        files.push_back(*f);
+    }
+  }
   return files;
+}
+
+// The supplier listener's certificates, then the TLS consumers' (CA bundles and client
+// certificates), each file once: the family's only label is the file, and a CA bundle that
+// several consumers (or the listener) share expires once.
+std::vector<net::tls_certificate_expiry> gateway::certificates() const {
+  auto all = tls_.expiry();
+  const auto snapshot = routes_.load();
+  if (!snapshot) return all;
+  std::set<std::string> seen;
+  for (const auto& c : all)
+    seen.insert(c.file);
+  std::set<std::string> added;
+  for (const auto& spec : snapshot->specs) {
+    if (!spec.tls) continue;
+    for (const auto& c : spec.tls->expiry) {
+      if (seen.count(c.file)) continue;
+      all.push_back(c);
+      added.insert(c.file);
+    }
+    seen.insert(added.begin(), added.end());
+    added.clear();
+  }
+  return all;
 }
 
 // The whole context is rebuilt, CA included (mosquitto's reload kept the old CA): new

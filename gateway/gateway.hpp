@@ -92,10 +92,14 @@ class gateway {
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
   // The files a change of which reloads: both configuration files and the [tls] PEM files.
-  std::vector<std::filesystem::path> watched_files() const;
+  // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
+  std::vector<std::filesystem::path> watched_files(
+      const std::vector<consumers::consumer_spec>* consumers = nullptr) const;
   // [tls] on: builds a context from the running [tls] files; false (logged) when they do not
   // load or do not match, and the running context stays.
   bool reload_tls();
+  // What gatewayd_tls_certificate_expiry_timestamp_seconds shows (any thread, at scrape time).
+  std::vector<net::tls_certificate_expiry> certificates() const;
 
   config::service_config service_;
   file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk

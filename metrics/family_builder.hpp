@@ -3,6 +3,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -22,12 +23,13 @@ void add_histogram(prometheus::MetricFamily& f, const runtime::latency_histogram
 
 // One sample per value of `Enum` from its per-value counters, labelled reason="<to_string of the
 // value>" (found next to the enum) and, when given, consumer. Every reason is exported from the
-// start: rate() needs the zeros. Values below `first` are skipped (an enum's "no error").
+// start: rate() needs the zeros. Values below `first` are skipped (an enum's "no error"), and
+// from `end` on (reasons that cannot happen to this consumer).
 template <class Enum, std::size_t N>
 void add_by_reason(prometheus::MetricFamily& f,
                    const std::array<std::atomic<std::uint64_t>, N>& counters,
-                   const std::string& consumer = {}, std::size_t first = 0) {
-  for (std::size_t r = first; r < N; ++r) {
+                   const std::string& consumer = {}, std::size_t first = 0, std::size_t end = N) {
+  for (std::size_t r = first; r < std::min(end, N); ++r) {
     const double v = static_cast<double>(counters[r].load(std::memory_order_relaxed));
     std::string reason(to_string(static_cast<Enum>(r)));
     if (consumer.empty()) {

@@ -83,7 +83,12 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_sample(blocked, value(st.blocked_write_ns) / 1e9, {{"consumer", n}, {"cause", "write"}});
       add_by_reason<consumers::drop_reason>(dropped, st.dropped, n);
       add_by_reason<consumers::disconnect_reason>(disconnects, st.disconnects, n);
-      add_by_reason<consumers::connect_failure>(connect_failures, st.connect_failures, n);
+      // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.
+      const bool tls = st.tls.load(std::memory_order_relaxed);
+      add_by_reason<consumers::connect_failure>(
+          connect_failures, st.connect_failures, n, 0,
+          tls ? consumers::connect_failure_count
+              : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
       add_sample(unacknowledged, value(st.unacknowledged_bytes), {{"consumer", n}});
     }
   }

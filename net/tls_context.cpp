@@ -51,6 +51,48 @@ bool read_expiry(const std::filesystem::path& file, std::vector<tls_certificate_
   return any;
 }
 
+// Modern defaults for both sides: TLS 1.2 or later, no renegotiation, no compression, no
+// tickets, no session cache.
+std::shared_ptr<asio::ssl::context> modern_context(asio::ssl::context::method method) {
+  auto ctx = std::make_shared<asio::ssl::context>(method);
+  SSL_CTX* native = ctx->native_handle();
+  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
+  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_num_tickets(native, 0);  // TLS 1.3: no tickets either
+  SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
+  return ctx;
+}
+
+// Loads a certificate chain and its key into `native`; empty, or "FILE: reason".
+std::string load_key_pair(SSL_CTX* native, const std::filesystem::path& cert,
+                          const std::filesystem::path& key) {
+  if (SSL_CTX_use_certificate_chain_file(native, cert.c_str()) != 1) {
+    return cert.string() + ": " + openssl_reason("cannot load the certificate chain");
+  }
+  const auto mismatch = [] {
+    const unsigned long e = ERR_peek_error();
+    return ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
+  };
+  if (SSL_CTX_use_PrivateKey_file(native, key.c_str(), SSL_FILETYPE_PEM) != 1 && !mismatch()) {
+    return key.string() + ": " + openssl_reason("cannot load the private key");
+  }
+  if (mismatch() || SSL_CTX_check_private_key(native) != 1) {
+    return key.string() + ": does not match the certificate in " + cert.string() + " (" +
+           openssl_reason("key values mismatch") + ")";
+  }
+  return {};
+}
+
+// Loads a CA bundle to verify peers against; empty, or "FILE: reason".
+std::string load_ca(SSL_CTX* native, const std::filesystem::path& ca,
+                    std::vector<tls_certificate_expiry>& expiry) {
+  if (SSL_CTX_load_verify_locations(native, ca.c_str(), nullptr) != 1) {
+    return ca.string() + ": " + openssl_reason("cannot load the CA bundle");
+  }
+  if (!read_expiry(ca, expiry)) return ca.string() + ": holds no PEM certificate";
+  return {};
+}
+
 }  // namespace
 
 std::string_view to_string(tls_failure f) noexcept {
@@ -60,42 +102,15 @@ std::string_view to_string(tls_failure f) noexcept {
 tls_server_context make_tls_server_context(const tls_server_files& files) {
   tls_server_context out;
   ERR_clear_error();
-  auto ctx = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_server);
+  auto ctx = modern_context(asio::ssl::context::tls_server);
   SSL_CTX* native = ctx->native_handle();
-  SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
-  SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET |
-                                  SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_COMPRESSION);
-  SSL_CTX_set_num_tickets(native, 0);  // TLS 1.3: no tickets either
-  SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
-
-  const auto fail = [&](const std::filesystem::path& file, std::string_view fallback) {
-    out.error = file.string() + ": " + openssl_reason(fallback);
-    out.expiry.clear();
-    return std::move(out);
-  };
-  if (SSL_CTX_use_certificate_chain_file(native, files.cert.c_str()) != 1) {
-    return fail(files.cert, "cannot load the certificate chain");
-  }
-  const auto mismatch = [] {
-    const unsigned long e = ERR_peek_error();
-    return ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH;
-  };
-  if (SSL_CTX_use_PrivateKey_file(native, files.key.c_str(), SSL_FILETYPE_PEM) != 1 &&
-      !mismatch()) {
-    return fail(files.key, "cannot load the private key");
-  }
-  if (mismatch() || SSL_CTX_check_private_key(native) != 1) {
-    out.error = files.key.string() + ": does not match the certificate in " + files.cert.string() +
-                " (" + openssl_reason("key values mismatch") + ")";
-    return out;
-  }
+  SSL_CTX_set_options(native, SSL_OP_CIPHER_SERVER_PREFERENCE);
+  out.error = load_key_pair(native, files.cert, files.key);
+  if (!out.error.empty()) return out;
   read_expiry(files.cert, out.expiry);
   if (!files.client_ca.empty()) {
-    if (SSL_CTX_load_verify_locations(native, files.client_ca.c_str(), nullptr) != 1) {
-      return fail(files.client_ca, "cannot load the CA bundle");
-    }
-    if (!read_expiry(files.client_ca, out.expiry)) {
-      out.error = files.client_ca.string() + ": holds no PEM certificate";
+    out.error = load_ca(native, files.client_ca, out.expiry);
+    if (!out.error.empty()) {
       out.expiry.clear();
       return out;
     }
@@ -104,6 +119,48 @@ tls_server_context make_tls_server_context(const tls_server_files& files) {
   }
   out.context = std::move(ctx);
   return out;
+}
+
+tls_client_context make_tls_client_context(const tls_client_files& files) {
+  tls_client_context out;
+  ERR_clear_error();
+  auto ctx = modern_context(asio::ssl::context::tls_client);
+  SSL_CTX* native = ctx->native_handle();
+  out.error = load_ca(native, files.ca, out.expiry);
+  if (out.error.empty() && !files.cert.empty()) {
+    out.error = load_key_pair(native, files.cert, files.key);
+    if (out.error.empty()) read_expiry(files.cert, out.expiry);
+  }
+  if (!out.error.empty()) {
+    out.expiry.clear();
+    return out;
+  }
+  // A consumer's certificate must chain to `ca`; the name is checked per connection.
+  SSL_CTX_set_verify(native, SSL_VERIFY_PEER, nullptr);
+  out.context = std::move(ctx);
+  return out;
+}
+
+std::string prepare_tls_client(SSL* ssl, const std::string& server_name) {
+  ERR_clear_error();
+  std::error_code ec;
+  (void)asio::ip::make_address(server_name, ec);
+  const bool is_address = !ec;
+  if (is_address) {
+    // RFC 6066: SNI carries host names only. The certificate must hold the address as an IP SAN.
+    if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), server_name.c_str()) != 1) {
+      return "cannot verify against address " + server_name + ": " + openssl_reason("bad address");
+    }
+    return {};
+  }
+  if (SSL_set_tlsext_host_name(ssl, server_name.c_str()) != 1) {
+    return "cannot send server name " + server_name + ": " + openssl_reason("SNI refused");
+  }
+  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  if (SSL_set1_host(ssl, server_name.c_str()) != 1) {
+    return "cannot verify against name " + server_name + ": " + openssl_reason("bad name");
+  }
+  return {};
 }
 
 tls_failure classify_tls_failure(const std::error_code& ec, long verify_result) noexcept {

@@ -1,8 +1,8 @@
-// Builds the supplier listener's TLS context from the operator's PEM files, validating them
-// first: a context exists only for a certificate and key that match, and a CA bundle that
-// loads. The same code serves start-up and `gatewayd --check`, so what --check accepts the
-// daemon accepts. Modern defaults only: TLS 1.2 or later, no renegotiation, no session
-// tickets (no ticket key to rotate or leak), peer verification when client_ca is set.
+// Builds the TLS contexts (the supplier listener's, each TLS consumer's) from the operator's PEM
+// files, validating them first: a context exists only for a certificate and key that match, and
+// a CA bundle that loads. The same code serves start-up, reloads and `gatewayd --check`, so what
+// --check accepts the daemon accepts. Modern defaults only: TLS 1.2 or later, no renegotiation,
+// no session tickets (no ticket key to rotate or leak), peer verification when a CA is set.
 #pragma once
 
 #include <asio/ssl.hpp>
@@ -30,6 +30,17 @@ struct tls_server_context {
 
 // Loads and checks `files`; never throws.
 tls_server_context make_tls_server_context(const tls_server_files& files);
+
+// A consumer connection's context: verifies the consumer's certificate against `files.ca` (always)
+// and presents `files.cert` when it is set. `files.server_name` is checked per connection
+// (prepare_tls_client). Same shape as the server's: the context, or the error, and the expiry.
+using tls_client_context = tls_server_context;
+tls_client_context make_tls_client_context(const tls_client_files& files);
+
+// Before a client handshake: sends `server_name` as SNI (unless it is an IP address, which SNI
+// cannot carry) and makes the certificate check require that name (a DNS name or an IP address
+// SAN). Empty when done, else why not.
+std::string prepare_tls_client(SSL* ssl, const std::string& server_name);
 
 // The context new connections use, replaced whole by a reload (after it was built and
 // validated); connections hold the one they started with. Any thread may load or store.

@@ -197,7 +197,7 @@ consumer = "a"
                   "suppliers_default)"},
                  {4, 3,
                   "consumers.a.queue_size: unknown key (expected endpoint, queue_capacity, "
-                  "queue_bytes, overflow)"},
+                  "queue_bytes, overflow, tls)"},
                  {8, 3, "routes[0].priority: unknown key (expected match, to)"},
                  {11, 2, "dead_letter.also: unknown key (expected consumer)"}});
 }

@@ -1,0 +1,41 @@
+#include "consumers/tls_writer.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "consumers/consumer.hpp"
+#include "consumers/strand_drain.hpp"
+
+namespace gatewayd::consumers {
+
+void tls_writer::write() {
+  auto stream = c_.link_.secure_stream();
+  if (!buffer_) buffer_ = std::make_unique<char[]>(max_bytes);
+  std::size_t length = 0;
+  for (const iovec& v : drain_.batch_.unwritten()) {
+    const std::size_t take = std::min(v.iov_len, max_bytes - length);
+    std::memcpy(buffer_.get() + length, v.iov_base, take);
+    length += take;
+    if (length == max_bytes) break;
+  }
+  // async_write hides a full socket (it waits for room itself), so the slow-consumer clock runs
+  // from every write: a consumer whose queue has not emptied within slow_after of writes being
+  // out counts as behind, as a plaintext one whose socket kept refusing bytes does.
+  c_.socket_refused();
+  // The handler holds the stream and the consumer: the buffer is not touched again before the
+  // write completed (the writer role stays taken until then).
+  asio::async_write(*stream, asio::buffer(buffer_.get(), length),
+                    [self = c_.shared_from_this(), this, stream, length](
+                        std::error_code ec, std::size_t) { on_written(ec, length); });
+}
+
+void tls_writer::on_written(std::error_code ec, std::size_t length) {
+  // What OpenSSL took of a write that failed may never have reached the socket: nothing of it
+  // counts, and its frames go back whole.
+  if (!ec) c_.count_sent(drain_.batch_.written(length));
+  if (ec) c_.link_.lost(drain_.conn_, ec);
+  if (ec || !c_.link_.up(drain_.conn_)) c_.settle_rest(drain_.batch_);
+  drain_.run();
+}
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,94 @@
+// The `tls` table of a consumer in routes.toml: file names relative to the routes file, the
+// server name's default, the errors (with their positions) and the digest that tells a reload
+// that a file's contents changed. Certificates from the openssl CLI, made at run time.
+#define BOOST_TEST_MODULE consumer_tls_reader
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <string>
+
+#include "config/routes_loader.hpp"
+#include "config/service_config.hpp"
+#include "tests/support/tls_peers.hpp"
+
+using namespace gatewayd;
+using namespace gatewayd::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// routes.toml in the pki's folder, with billing's tls table holding `tls`.
+config::routes_load_result load(const pki& p, const std::string& tls) {
+  const std::string text = "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\ntls = { " + tls +
+                           " }\n[[routes]]\nmatch = \"orders.>\"\nto = [\"billing\"]\n";
+  return config::parse_routes_config(text, p.at("routes.toml").string());
+}
+
+std::string first_error(const config::routes_load_result& r) {
+  return r.errors.empty() ? std::string{"(none)"} : r.errors.front().to_string();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(file_names_are_relative_to_the_routes_file) {
+  pki p;
+  const auto r = load(p, R"(ca = "ca.crt", cert = "gateway.crt", key = "gateway.key")");
+  BOOST_TEST_REQUIRE(r.config.has_value(), first_error(r));
+  const auto& tls = r.config->consumers.front().tls;
+  BOOST_TEST_REQUIRE(tls.has_value());
+  BOOST_TEST(tls->files.ca == p.at("ca.crt"));
+  BOOST_TEST(tls->files.cert == p.at("gateway.crt"));
+  // No server_name: the endpoint's host, checked against an IP address SAN.
+  BOOST_TEST(tls->files.server_name == "127.0.0.1");
+  BOOST_TEST(tls->context != nullptr);
+  BOOST_TEST(tls->digest.size() == 64u);
+  BOOST_TEST(tls->expiry.size() == 2u);  // the CA and the client certificate
+}
+
+BOOST_AUTO_TEST_CASE(the_digest_follows_the_files_contents) {
+  pki p;
+  const auto before = load(p, R"(ca = "ca.crt", server_name = "billing.internal")");
+  BOOST_TEST_REQUIRE(before.config.has_value(), first_error(before));
+  const auto again = load(p, R"(ca = "ca.crt", server_name = "billing.internal")");
+  BOOST_TEST_REQUIRE(again.config.has_value());
+  BOOST_TEST((before.config->consumers == again.config->consumers));
+  fs::copy_file(p.at("stranger-ca.crt"), p.at("ca.crt"), fs::copy_options::overwrite_existing);
+  const auto rotated = load(p, R"(ca = "ca.crt", server_name = "billing.internal")");
+  BOOST_TEST_REQUIRE(rotated.config.has_value());
+  BOOST_TEST(!(before.config->consumers == rotated.config->consumers));
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_table_and_the_reason) {
+  pki p;
+  const auto half = load(p, R"(ca = "ca.crt", cert = "gateway.crt")");
+  BOOST_TEST(first_error(half) == p.at("routes.toml").string() +
+                                      ":3:7: consumers.billing.tls: cert and key go together (a "
+                                      "client certificate needs its key); key is missing");
+  const auto no_ca = load(p, R"(server_name = "billing.internal")");
+  BOOST_TEST(first_error(no_ca).find("missing required key \"ca\"") != std::string::npos,
+             first_error(no_ca));
+  const auto missing = load(p, R"(ca = "nope.crt")");
+  BOOST_TEST(first_error(missing).find("cannot read " + p.at("nope.crt").string()) !=
+             std::string::npos);
+  const auto mismatched = load(p, R"(ca = "ca.crt", cert = "gateway.crt", key = "orders.key")");
+  BOOST_TEST(first_error(mismatched).find("does not match the certificate") != std::string::npos);
+  const auto not_a_ca = load(p, R"(ca = "gateway.key")");
+  BOOST_TEST(!not_a_ca.errors.empty());
+  const auto unknown = load(p, R"(ca = "ca.crt", verify = false)");
+  BOOST_TEST(first_error(unknown).find("verify") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_mutex_drain_refuses_tls_consumers) {
+  pki p;
+  p.dir.write("routes.toml",
+              "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\n"
+              "tls = { ca = \"ca.crt\" }\n");
+  p.dir.write("gatewayd.toml",
+              "[gateway]\nroutes_file = \"routes.toml\"\n"
+              "consumer_drain = \"mutex\"\n");
+  const auto r = config::load_full_config(p.at("gatewayd.toml"));
+  BOOST_TEST(!r.config.has_value());
+  BOOST_TEST_REQUIRE(r.errors.size() == 1u);
+  BOOST_TEST(r.errors.front().line == 3u);
+  BOOST_TEST(r.errors.front().message.find("consumer_drain = \"strand\"") != std::string::npos);
+}

@@ -1,0 +1,297 @@
+// TLS from the gateway to its consumers, end to end: the real daemon dials TLS consumers (test
+// servers on 127.0.0.1 with certificates the openssl CLI makes at run time) and must verify them,
+// present its client certificate when told to, refuse what does not check out, and recover on a
+// reload that fixes the tls block.
+#define BOOST_TEST_MODULE tls_consumer
+#include <boost/test/unit_test.hpp>
+
+#include <asio.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/scrape.hpp"
+#include "tests/support/test_peers.hpp"
+#include "tests/support/tls_consumer_peer.hpp"
+#include "tests/support/tls_peers.hpp"
+
+using namespace gatewayd::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string failures(const std::string& reason) {
+  return "gatewayd_consumer_connect_failures_total{consumer=\"billing\",reason=\"" + reason + "\"}";
+}
+
+// routes.toml with one consumer, billing, fed by "orders.>", whose tls table holds `tls`.
+std::string routes(const std::string& endpoint, const std::string& tls) {
+  return consumer_toml("billing", endpoint, "tls = { " + tls + " }") +
+         route_toml("orders.>", {"billing"});
+}
+
+std::string quoted(const fs::path& p) {
+  return "\"" + p.string() + "\"";
+}
+
+// Replaces routes.toml (as an editor would), sends SIGHUP and waits for the reload's outcome.
+bool reload(gateway_fixture& gw, const std::string& text, const std::string& result) {
+  const std::string series = "gatewayd_config_reloads_total{result=\"" + result + "\"}";
+  const double before = scrape_metric(gw.metrics_port, series);
+  gw.dir.write("routes.toml.new", text);
+  fs::rename(gw.dir.path() / "routes.toml.new", gw.dir.path() / "routes.toml");
+  gw.daemon->signal(SIGHUP);
+  return eventually([&] { return scrape_metric(gw.metrics_port, series) > before; }, 10s);
+}
+
+// Frames "payload N", each followed by `padding` bytes of 'x'.
+void send_frames(unsigned short port, int from, int to, std::size_t padding = 0) {
+  test_supplier s(port);
+  std::string frames;
+  for (int i = from; i < to; ++i) {
+    frames += gatewayd::protocol::encode_frame(
+        "orders.eu.created", "payload " + std::to_string(i) + std::string(padding, 'x'));
+  }
+  s.send(frames);
+}
+
+double sent(const gateway_fixture& gw) {
+  return scrape_metric(gw.metrics_port,
+                       "gatewayd_consumer_messages_sent_total{consumer=\"billing\"}");
+}
+
+}  // namespace
+
+// (a) Frames reach a TLS consumer whole and in order; the sent counter matches what arrived.
+// 3,000 frames of about 600 bytes: several 256 KiB writes, frames cut between them.
+BOOST_AUTO_TEST_CASE(frames_are_delivered_over_tls_in_order) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("ca.crt")) +
+                                                    ", server_name = \"billing.internal\""));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  send_frames(gw.supplier_port, 0, 3000, 600);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(3000, 10s));
+  const auto got = billing.payloads();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != "payload " + std::to_string(i) + std::string(600, 'x'))
+      BOOST_FAIL("frame " << i << " is " << got[i].substr(0, 20));
+  }
+  BOOST_TEST(billing.corruptions() == 0u);
+  BOOST_TEST(billing.handshakes() == 1u);
+  BOOST_TEST(eventually([&] { return sent(gw) == 3000; }, 5s));
+  // The CA bundle joins the certificate expiry metric.
+  BOOST_TEST(
+      scrape_metric(gw.metrics_port, "gatewayd_tls_certificate_expiry_timestamp_seconds{file=\"" +
+                                         p.at("ca.crt").string() + "\"}") > 0);
+}
+
+// (b) A certificate without the expected name is refused, and said why; a reload that fixes
+// server_name (and names the CA relative to routes.toml) delivers what waited.
+BOOST_AUTO_TEST_CASE(a_wrong_server_name_is_refused_until_a_reload_fixes_it) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("ca.crt")) +
+                                                    ", server_name = \"payments.internal\""));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_wrong_name"), 1) >= 1);
+  BOOST_TEST(gw.daemon->wait_for_log("does not carry the name payments.internal", 5s).has_value());
+  send_frames(gw.supplier_port, 0, 100);
+  std::this_thread::sleep_for(300ms);
+  BOOST_TEST(billing.count() == 0u);
+  BOOST_TEST(sent(gw) == 0);
+
+  fs::copy_file(p.at("ca.crt"), gw.dir.path() / "ca.crt");
+  BOOST_TEST_REQUIRE(
+      reload(gw, routes(billing.endpoint(), "ca = \"ca.crt\", server_name = \"billing.internal\""),
+             "success"));
+  BOOST_TEST_REQUIRE(billing.wait_for_count(100, 10s));
+  BOOST_TEST(billing.payloads().front() == "payload 0");
+  BOOST_TEST(eventually([&] { return sent(gw) == 100; }, 5s));
+}
+
+// (c) A consumer that requires a client certificate takes the gateway's, and refuses it without.
+BOOST_AUTO_TEST_CASE(a_consumer_requiring_a_client_certificate) {
+  pki p;
+  tls_test_consumer billing(p, "billing", true);
+  const std::string base =
+      "ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\"";
+  gateway_fixture gw(routes(billing.endpoint(), base));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_rejected"), 1) >= 1);
+  BOOST_TEST(billing.failed_handshakes() >= 1u);
+  BOOST_TEST(billing.count() == 0u);
+  BOOST_TEST(gw.daemon->wait_for_log("does it want a client certificate?", 5s).has_value());
+
+  BOOST_TEST_REQUIRE(
+      reload(gw,
+             routes(billing.endpoint(), base + ", cert = " + quoted(p.at("gateway.crt")) +
+                                            ", key = " + quoted(p.at("gateway.key"))),
+             "success"));
+  BOOST_TEST_REQUIRE(eventually([&] { return billing.handshakes() >= 1; }, 10s));
+  send_frames(gw.supplier_port, 0, 200);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(200, 10s));
+  BOOST_TEST(billing.payloads().back() == "payload 199");
+}
+
+// (d) TLS against a plaintext consumer: it never answers the ClientHello, and the handshake's
+// deadline (consumer_connect_timeout_ms) ends the dial with a reason that says so.
+BOOST_AUTO_TEST_CASE(tls_against_a_plaintext_consumer_times_out_clearly) {
+  pki p;
+  asio::io_context ioc;
+  // Listening, never accepting: the kernel completes the TCP handshake and nobody answers.
+  asio::ip::tcp::acceptor plain(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const std::string endpoint = "127.0.0.1:" + std::to_string(plain.local_endpoint().port());
+  const auto t0 = std::chrono::steady_clock::now();
+  gateway_fixture gw(routes(endpoint, "ca = " + quoted(p.at("ca.crt"))),
+                     "consumer_connect_timeout_ms = 400");
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_timeout"), 1, 5s) >= 1);
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 5s));
+  const auto line = gw.daemon->wait_for_log("timed out after 400 ms (is it speaking TLS?)", 2s);
+  BOOST_TEST(line.has_value());
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_consumer_connected{consumer=\"billing\"}") ==
+             0);
+}
+
+// Answers every connection with an HTTP error and keeps it open: a peer that is not TLS.
+class http_peer {
+ public:
+  http_peer() : acceptor_(ioc_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    acceptor_.non_blocking(true);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~http_peer() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string endpoint() const {
+    return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+
+ private:
+  void run() {
+    std::vector<asio::ip::tcp::socket> held;
+    while (!stop_) {
+      std::error_code ec;
+      asio::ip::tcp::socket s(ioc_);
+      acceptor_.accept(s, ec);
+      if (ec) {
+        std::this_thread::sleep_for(10ms);
+        continue;
+      }
+      s.non_blocking(false, ec);
+      asio::write(s, asio::buffer(std::string("HTTP/1.1 400 Bad Request\r\n\r\n")), ec);
+      held.push_back(std::move(s));
+    }
+  }
+
+  asio::io_context ioc_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// (d) Also when the plaintext peer answers, with something that is not TLS: refused at once.
+BOOST_AUTO_TEST_CASE(tls_against_a_peer_speaking_something_else_is_not_tls) {
+  pki p;
+  http_peer peer;
+  gateway_fixture gw(routes(peer.endpoint(), "ca = " + quoted(p.at("ca.crt"))));
+  BOOST_TEST(wait_metric(gw.metrics_port, failures("tls_not_tls"), 1, 5s) >= 1);
+  BOOST_TEST(gw.daemon->wait_for_log("does not speak TLS", 2s).has_value());
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures("tls_timeout")) == 0);
+}
+
+// (e) A reload whose tls block is wrong fails whole: the running table and connection stay.
+BOOST_AUTO_TEST_CASE(a_bad_tls_block_on_reload_keeps_the_running_table) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  const std::string good =
+      "ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\"";
+  gateway_fixture gw(routes(billing.endpoint(), good));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+
+  // A client certificate without its key: an error at the tls table's position.
+  BOOST_TEST_REQUIRE(reload(
+      gw, routes(billing.endpoint(), good + ", cert = " + quoted(p.at("gateway.crt"))), "failure"));
+  BOOST_TEST(
+      gw.daemon
+          ->wait_for_log("routes.toml:3:7: consumers.billing.tls: cert and key go together", 5s)
+          .has_value());
+  BOOST_TEST(gw.daemon->wait_for_log("cert and key go together", 5s).has_value());
+  // A CA that is not there.
+  BOOST_TEST_REQUIRE(reload(gw, routes(billing.endpoint(), "ca = \"missing.crt\""), "failure"));
+  BOOST_TEST(gw.daemon->wait_for_log("missing.crt", 5s).has_value());
+  // A key that does not match the certificate.
+  BOOST_TEST_REQUIRE(
+      reload(gw,
+             routes(billing.endpoint(), good + ", cert = " + quoted(p.at("gateway.crt")) +
+                                            ", key = " + quoted(p.at("orders.key"))),
+             "failure"));
+  BOOST_TEST(gw.daemon->wait_for_log("does not match the certificate", 5s).has_value());
+
+  send_frames(gw.supplier_port, 0, 300);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(300, 10s));
+  BOOST_TEST(billing.handshakes() == 1u);  // never redialled
+  BOOST_TEST(eventually([&] { return sent(gw) == 300; }, 5s));
+}
+
+// Rotation: a CA bundle rewritten in place (other bytes, same names) makes its consumer redial
+// with a new context; a consumer whose TLS did not change keeps its connection.
+BOOST_AUTO_TEST_CASE(a_rotated_file_redials_its_consumer_only) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  test_consumer audit;
+  fs::copy_file(p.at("ca.crt"), p.at("bundle.crt"));
+  gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("bundle.crt")) +
+                                                    ", server_name = \"billing.internal\"") +
+                     consumer_toml("audit", audit.endpoint()) + route_toml("audit.>", {"audit"}));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing", "audit"}));
+  BOOST_TEST(billing.handshakes() == 1u);
+
+  // The new bundle: the old CA and a second one, as in the middle of a CA rotation.
+  p.dir.write("bundle.new",
+              read_text(p.at("ca.crt").string()) + read_text(p.at("stranger-ca.crt").string()));
+  fs::rename(p.at("bundle.new"), p.at("bundle.crt"));
+  gw.daemon->signal(
+      SIGHUP);  // the watcher may have reloaded already: then this one changes nothing
+  BOOST_TEST_REQUIRE(eventually([&] { return billing.handshakes() == 2; }, 10s));
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_consumer_disconnects_total{consumer=\"billing\",reason="
+                         "\"endpoint_changed\"}",
+                         1) == 1);
+  send_frames(gw.supplier_port, 0, 50);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(50, 10s));
+  BOOST_TEST(billing.handshakes() == 2u);
+  BOOST_TEST(audit.connections() == 1u);
+}
+
+// The certificate checks name what failed: a stranger CA's certificate, an expired one.
+BOOST_AUTO_TEST_CASE(an_unknown_ca_and_an_expired_certificate_are_told_apart) {
+  pki p;
+  tls_test_consumer rogue(p, "rogue", false);
+  tls_test_consumer expired(p, "expired", false);
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"orders-svc\" }";
+  gateway_fixture gw(consumer_toml("rogue", rogue.endpoint(), tls) +
+                     consumer_toml("expired", expired.endpoint(), tls) +
+                     route_toml("orders.>", {"rogue", "expired"}));
+  const auto failures_of = [&](const std::string& consumer, const std::string& reason) {
+    return "gatewayd_consumer_connect_failures_total{consumer=\"" + consumer + "\",reason=\"" +
+           reason + "\"}";
+  };
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("rogue", "tls_unknown_ca"), 1) >= 1);
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("expired", "tls_expired"), 1) >= 1);
+  // One line per second for all consumers' handshake failures (runtime/log_limit): the first
+  // says why; the other's reason is in the metric above.
+  const auto line = gw.daemon->wait_for_log("TLS handshake with consumer", 2s);
+  BOOST_TEST_REQUIRE(line.has_value());
+  BOOST_TEST((line->find("is not signed by tls.ca") != std::string::npos ||
+              line->find("is not valid now") != std::string::npos),
+             *line);
+  BOOST_TEST(rogue.handshakes() == 0u);
+  BOOST_TEST(expired.handshakes() == 0u);
+}
