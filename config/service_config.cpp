@@ -19,6 +19,7 @@ using presence = toml_checker::presence;
 // Timer values are kept below 2^31 ms (about 24.8 days) so any timer API can take them.
 constexpr std::int64_t max_milliseconds = std::numeric_limits<std::int32_t>::max();
 constexpr std::int64_t max_threads = 1024;
+constexpr std::int64_t max_idle_poll_us = 10000;       // beyond, a core burns for no latency gain
 constexpr std::int64_t max_payload_limit = 268435456;  // 256 MiB
 constexpr std::int64_t max_connections_limit = 1 << 20;
 
@@ -122,6 +123,9 @@ class service_reader {
     if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
     if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
       config_.threads = static_cast<std::uint32_t>(*v);
+    }
+    if (auto v = check_.integer(t, "gateway", "idle_poll_us", 0, max_idle_poll_us)) {
+      config_.idle_poll = std::chrono::microseconds(*v);
     }
     const auto max_payload = check_.integer(t, "gateway", "max_payload", 1, max_payload_limit);
     if (max_payload) config_.max_payload = static_cast<std::uint32_t>(*max_payload);

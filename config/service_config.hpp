@@ -30,7 +30,9 @@ struct service_config {
 
   // [gateway]
   net::endpoint supplier_listen{"127.0.0.1", 7400};
-  std::uint32_t threads = 0;                      // 0 = one per core
+  std::uint32_t threads = 0;  // 0 = one per core
+  // Leader/Followers: how long an idle thread polls for the next event before it sleeps.
+  std::chrono::microseconds idle_poll{0};
   std::uint32_t max_payload = 1048576;            // bytes
   std::filesystem::path routes_file;              // absolute and normalised
   std::chrono::milliseconds idle_timeout{60000};  // 0 = never

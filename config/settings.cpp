@@ -20,6 +20,9 @@ std::string text_of(bool v) {
 std::string text_of(std::chrono::milliseconds ms) {
   return std::to_string(ms.count());
 }
+std::string text_of(std::chrono::microseconds us) {
+  return std::to_string(us.count());
+}
 std::string text_of(const std::filesystem::path& p) {
   return p.string();
 }
@@ -63,6 +66,7 @@ using c = service_config;
 constexpr std::array table{
     field<&c::supplier_listen>("gateway", "supplier_listen", restart),
     field<&c::threads>("gateway", "threads", restart),
+    field<&c::idle_poll>("gateway", "idle_poll_us", restart),
     field<&c::max_payload>("gateway", "max_payload", restart),
     field<&c::routes_file>("gateway", "routes_file", live),
     field<&c::idle_timeout>("gateway", "idle_timeout_ms", restart),

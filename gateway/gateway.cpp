@@ -35,7 +35,8 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       retirement_(control_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
-  model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_);
+  model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_,
+                                         service_.idle_poll);
   session_ctx_.handoff = model_->handoff();
   session_ctx_.partial_budget = &partial_budget_;
   if (const auto files = service_.tls_files()) {

@@ -8,8 +8,9 @@ namespace {
 
 class leader_followers_model final : public execution_model {
  public:
-  leader_followers_model(asio::io_context& ioc, unsigned threads, latency_histogram& latency)
-      : pool_(ioc, threads, latency) {}
+  leader_followers_model(asio::io_context& ioc, unsigned threads, latency_histogram& latency,
+                         std::chrono::microseconds idle_poll)
+      : pool_(ioc, threads, latency, idle_poll) {}
   void start() override { pool_.start(); }
   void stop() override { pool_.stop(); }
   void join() override { pool_.join(); }
@@ -25,7 +26,8 @@ class leader_followers_model final : public execution_model {
 
 std::unique_ptr<execution_model> make_execution_model(concurrency_model which,
                                                       asio::io_context& ioc, unsigned threads,
-                                                      latency_histogram& promotion_latency) {
+                                                      latency_histogram& promotion_latency,
+                                                      std::chrono::microseconds idle_poll) {
   switch (which) {
     case concurrency_model::half_sync_half_async:
       return std::make_unique<half_sync_half_async>(ioc, threads);
@@ -34,7 +36,7 @@ std::unique_ptr<execution_model> make_execution_model(concurrency_model which,
     case concurrency_model::leader_followers:
       break;
   }
-  return std::make_unique<leader_followers_model>(ioc, threads, promotion_latency);
+  return std::make_unique<leader_followers_model>(ioc, threads, promotion_latency, idle_poll);
 }
 
 }  // namespace gatewayd::runtime

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <asio.hpp>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -51,9 +52,11 @@ class execution_model {
 };
 
 // The model `which` over `ioc` with `threads` threads (0 = one per core). Leader/Followers
-// observes its promotion latency into `promotion_latency`.
+// observes its promotion latency into `promotion_latency` and polls for `idle_poll` before an
+// idle thread sleeps (lf_pool).
 std::unique_ptr<execution_model> make_execution_model(concurrency_model which,
                                                       asio::io_context& ioc, unsigned threads,
-                                                      latency_histogram& promotion_latency);
+                                                      latency_histogram& promotion_latency,
+                                                      std::chrono::microseconds idle_poll = {});
 
 }  // namespace gatewayd::runtime

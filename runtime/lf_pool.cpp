@@ -8,10 +8,22 @@ namespace gatewayd::runtime {
 namespace {
 thread_local lf_pool* this_pool = nullptr;
 thread_local void* this_member = nullptr;
+
+// Tells the core this is a spin-wait: cheaper for a hyperthread sibling, and no memory-order
+// mis-speculation when the flag flips.
+inline void relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
 }  // namespace
 
-lf_pool::lf_pool(asio::io_context& ioc, unsigned threads, latency_histogram& latency)
-    : ioc_(ioc), thread_count_(thread_count(threads)), promotion_latency_(latency) {
+lf_pool::lf_pool(asio::io_context& ioc, unsigned threads, latency_histogram& latency,
+                 std::chrono::microseconds idle_poll)
+    : ioc_(ioc),
+      thread_count_(thread_count(threads)),
+      idle_poll_(idle_poll),
+      promotion_latency_(latency) {
   followers_.reserve(thread_count_);
 }
 
@@ -64,9 +76,9 @@ void lf_pool::hand_over(member& me) noexcept {
   }
   member* next = followers_.back();
   followers_.pop_back();
-  next->promoted = true;
   next->promoted_at = std::chrono::steady_clock::now();
-  next->wake.notify_one();
+  next->promoted.store(true, std::memory_order_release);
+  if (next->parked) next->wake.notify_one();
 }
 
 void lf_pool::run_thread() {
@@ -77,12 +89,11 @@ void lf_pool::run_thread() {
   while (!done_) {
     if (has_leader_) {
       followers_.push_back(&me);
-      me.wake.wait(lock, [&] { return me.promoted || done_; });
-      if (!me.promoted) {
+      if (!await_promotion(me, lock)) {
         std::erase(followers_, &me);
         break;
       }
-      me.promoted = false;
+      me.promoted.store(false, std::memory_order_relaxed);
       // Promotion latency: from the old leader seeing its event to this thread about to wait.
       promotion_latency_.observe(std::chrono::steady_clock::now() - me.promoted_at);
     } else {
@@ -90,7 +101,7 @@ void lf_pool::run_thread() {
     }
     me.leading = true;
     lock.unlock();
-    const std::size_t handled = ioc_.run_one();
+    const std::size_t handled = run_one_event();
     if (handled && !me.leading) run_stranded_continuations();
     lock.lock();
     if (me.leading) {
@@ -112,6 +123,37 @@ void lf_pool::run_thread() {
   this_member = nullptr;
 }
 
+// Watching the flag first means a promotion that comes within idle_poll_ costs the old leader
+// one store and this thread no wake-up; only then does it sleep on the condition variable
+// (hand_over notifies only a parked member, under the mutex, so no wake-up is lost).
+bool lf_pool::await_promotion(member& me, std::unique_lock<std::mutex>& lock) {
+  if (idle_poll_.count() > 0) {
+    lock.unlock();
+    const auto until = std::chrono::steady_clock::now() + idle_poll_;
+    while (!me.promoted.load(std::memory_order_acquire) &&
+           std::chrono::steady_clock::now() < until) {
+      relax();
+    }
+    lock.lock();
+  }
+  me.parked = true;
+  me.wake.wait(lock, [&] { return me.promoted.load(std::memory_order_relaxed) || done_; });
+  me.parked = false;
+  return me.promoted.load(std::memory_order_relaxed);
+}
+
+// poll_one() asks epoll with a zero timeout: an event that arrives while the leader polls is
+// handled without the thread ever sleeping and being woken for it.
+std::size_t lf_pool::run_one_event() {
+  if (idle_poll_.count() > 0) {
+    const auto until = std::chrono::steady_clock::now() + idle_poll_;
+    do {
+      if (const std::size_t n = ioc_.poll_one()) return n;
+    } while (std::chrono::steady_clock::now() < until && !ioc_.stopped());
+  }
+  return ioc_.run_one();
+}
+
 // An event's handler that started a composed operation's next step (asio::async_write, an
 // SSL stream) or deferred work queued it as a continuation: Asio keeps continuations in the
 // calling thread's private queue and moves them to the shared queue when run_one() returns,
@@ -122,6 +164,11 @@ void lf_pool::run_thread() {
 void lf_pool::run_stranded_continuations() {
   while (ioc_.poll_one() != 0) {
   }
+}
+
+bool lf_pool::idle_thread_waiting() noexcept {
+  const lf_pool* pool = this_pool;
+  return pool && pool->processing_.load(std::memory_order_relaxed) < pool->thread_count_;
 }
 
 bool lf_pool::this_thread_leads() noexcept {
@@ -137,7 +184,7 @@ lf_pool::role_counts lf_pool::roles() const {
   std::lock_guard lock(mutex_);
   role_counts r;
   r.leader = has_leader_ ? 1 : 0;
-  r.processing = processing_;
+  r.processing = processing_.load(std::memory_order_relaxed);
   r.follower = static_cast<unsigned>(followers_.size());
   return r;
 }

@@ -189,3 +189,70 @@ BOOST_AUTO_TEST_CASE(pool_leaves_when_the_io_context_runs_out_of_work) {
   pool.join();  // returns by itself: no stop() needed
   BOOST_TEST(ran.load() == 1);
 }
+
+BOOST_AUTO_TEST_CASE(idle_thread_waiting_tells_whether_a_posted_handler_would_start_at_once) {
+  BOOST_TEST(!lf_pool::idle_thread_waiting());  // not a pool thread
+  asio::io_context ioc;
+  gatewayd::runtime::latency_histogram latency;
+  lf_pool pool(ioc, 2, latency);
+  auto work = asio::make_work_guard(ioc);
+  std::atomic<int> alone{-1};  // seen by the first handler, while the other thread leads
+  std::atomic<int> both{-1};   // seen by the second, while the first one still runs
+  std::atomic<bool> release{false};
+  asio::post(ioc, [&] {
+    lf_pool::promote_new_leader();
+    alone = lf_pool::idle_thread_waiting() ? 1 : 0;
+    asio::post(ioc, [&] {
+      lf_pool::promote_new_leader();
+      both = lf_pool::idle_thread_waiting() ? 1 : 0;
+      release = true;
+    });
+    while (!release)
+      std::this_thread::sleep_for(1ms);
+  });
+  pool.start();
+  for (int i = 0; i < 500 && !release; ++i)
+    std::this_thread::sleep_for(5ms);
+  work.reset();
+  pool.join();
+  BOOST_TEST(alone.load() == 1);
+  BOOST_TEST(both.load() == 0);
+}
+
+// idle_poll: the same guarantees (one leader, every event handled, promotions) while threads
+// poll before they sleep; and they do sleep: an idle pool burns no CPU past the poll.
+BOOST_AUTO_TEST_CASE(polling_threads_keep_the_roles_and_sleep_once_idle) {
+  asio::io_context ioc;
+  gatewayd::runtime::latency_histogram latency;
+  lf_pool pool(ioc, 3, latency, 2ms);
+  observer obs;
+  auto work = asio::make_work_guard(ioc);
+  constexpr unsigned events = 300;
+  pool.start();
+  for (unsigned i = 0; i < events; ++i) {
+    asio::post(ioc, [&] {
+      obs.enter(pool);
+      std::this_thread::sleep_for(50us);
+      obs.leave();
+    });
+    if (i % 10 == 0) std::this_thread::sleep_for(300us);  // some arrive while threads poll
+  }
+  for (int i = 0; i < 500 && obs.handled < events; ++i)
+    std::this_thread::sleep_for(10ms);
+  BOOST_TEST_REQUIRE(obs.handled.load() == events);
+  BOOST_TEST(obs.max_leaders.load() <= 1u);
+
+  std::this_thread::sleep_for(50ms);  // past every poll
+  const auto cpu = [] {
+    timespec t{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return std::chrono::seconds(t.tv_sec) + std::chrono::nanoseconds(t.tv_nsec);
+  };
+  const auto before = cpu();
+  std::this_thread::sleep_for(300ms);
+  // Three threads polling without end would use 900 ms here.
+  BOOST_TEST((cpu() - before < 60ms), "an idle pool kept polling");
+  work.reset();
+  pool.stop();
+  pool.join();
+}

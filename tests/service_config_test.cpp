@@ -232,7 +232,8 @@ level = "verbose"
         "gateway.allow[3]: \"nonsense\": not an IPv4 or IPv6 address (write 10.0.0.0/8, "
         "fd00::/8 or a single address)"},
        {14, 3,
-        "gateway.threds: unknown key (expected supplier_listen, threads, max_payload, "
+        "gateway.threds: unknown key (expected supplier_listen, threads, idle_poll_us, "
+        "max_payload, "
         "routes_file, idle_timeout_ms, max_supplier_connections, concurrency, "
         "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
         "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "

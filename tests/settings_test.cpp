@@ -22,6 +22,7 @@ namespace {
 const std::map<std::string, std::string> non_default = {
     {"gateway.supplier_listen", "supplier_listen = \"127.0.0.1:7999\""},
     {"gateway.threads", "threads = 3"},
+    {"gateway.idle_poll_us", "idle_poll_us = 25"},
     {"gateway.max_payload", "max_payload = 4096"},
     {"gateway.routes_file", "routes_file = \"other.toml\""},
     {"gateway.idle_timeout_ms", "idle_timeout_ms = 1234"},
