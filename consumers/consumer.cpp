@@ -58,7 +58,8 @@ void consumer::start() {
 // put: the hot path
 
 consumer::put_result consumer::put(std::span<const frame_slice> frames,
-                                   const std::shared_ptr<flow_control_listener>& listener) {
+                                   const std::shared_ptr<flow_control_listener>& listener,
+                                   bool drain_here) {
   put_result result;
   if (frames.empty()) return result;
   // Declared before the lock so that the last run of refused references is released after
@@ -119,7 +120,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       self->link_.drop_slow(slow_conn, n);
     });
   }
-  if (start_drain) drain_->start();
+  if (start_drain) drain_->start(drain_here);
   return result;
 }
 

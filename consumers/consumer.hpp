@@ -65,8 +65,11 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // the frame is queued or dropped, and applies the overflow policy. With the backpressure
   // policy, when the queue is at its limit, `listener` (if not null) is remembered and resumed
   // once the queue falls below the low-water mark.
+  // `drain_here`: when no writer runs, the caller's thread writes the frames itself (one hop:
+  // the frame reaches the socket without waking another thread); false posts the write to
+  // the consumer's strand, for a free thread to take while the caller goes on reading.
   put_result put(std::span<const frame_slice> frames,
-                 const std::shared_ptr<flow_control_listener>& listener);
+                 const std::shared_ptr<flow_control_listener>& listener, bool drain_here = true);
 
   // Reload: capacity, byte cap and policy change in place; a new endpoint, or TLS settings that
   // changed (files, their contents, server name), redials, keeping the queue. The name never

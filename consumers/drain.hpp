@@ -18,7 +18,8 @@ class drain {
   virtual bool writer_per_caller() const noexcept = 0;
   // Frames are waiting on a connected consumer: write them. Any thread; put() calls it
   // outside the consumer's lock, after taking the writer role for the strand model.
-  virtual void start() = 0;
+  // `here`: the caller's thread may write them itself (put()'s `drain_here`).
+  virtual void start(bool here) = 0;
   // Strand: a connection came up; `frames_waiting`: the writer role was taken for what
   // queued while the link was down.
   virtual void on_link_up(bool frames_waiting) = 0;

@@ -16,7 +16,7 @@ std::uint64_t nanoseconds_since(std::chrono::steady_clock::time_point t0) noexce
 
 }  // namespace
 
-void mutex_drain::start() {
+void mutex_drain::start(bool /*here*/) {
   std::unique_lock writer(writer_, std::try_to_lock);
   if (!writer.owns_lock()) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -68,7 +68,8 @@ void mutex_drain::start() {
 
 void mutex_drain::on_link_up(bool frames_waiting) {
   if (!frames_waiting) return;
-  asio::post(c_.strand_.get_inner_executor(), [self = c_.shared_from_this(), this] { start(); });
+  asio::post(c_.strand_.get_inner_executor(),
+             [self = c_.shared_from_this(), this] { start(true); });
 }
 
 void mutex_drain::release_socket() {

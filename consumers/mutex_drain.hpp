@@ -17,8 +17,9 @@ class mutex_drain final : public drain {
   explicit mutex_drain(consumer& c) noexcept : c_(c) {}
 
   bool writer_per_caller() const noexcept override { return true; }
-  // Any thread: blocks until the queue is written (or the link breaks).
-  void start() override;
+  // Any thread: blocks until the queue is written (or the link breaks). Always here: that
+  // thread's wait is the model's point.
+  void start(bool here) override;
   // What queued while the link was down is written off the strand (on any pool thread), so a
   // blocking write never holds up the strand's timers.
   void on_link_up(bool frames_waiting) override;

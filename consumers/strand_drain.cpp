@@ -5,8 +5,9 @@
 
 namespace gatewayd::consumers {
 
-void strand_drain::start() {
-  asio::dispatch(c_.strand_, [self = c_.shared_from_this(), this] { run(); });
+void strand_drain::start(bool here) {
+  if (here) return asio::dispatch(c_.strand_, [self = c_.shared_from_this(), this] { run(); });
+  asio::post(c_.strand_, [self = c_.shared_from_this(), this] { run(); });
 }
 
 void strand_drain::on_link_up(bool frames_waiting) {

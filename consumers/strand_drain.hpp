@@ -24,10 +24,11 @@ class strand_drain final : public drain {
   explicit strand_drain(consumer& c) noexcept : c_(c) {}
 
   bool writer_per_caller() const noexcept override { return false; }
-  // Dispatched, not posted: when the consumer's strand is idle the drain runs right here, in
-  // the thread that read and routed the frames, so a frame reaches the consumer's socket
-  // without waking another thread; when the strand is busy it queues there.
-  void start() override;
+  // `here`: dispatched, not posted: when the consumer's strand is idle the drain runs right
+  // here, in the thread that read and routed the frames, so a frame reaches the consumer's
+  // socket without waking another thread; when the strand is busy it queues there. Otherwise
+  // posted, for a free pool thread to write while this one goes on reading.
+  void start(bool here) override;
   void on_link_up(bool frames_waiting) override;
   void release_socket() override {}  // nothing writes outside the strand
   void compact(frame_packer& packer) override { batch_.compact(packer); }

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/lf_pool.hpp"
+
 namespace gatewayd::suppliers {
 
 frame_router& frame_router::begin_pass(const route_snapshot_holder& routes) {
@@ -101,15 +103,20 @@ void frame_router::hold() noexcept {
 }
 
 frame_router::flush_result frame_router::flush(
-    const std::shared_ptr<consumers::flow_control_listener>& listener) {
+    const std::shared_ptr<consumers::flow_control_listener>& listener, bool busy) {
   // References first: a consumer may send and release a frame before put() even returns.
   hold();
   refs_chunk_ = nullptr;
   publish_hits();
   flush_result r;
+  // A busy pass leaves the writes to an idle thread, if the pool has one, and reads on (the
+  // session's next pass): reading and writing then run on two cores. Otherwise, and always at
+  // low load, this thread writes (one hop, nobody woken).
+  const bool here = !(busy && runtime::lf_pool::idle_thread_waiting());
+  r.handed_off = !here;
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
-    if (snapshot_->consumers[i]->put(batch, listener).pause_supplier) r.pause = true;
+    if (snapshot_->consumers[i]->put(batch, listener, here).pause_supplier) r.pause = true;
     batch.clear();
   }
   touched_.clear();

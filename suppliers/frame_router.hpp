@@ -43,12 +43,17 @@ class frame_router {
   void hold() noexcept;
 
   struct flush_result {
-    bool pause = false;  // some consumer asked the supplier to stop reading
+    bool pause = false;       // some consumer asked the supplier to stop reading
+    bool handed_off = false;  // the writes were left to another thread
   };
   // Takes the references still pending and hands every consumer its batch: one put() per
   // consumer for everything routed in the pass, however many reads that spans. Adds the
   // pass's route hits to the snapshot's counters. Ends the pass.
-  flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener);
+  // `busy`: the pass found more waiting than one read takes. A busy pass on a pool with an
+  // idle thread posts the consumers' writes to their strands (handed_off) instead of writing
+  // them here, so the caller can read on while that thread writes.
+  flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener,
+                     bool busy = false);
 
   std::uint64_t table_version() const noexcept { return snapshot_ ? snapshot_->version : 0; }
 

@@ -182,54 +182,75 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
   return r;
 }
 
-bool supplier_session::flush(frame_router& router) {
+void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   const std::shared_ptr<consumers::flow_control_listener> listener(
       shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
-  return router.flush(listener).pause;
+  const auto flushed = router.flush(listener, busy);
+  r.pause = r.pause || flushed.pause;
+  r.handed_off = flushed.handed_off;
 }
 
 // Leader/Followers and asio-threads: the thread that saw the event reads and routes until the
 // socket is drained or the budget is spent, then hands each consumer one batch for the whole
 // pass. Under load a pass spans several reads, so the consumers' writes carry many frames
 // each (fewer syscalls and receiver wake-ups per frame); at low load it is one read, handed
-// over at once. Frames that arrived whole before a protocol error are still routed.
+// over at once and written by this thread (one hop). A pass that left its writes to an idle
+// thread is followed by the next pass at once: this thread reads while that one writes.
+// Frames that arrived whole before a protocol error are still routed.
 void supplier_session::read_and_route() {
+  routed all;
+  for (std::size_t pass = 1;; ++pass) {
+    const pass_end end = read_pass(all);
+    if ((end == pass_end::peer_gone || end == pass_end::refused) && !all.error) {
+      if (all.frames) last_progress_ = std::chrono::steady_clock::now();
+      return end == pass_end::peer_gone ? closed_by_peer() : refuse_growth();
+    }
+    if (end != pass_end::budget || !all.handed_off || all.pause || all.error ||
+        pass == max_passes || paused_) {
+      return after_routing(all);
+    }
+  }
+}
+
+supplier_session::pass_end supplier_session::read_pass(routed& all) {
   auto& router = frame_router::begin_pass(ctx_.routes);
   std::size_t total = 0;
-  routed all;
-  bool peer_gone = false;
-  bool refused = false;  // the frame being received may not grow: partial-frame budget spent
+  std::size_t reads = 0;
+  pass_end end = pass_end::budget;
   while (total < read_budget) {
     const auto buf = stream_.prepare();
     if (buf.size == 0) {
-      refused = true;
+      end = pass_end::refused;
       break;
     }
     std::error_code ec;
     const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
-    if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      end = pass_end::drained;
+      break;
+    }
     if (ec) {
-      peer_gone = true;
+      end = pass_end::peer_gone;
       break;
     }
     stream_.commit(n);
     total += n;
+    ++reads;
     const routed r = route_frames(router);
     all.frames += r.frames;
     all.error = r.error;
     if (r.error) break;
-    if (n < buf.size && !tls_) break;  // a short read means the socket is drained (TLS: a record)
+    if (n < buf.size && !tls_) {  // a short read means the socket is drained (TLS: a record)
+      end = pass_end::drained;
+      break;
+    }
   }
-  all.pause = flush(router);
+  flush(router, reads > 1, all);
   if (total) {
     ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
     stats_.bytes.fetch_add(total, std::memory_order_relaxed);
   }
-  if ((peer_gone || refused) && !all.error) {
-    if (all.frames) last_progress_ = std::chrono::steady_clock::now();
-    return peer_gone ? closed_by_peer() : refuse_growth();
-  }
-  after_routing(all);
+  return end;
 }
 
 // Half-Sync/Half-Async, on the I/O thread: one read, then the chunk goes to a worker. The
@@ -251,7 +272,7 @@ void supplier_session::read_for_handoff() {
 void supplier_session::run_offloaded() {
   auto& router = frame_router::begin_pass(ctx_.routes);
   handoff_result_ = route_frames(router);
-  handoff_result_.pause = flush(router);
+  flush(router, false, handoff_result_);
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->on_handoff_done(); });
 }
 

@@ -44,8 +44,11 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
                          public consumers::flow_control_listener,
                          public runtime::offloaded_work {
  public:
-  // Bytes read per event before yielding to other connections (fairness under load).
+  // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
+  // Passes per event before yielding to other connections (fairness under load). A pass whose
+  // writes another thread took is followed by the next at once, overlapping reads and writes.
+  static constexpr std::size_t max_passes = 8;
   // How often a paused session asks the kernel whether its peer has left.
   static constexpr std::chrono::milliseconds pause_check{250};
 
@@ -84,9 +87,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // What routing the bytes of one or more reads came to.
   struct routed {
     std::uint64_t frames = 0;
-    bool pause = false;  // a backpressure consumer asked us to stop reading
+    bool pause = false;       // a backpressure consumer asked us to stop reading
+    bool handed_off = false;  // another thread writes what the pass routed
     protocol::frame_stream::stream_error error;
   };
+  // How a read pass ended besides what it routed.
+  enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused };
 
   using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
 
@@ -106,14 +112,16 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
+  pass_end read_pass(routed& all);
   void read_for_handoff();
   void on_handoff_done();
   // Parses every whole frame the stream holds and routes it into `router` (on whichever thread
   // owns the stream: the strand, or the worker it was handed to), holding the chunk references
   // the frames need. Counts frames and unroutable ones.
   routed route_frames(frame_router& router);
-  // Hands the consumers what was routed; true when one of them asks us to pause.
-  bool flush(frame_router& router);
+  // Hands the consumers what was routed; `busy`: more was waiting than one read took. Sets
+  // r.pause when a consumer asks us to pause, r.handed_off as the router says.
+  void flush(frame_router& router, bool busy, routed& r);
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
   void closed_by_peer();
