@@ -1,5 +1,6 @@
 #include "consumers/consumer_link.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "consumers/tls_dial_failure.hpp"
@@ -96,6 +97,7 @@ void consumer_link::dial() {
     return wait_to_redial();
   }
   state_ = state::dialing;
+  dialed_at_ = std::chrono::steady_clock::now();
   const std::uint64_t dial = ++dial_;
   dial_timed_out_ = false;
   close_socket();
@@ -156,7 +158,7 @@ void consumer_link::handshake(std::uint64_t dial) {
 void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::handshaking) return;  // superseded
   redial_timer_.cancel();
-  if (!ec) return come_up();
+  if (!ec) return settle(dial);
   const auto failure =
       classify_tls_dial(ec, SSL_get_verify_result(stream_->native_handle()), handshake_timed_out_,
                         tls_->files.server_name, handshake_bound());
@@ -185,7 +187,26 @@ std::chrono::milliseconds consumer_link::handshake_bound() const noexcept {
                                              : std::chrono::milliseconds{10000};
 }
 
-void consumer_link::come_up() {
+// Under TLS 1.3 the client's handshake ends before the server has checked the client's
+// certificate: a consumer that wants one we do not have (or do not please) refuses with an
+// alert a round trip later. Frames written meanwhile would be counted as sent and never read,
+// on every redial. So the link waits that long with its read out, two handshake times (20 ms
+// at least, the handshake's bound at most), before it lets the drain write: a refusal is a
+// failed dial (tls_rejected) and costs no frame.
+void consumer_link::settle(std::uint64_t dial) {
+  if (SSL_version(stream_->native_handle()) != TLS1_3_VERSION) return come_up();
+  using namespace std::chrono;
+  const auto took = duration_cast<milliseconds>(steady_clock::now() - dialed_at_);
+  state_ = state::settling;
+  read_until_closed(conn_ + 1);
+  redial_timer_.expires_after(
+      std::clamp<milliseconds>(2 * took, milliseconds{20}, handshake_bound()));
+  redial_timer_.async_wait([this, keep = owner_.lock(), dial](std::error_code ec) {
+    if (!ec && dial == dial_ && state_ == state::settling) come_up(true);
+  });
+}
+
+void consumer_link::come_up(bool read_pending) {
   dial_failures_ = 0;
   backoff_.reset();
   state_ = state::up;
@@ -193,7 +214,7 @@ void consumer_link::come_up() {
   stats_.connected.store(true, std::memory_order_relaxed);
   GW_LOG_LIMITED(info, "consumer connections made")
       << "consumer " << name_ << " connected to " << endpoint_.to_string();
-  read_until_closed(conn);
+  if (!read_pending) read_until_closed(conn);
   events_.on_link_up(conn);
 }
 
@@ -232,6 +253,13 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
   auto on_read = [this, keep = owner_.lock(), stream = stream_, conn](std::error_code ec,
                                                                       std::size_t) {
     if (unexplained_ && unexplained_->conn == conn) return explain(ec);
+    if (settling(conn)) {
+      if (!ec) return read_until_closed(conn);  // a consumer that talks: nothing to refuse
+      redial_timer_.cancel();
+      return handshake_failed(connect_failure::tls_rejected,
+                              "it closed the connection right after the TLS handshake (" +
+                                  ec.message() + "; does it want a client certificate?)");
+    }
     if (!up(conn)) return;
     if (ec && stream && tls_alert_from_peer(ec)) return refused_after_handshake(conn, ec);
     if (ec) return lost(conn, ec);

@@ -71,7 +71,9 @@ class consumer_link {
   bool up(std::uint64_t conn) const noexcept { return state_ == state::up && conn == conn_; }
 
  private:
-  enum class state : std::uint8_t { idle, dialing, handshaking, up, waiting, shut };
+  // settling: TLS 1.3, our side of the handshake is done, but the consumer judges our
+  // certificate only after it; frames wait until it had the time to refuse.
+  enum class state : std::uint8_t { idle, dialing, handshaking, settling, up, waiting, shut };
 
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
@@ -79,7 +81,12 @@ class consumer_link {
   void on_handshake(std::error_code ec, std::uint64_t dial);
   void handshake_failed(connect_failure reason, const std::string& why);
   std::chrono::milliseconds handshake_bound() const noexcept;
-  void come_up();
+  void settle(std::uint64_t dial);
+  bool settling(std::uint64_t conn) const noexcept {
+    return state_ == state::settling && conn == conn_ + 1;
+  }
+  // `read_pending`: the settling read goes on as the connection's read_until_closed.
+  void come_up(bool read_pending = false);
   void dial_failed(std::error_code ec);
   void wait_to_redial();
   void read_until_closed(std::uint64_t conn);
@@ -112,6 +119,7 @@ class consumer_link {
   std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
   bool was_up_ = false;              // the next dial counts as a reconnect
   bool dial_timed_out_ = false;      // the dial's deadline closed the socket under it
+  std::chrono::steady_clock::time_point dialed_at_{};  // the settle time scales with it
 
   // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.
   std::optional<consumer_tls> tls_;
