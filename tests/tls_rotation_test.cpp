@@ -147,9 +147,7 @@ BOOST_AUTO_TEST_CASE(rotation_under_traffic_loses_no_frame) {
   live("gateway.crt", "live.crt");
   live("gateway.key", "live.key");
   live("ca.crt", "live-ca.crt");
-  const std::string tls = "\n[tls]\ncert = \"" + p.at("live.crt").string() + "\"\nkey = \"" +
-                          p.at("live.key").string() + "\"\nclient_ca = \"" +
-                          p.at("live-ca.crt").string() + "\"\n";
+  const std::string tls = tls_table_of(p.at("live.crt"), p.at("live.key"), p.at("live-ca.crt"));
   // A queue deep enough that a reload's pause can never evict: a drop would be a real loss.
   gateway_fixture gw(consumer_toml("sink", sink.endpoint(), "queue_capacity = 1000000\n") +
                          route_toml("stream.>", {"sink"}),

@@ -225,9 +225,7 @@ BOOST_AUTO_TEST_CASE(certificates_and_ca_reload_and_a_bad_pair_keeps_the_running
   live("gateway.crt", "live.crt");
   live("gateway.key", "live.key");
   live("ca.crt", "live-ca.crt");
-  const std::string tls = "\n[tls]\ncert = \"" + p.at("live.crt").string() + "\"\nkey = \"" +
-                          p.at("live.key").string() + "\"\nclient_ca = \"" +
-                          p.at("live-ca.crt").string() + "\"\n";
+  const std::string tls = tls_table_of(p.at("live.crt"), p.at("live.key"), p.at("live-ca.crt"));
   // Probes go to "probe", which no route takes: the sink sees only the open connection's frames.
   gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("a.>", {"sink"}), "", {},
                      true, tls);

@@ -25,6 +25,14 @@ inline void sh(const std::string& command) {
   BOOST_TEST_REQUIRE(std::system(quiet.c_str()) == 0, "failed: " << command);
 }
 
+// gatewayd.toml's [tls] table naming these files; no client_ca when `client_ca` is empty.
+inline std::string tls_table_of(const fs::path& cert, const fs::path& key,
+                                const fs::path& client_ca = {}) {
+  std::string t = "\n[tls]\ncert = \"" + cert.string() + "\"\nkey = \"" + key.string() + "\"\n";
+  if (!client_ca.empty()) t += "client_ca = \"" + client_ca.string() + "\"\n";
+  return t;
+}
+
 // A CA, the gateway's certificate, and suppliers' certificates: one the CA signed, one a
 // stranger CA signed, one the CA signed that has already expired.
 struct pki {
@@ -61,10 +69,9 @@ struct pki {
   }
 
   std::string tls_table(bool client_ca, const std::string& extra = "") const {
-    std::string t = "\n[tls]\ncert = \"" + at("gateway.crt").string() + "\"\nkey = \"" +
-                    at("gateway.key").string() + "\"\n";
-    if (client_ca) t += "client_ca = \"" + at("ca.crt").string() + "\"\n";
-    return t + extra;
+    return tls_table_of(at("gateway.crt"), at("gateway.key"),
+                        client_ca ? at("ca.crt") : fs::path{}) +
+           extra;
   }
 };
 
