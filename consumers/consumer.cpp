@@ -120,6 +120,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       self->link_.drop_slow(slow_conn, n);
     });
   }
+  // The mutex model writes in the caller whatever it was asked.
+  result.wrote = start_drain && (drain_here || drain_->writer_per_caller());
   if (start_drain) drain_->start(drain_here);
   return result;
 }

@@ -50,6 +50,7 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   struct put_result {
     std::uint32_t queued = 0;     // frames accepted into the queue
     bool pause_supplier = false;  // backpressure: the caller should stop reading until resumed
+    bool wrote = false;           // the caller's thread wrote the frames (or writes them now)
   };
 
   consumer(const runtime::executor& ex, consumer_spec spec, options opts);

@@ -113,12 +113,16 @@ frame_router::flush_result frame_router::flush(
   // session's next pass): reading and writing then run on two cores. Otherwise, and always at
   // low load, this thread writes (one hop, nobody woken).
   const bool here = !(busy && runtime::lf_pool::idle_thread_waiting());
-  r.handed_off = !here;
+  bool wrote = false;
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
-    if (snapshot_->consumers[i]->put(batch, listener, here).pause_supplier) r.pause = true;
+    const auto put = snapshot_->consumers[i]->put(batch, listener, here);
+    r.pause = r.pause || put.pause_supplier;
+    wrote = wrote || put.wrote;
     batch.clear();
   }
+  // Other threads write everything this pass routed (posted now, or already writing).
+  r.handed_off = !here && !wrote;
   touched_.clear();
   reading_.leave();
   return r;
