@@ -107,12 +107,21 @@ void consumer_link::dial() {
       [this, keep = owner_.lock(), dial](std::error_code e) { on_dialed(e, dial); });
   if (limits_.connect_timeout.count() <= 0) return;
   // A host that drops SYNs would otherwise hold the dial for the kernel's minutes of retries.
-  redial_timer_.expires_after(limits_.connect_timeout);
-  redial_timer_.async_wait([this, keep = owner_.lock(), dial](std::error_code ec) {
-    if (ec || dial != dial_ || state_ != state::dialing) return;
-    dial_timed_out_ = true;
-    close_socket();  // the connect completes with operation_aborted
-  });
+  arm_deadline(limits_.connect_timeout, dial, dial_timed_out_);
+}
+
+// The socket is closed under the dial's current step (connect or handshake) if it is still at
+// that step when `after` has passed: the operation completes with operation_aborted, and
+// `timed_out` tells its handler why.
+void consumer_link::arm_deadline(std::chrono::milliseconds after, std::uint64_t dial,
+                                 bool& timed_out) {
+  redial_timer_.expires_after(after);
+  redial_timer_.async_wait(
+      [this, keep = owner_.lock(), dial, step = state_, &timed_out](std::error_code ec) {
+        if (ec || dial != dial_ || state_ != step) return;
+        timed_out = true;
+        close_socket();
+      });
 }
 
 void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
@@ -147,12 +156,7 @@ void consumer_link::handshake(std::uint64_t dial) {
                             dial](std::error_code ec) { on_handshake(ec, dial); });
   // A plaintext consumer never answers a ClientHello: without a deadline the dial would wait
   // for as long as the peer keeps the connection open.
-  redial_timer_.expires_after(handshake_bound());
-  redial_timer_.async_wait([this, keep = owner_.lock(), dial](std::error_code ec) {
-    if (ec || dial != dial_ || state_ != state::handshaking) return;
-    handshake_timed_out_ = true;
-    close_socket();  // the handshake completes with operation_aborted
-  });
+  arm_deadline(handshake_bound(), dial, handshake_timed_out_);
 }
 
 void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {

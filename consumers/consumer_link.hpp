@@ -77,6 +77,7 @@ class consumer_link {
 
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
+  void arm_deadline(std::chrono::milliseconds after, std::uint64_t dial, bool& timed_out);
   void handshake(std::uint64_t dial);
   void on_handshake(std::error_code ec, std::uint64_t dial);
   void handshake_failed(connect_failure reason, const std::string& why);

@@ -206,7 +206,7 @@ void supplier_session::read_and_route() {
       return end == pass_end::peer_gone ? closed_by_peer() : refuse_growth();
     }
     if (end != pass_end::budget || !all.handed_off || all.pause || all.error ||
-        pass == max_passes || paused_) {
+        pass == max_passes) {
       return after_routing(all);
     }
   }
