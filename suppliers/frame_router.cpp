@@ -22,7 +22,7 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   holder_ = &routes;
   snapshot_ = routes.load();
   version_ = snapshot_ ? snapshot_->version : 0;
-  last_address_length_ = 0;  // answers of the old table must not be reused
+  memo_.forget();  // answers of the old table must not be reused (publish_hits credited them)
   permissions_ = snapshot_ ? snapshot_->permissions.get() : nullptr;
   rule_ = routing::publish_permissions::default_rule;
   allows_all_ = !permissions_ || permissions_->allows_all(rule_);
@@ -34,17 +34,20 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   if (pattern_hits_.size() < patterns) pattern_hits_.resize(patterns);
 }
 
-void frame_router::settle_run() noexcept {
-  if (run_ == 0) return;
-  for (const routing::pattern_index p : last_result_.patterns) {
+void frame_router::credit(std::span<const routing::pattern_index> patterns,
+                          std::uint64_t frames) noexcept {
+  if (frames == 0) return;
+  for (const routing::pattern_index p : patterns) {
     if (pattern_hits_[p] == 0) touched_patterns_.push_back(p);
-    pattern_hits_[p] += run_;
+    pattern_hits_[p] += frames;
   }
-  run_ = 0;
 }
 
 void frame_router::publish_hits() noexcept {
-  settle_run();
+  for (route_memo::entry& e : memo_.entries()) {
+    credit(e.result().patterns, e.run);
+    e.run = 0;
+  }
   for (const routing::pattern_index p : touched_patterns_) {
     snapshot_->pattern_hits[p].fetch_add(pattern_hits_[p], std::memory_order_relaxed);
     pattern_hits_[p] = 0;
@@ -52,17 +55,26 @@ void frame_router::publish_hits() noexcept {
   touched_patterns_.clear();
 }
 
+routing::lookup_result frame_router::answer(std::string_view address) {
+  if (route_memo::entry* e = memo_.find(address)) {
+    ++e->run;
+    return e->result();
+  }
+  const auto result = cache_.lookup(*snapshot_->table, address, scratch_);
+  if (!route_memo::fits(address, result)) {
+    credit(result.patterns, 1);
+    return result;  // valid until the next lookup, which is after this frame is routed
+  }
+  route_memo::entry& old = memo_.victim();
+  credit(old.result().patterns, old.run);
+  route_memo::entry& e = memo_.remember(address, result);
+  e.run = 1;
+  return e.result();
+}
+
 bool frame_router::route(std::string_view address, const protocol::frame_slice& slice) {
   if (!snapshot_) return false;
-  if (address.size() != last_address_length_ ||
-      std::memcmp(address.data(), last_address_, address.size()) != 0) {
-    settle_run();
-    last_result_ = cache_.lookup(*snapshot_->table, address, scratch_);
-    last_address_length_ = address.size() <= last_address_capacity ? address.size() : 0;
-    std::memcpy(last_address_, address.data(), last_address_length_);
-  }
-  const auto& result = last_result_;
-  ++run_;
+  const routing::lookup_result result = answer(address);
   if (slice.chunk != refs_chunk_) {
     hold();
     refs_chunk_ = slice.chunk;

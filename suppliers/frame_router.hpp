@@ -10,6 +10,7 @@
 #include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
+#include "suppliers/route_memo.hpp"
 #include "suppliers/route_readers.hpp"
 #include "suppliers/route_snapshot.hpp"
 
@@ -59,10 +60,12 @@ class frame_router {
 
  private:
   void refresh(const route_snapshot_holder& routes);
-  // Route hits: route() only counts the run of frames sharing the memoised address; the run is
-  // credited to its lookup's patterns when the address changes, and the totals reach the
+  // The answer for `address`: from the memo, else looked up (and remembered if it fits).
+  routing::lookup_result answer(std::string_view address);
+  // Route hits: route() only counts the frames each memo entry answered; they are credited to
+  // its patterns when the entry is replaced or the pass ends, and the totals reach the
   // snapshot's atomic counters once per flush, so a frame costs one increment.
-  void settle_run() noexcept;
+  void credit(std::span<const routing::pattern_index> patterns, std::uint64_t frames) noexcept;
   void publish_hits() noexcept;
 
   route_readers::slot reading_;
@@ -75,14 +78,8 @@ class frame_router {
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
   std::uint32_t pending_refs_ = 0;
-  // The last address looked up and its answer: a supplier usually repeats one address
-  // frame after frame, and a memcmp is much cheaper than hashing it into the route cache.
-  // The answer's span stays valid because nothing else looks up through cache_/scratch_.
-  static constexpr std::size_t last_address_capacity = 64;
-  char last_address_[last_address_capacity] = {};
-  std::size_t last_address_length_ = 0;  // 0 = no memo (addresses are never empty)
-  routing::lookup_result last_result_{};
-  std::uint64_t run_ = 0;                    // frames routed by last_result_ not yet credited
+  route_memo memo_;  // valid for version_'s table only
+  static constexpr std::size_t last_address_capacity = route_memo::max_address;
   std::vector<std::uint64_t> pattern_hits_;  // by pattern, this pass
   std::vector<routing::pattern_index> touched_patterns_;
   // The publish rule in force and the memo of its last answer.

@@ -134,3 +134,96 @@ BOOST_FIXTURE_TEST_CASE(idle_and_finished_threads_do_not_hold_back_a_reload, io_
   BOOST_TEST(su::route_readers::all_past(v2));
   BOOST_TEST(close_consumer(*a, 200ms) == 3u);
 }
+
+// Frames that interleave addresses (each to the next consumer in turn) are answered from the
+// router's memo of recent routes. Three addresses fit it; six evict an entry on every frame.
+// Either way every frame reaches its consumers, every hit is counted on its route, and a reload
+// is routed by the new table from its first frame.
+BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_every_hit,
+                        io_fixture) {
+  constexpr std::size_t n = 6;
+  std::vector<std::unique_ptr<peer>> peers;
+  std::vector<std::shared_ptr<gc::consumer>> consumers;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i <= n; ++i) {  // c0..c5, and `all` (index n)
+    peers.push_back(std::make_unique<peer>());
+    auto s = spec(peers.back()->address(), 1000, gc::overflow_policy::drop_newest);
+    s.name = i < n ? numbered("c", i) : std::string{"all"};
+    names.push_back(s.name);
+    consumers.push_back(make(s));
+  }
+  std::vector<receiver> receivers;
+  for (auto& p : peers) {
+    auto r = p->accept(2s);
+    BOOST_REQUIRE(r);
+    receivers.push_back(std::move(*r));
+  }
+  // m.i -> ci (`swap`: m.0 and m.1 swap consumers), and m.* -> all.
+  auto table = [&](bool swap) {
+    std::vector<route_def> routes;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t to = swap && i < 2 ? 1 - i : i;
+      routes.push_back({numbered("m.", i), {names[to]}});
+    }
+    routes.push_back({"m.*", {"all"}});
+    auto snap = std::make_shared<su::route_snapshot>();
+    snap->table = gatewayd::routing::routing_table::build(make_config(names, routes));
+    snap->consumers = consumers;
+    return snap;
+  };
+  su::route_snapshot_holder holder;
+  holder.publish(table(false));
+  const auto first = holder.load();
+  frame_source src(100, "t.seq", 0);
+  std::vector<std::string> addresses;
+  for (std::size_t i = 0; i < n; ++i)
+    addresses.push_back(numbered("m.", i));
+
+  // 30 frames over m.0..m.2, then 61 over m.0..m.5 (the last to m.0, which the memo then
+  // holds), then one nobody routes.
+  std::vector<std::size_t> expected(n + 1, 0);
+  routing_thread t;
+  t.run([&] {
+    auto& r = su::frame_router::begin_pass(holder);
+    std::size_t k = 0;
+    for (const auto& group : src.make(91)) {
+      for (const auto& f : group) {
+        const std::size_t a = k < 30 ? k % 3 : (k - 30) % n;
+        BOOST_TEST(r.route(addresses[a], f));
+        ++expected[a];
+        ++expected[n];
+        ++k;
+      }
+      r.hold();
+    }
+    BOOST_TEST(!r.route("x.y", src.make(1).front().front()));
+    r.hold();
+    r.flush(nullptr);
+  });
+  for (std::size_t i = 0; i <= n; ++i) {
+    BOOST_TEST_CONTEXT("consumer " << names[i]) {
+      BOOST_TEST(receivers[i].wait_frames(expected[i], 2s));
+    }
+  }
+  for (std::size_t route = 0; route <= n; ++route) {
+    BOOST_TEST_CONTEXT("route " << route) {
+      BOOST_TEST(first->pattern_hits[first->table->route_pattern(route)].load() == expected[route]);
+    }
+  }
+
+  // The new table swaps m.0 and m.1: the memo's answers for them are the old table's.
+  holder.publish(table(true));
+  t.run([&] {
+    auto& r = su::frame_router::begin_pass(holder);
+    for (const auto& group : src.make(4)) {
+      for (const auto& f : group)
+        BOOST_TEST(r.route(addresses[0], f));
+      r.hold();
+    }
+    r.flush(nullptr);
+  });
+  BOOST_TEST(receivers[1].wait_frames(expected[1] + 4, 2s));
+  BOOST_TEST(receivers[0].frames().size() == expected[0]);
+  for (auto& c : consumers)
+    BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}
