@@ -85,8 +85,11 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         refused.add(f.chunk);
       a.drops[static_cast<std::size_t>(drop_reason::removed)] = frames.size();
     } else {
-      a = admit(queue_, frames, limits_, opts_.budget, congested_, congested_ ? &packer_ : nullptr,
-                refused);
+      // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
+      // packed from the moment it refuses, not once it counts as slow, so that its grace is
+      // bounded by its limits rather than by the read chunks its frames pin.
+      a = admit(queue_, frames, limits_, opts_.budget, congested_,
+                congested_ || refusing_ ? &packer_ : nullptr, refused);
       if (a.slow && connected_) {
         // No write may start on the doomed connection from here on; the strand drops it, and
         // a batch being written is discarded when it comes back.
@@ -95,12 +98,18 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         if (writing_) discard_in_flight_ = true;
       }
       // Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the
-      // gateway's own high-water mark, where the gateway, not the consumer, is behind.
-      const bool backpressure = limits_.policy == overflow_policy::backpressure &&
-                                (at_limit(queue_, limits_) || a.over_budget);
+      // gateway's own high-water mark, where the gateway, not the consumer, is behind. One
+      // whose socket refuses bytes is in its grace (slow_after): its queue may fill to its own
+      // limits first, so that a consumer that stalls does not stall the others fed by the same
+      // suppliers (they would wait out its grace); only a full queue (or the gateway-wide
+      // budget) pauses them, as nothing may be dropped before the grace is over.
+      const bool full = at_limit(queue_, limits_) || a.over_budget;
+      const bool backpressure = limits_.policy == overflow_policy::backpressure && full;
+      const bool gateway_behind =
+          !congested_ && (refusing_ ? full : above_high_water(queue_, limits_));
       // A draining consumer takes what was routed to it but pauses nobody: new frames go by a
       // table that no longer names it.
-      if (!closing_ && (backpressure || (!congested_ && above_high_water(queue_, limits_)))) {
+      if (!closing_ && (backpressure || gateway_behind)) {
         result.pause_supplier = true;
         paused_.add(listener);
       }
@@ -137,6 +146,8 @@ bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn) {
     return true;
   }
   // Caught up with everything on a live connection: from here on the consumer keeps up again.
+  if (connected_ && refusing_ && !congested_) packer_.let_go();
+  if (connected_) refusing_ = false;
   if (connected_ && congested_) {
     congested_ = false;
     packer_.let_go();
@@ -150,6 +161,10 @@ bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn) {
 void consumer::socket_refused() {
   if (stuck_) return;
   stuck_ = true;
+  {
+    std::lock_guard lock(mutex_);
+    refusing_ = true;
+  }
   grace_timer_.expires_after(opts_.slow_after);
   grace_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
     if (!ec && self->stuck_) self->fell_behind();

@@ -149,6 +149,9 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // emptying since: only then does the overflow policy drop (admission.hpp). Until then the
   // gateway holds its frames and pauses the suppliers at the high-water mark.
   bool congested_ = true;
+  // stuck_, as put() sees it: the socket refused bytes and the queue has not emptied since. The
+  // gateway then pauses the suppliers only at the queue's limits (admission.hpp).
+  bool refusing_ = false;
   std::uint64_t conn_ = 0;  // the connection writes go to
   paused_suppliers paused_;
   frame_packer packer_;  // a congested consumer's own chunks for sparse frames

@@ -170,3 +170,38 @@ BOOST_AUTO_TEST_CASE(drop_reason_names) {
   BOOST_TEST(gc::to_string(gc::drop_reason::removed) == "removed");
   BOOST_TEST(gc::to_string(gc::drop_reason::shutdown) == "shutdown");
 }
+
+// A consumer that stops reading is given slow_after to catch up before its policy may drop. The
+// suppliers it shares with healthy consumers must not wait that out with it: while its socket
+// refuses bytes, its queue fills to its own limit without pausing anyone (the gateway's
+// high-water mark is for a consumer the gateway itself is behind on), and only a full queue
+// pauses them, since its grace forbids dropping. Nothing is lost; all of it arrives once the
+// peer reads.
+BOOST_FIXTURE_TEST_CASE(a_stalled_consumer_in_its_grace_pauses_nobody_before_its_queue_is_full,
+                        io_fixture) {
+  peer p(0, 4096);
+  constexpr std::uint32_t capacity = 12000;  // high-water mark: 4096 frames
+  auto c = make(spec(p.address(), capacity, gc::overflow_policy::drop_oldest), nullptr, {}, 10s);
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  auto listener = std::make_shared<test_listener>();
+  frame_source big(big_payload);
+  fill_until_stuck(*c, big);
+  frame_source small(64);
+  std::uint64_t put = 0;
+  while (c->stats().queued_frames.load() + 100 < capacity) {
+    BOOST_TEST_REQUIRE(!put_all(*c, small.make(100), listener).paused);
+    put += 100;
+  }
+  BOOST_TEST(put > 2 * 4096u);  // well past the high-water mark
+  bool paused = false;
+  for (int i = 0; i < 3 && !paused; ++i)
+    paused = put_all(*c, small.make(100), listener).paused;
+  BOOST_TEST(paused);  // at the limit
+  BOOST_TEST(c->stats().dropped_total() == 0u);
+
+  BOOST_REQUIRE(r->wait_frames(big.count() + small.count(), 10s));
+  BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 2s));
+  BOOST_TEST(c->stats().dropped_total() == 0u);
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}

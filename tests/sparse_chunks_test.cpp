@@ -17,11 +17,16 @@ using namespace gatewayd::test;
 using gatewayd::traffic::numbered_payload;
 using namespace std::chrono_literals;
 
-BOOST_AUTO_TEST_CASE(small_frames_between_large_unrouted_ones_do_not_pin_their_chunks) {
+namespace {
+
+// `gateway_extra`: [gateway] keys; `congested`: whether the stalled consumer is past its grace
+// (slow_consumer_ms) while the small frames arrive.
+void small_frames_do_not_pin_their_chunks(const std::string& gateway_extra, bool congested) {
   test_consumer stalled;
   stalled.stall(true);
   gateway_fixture gw(consumer_toml("stalled", stalled.endpoint(), "queue_capacity = 100000") +
-                     route_toml("small.>", {"stalled"}));
+                         route_toml("small.>", {"stalled"}),
+                     gateway_extra);
   BOOST_TEST_REQUIRE(gw.consumers_connected({"stalled"}));
   // First fill the stalled consumer's socket buffers (20 MB is more than they hold), so that
   // what follows stays in its queue.
@@ -37,6 +42,10 @@ BOOST_AUTO_TEST_CASE(small_frames_between_large_unrouted_ones_do_not_pin_their_c
                              "gatewayd_consumer_queue_depth{consumer=\"stalled\"}") > 1000;
       },
       10s));
+  const auto is_congested = [&] {
+    return scrape_metric(gw.metrics_port, "gatewayd_consumer_congested{consumer=\"stalled\"}") == 1;
+  };
+  if (congested) BOOST_TEST_REQUIRE(eventually(is_congested, 10s));
   const long rss_before = gw.peak_rss_kib();
   // 6,000 pairs: a 20-byte frame for the stalled consumer, then 64 KiB - 200 bytes for nobody.
   // Each small frame starts a read chunk of its own; held by reference, 6,000 of them would
@@ -58,6 +67,7 @@ BOOST_AUTO_TEST_CASE(small_frames_between_large_unrouted_ones_do_not_pin_their_c
                20000 + 2 * pairs;
       },
       30s));
+  BOOST_TEST(is_congested() == congested);
   // Nothing was dropped: the stalled consumer holds every small frame, in memory about the size
   // of the frames, not of their chunks.
   BOOST_TEST(scrape_metric(gw.metrics_port,
@@ -75,4 +85,18 @@ BOOST_AUTO_TEST_CASE(small_frames_between_large_unrouted_ones_do_not_pin_their_c
   stalled.stall(false);
   BOOST_TEST(stalled.wait_for_count(20000 + pairs, 30s), "got " << stalled.count());
   BOOST_TEST(stalled.corruptions() == 0u);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(small_frames_between_large_unrouted_ones_do_not_pin_their_chunks) {
+  small_frames_do_not_pin_their_chunks("", true);
+}
+
+// The same within the consumer's grace: its socket refuses bytes but it has not been behind for
+// slow_consumer_ms yet. Its queue fills to its own limit without pausing the supplier (at the
+// high-water mark the gateway would stop reading here until the grace ends, which with this
+// grace is never), nothing is dropped, and what it holds stays about the size of its frames.
+BOOST_AUTO_TEST_CASE(nor_do_they_in_the_consumers_grace) {
+  small_frames_do_not_pin_their_chunks("slow_consumer_ms = 600000\n", false);
 }

@@ -305,8 +305,10 @@ struct io_fixture {
   }
 
   std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s, gc::queue_budget* budget = nullptr,
-                                     gc::link_limits limits = {}) {
+                                     gc::link_limits limits = {},
+                                     std::chrono::milliseconds slow_after = 100ms) {
     gc::consumer::options o;
+    o.slow_after = slow_after;
     o.reconnect_initial = 20ms;
     o.reconnect_max = 200ms;
     o.budget = budget;
