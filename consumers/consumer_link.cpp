@@ -144,16 +144,18 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
 void consumer_link::handshake(std::uint64_t dial) {
   state_ = state::handshaking;
   handshake_timed_out_ = false;
-  stream_ = std::make_shared<tls_stream>(socket_, *tls_->context);
+  std::error_code ec;
+  stream_ = tls_stream::make(socket_, tls_->context->native_handle(), tls_stream::side::client, ec);
+  if (!stream_) return handshake_failed(connect_failure::tls_protocol, ec.message());
   if (auto why = net::prepare_tls_client(stream_->native_handle(), tls_->files.server_name);
       !why.empty()) {
     return handshake_failed(connect_failure::tls_protocol, why);
   }
   // The handler holds the stream: the next dial replaces stream_ while this one may still be
   // completing (aborted).
-  stream_->async_handshake(asio::ssl::stream_base::client,
-                           [this, keep = owner_.lock(), stream = stream_,
-                            dial](std::error_code ec) { on_handshake(ec, dial); });
+  stream_->async_handshake([this, keep = owner_.lock(), stream = stream_, dial](std::error_code e) {
+    on_handshake(e, dial);
+  });
   // A plaintext consumer never answers a ClientHello: without a deadline the dial would wait
   // for as long as the peer keeps the connection open.
   arm_deadline(handshake_bound(), dial, handshake_timed_out_);

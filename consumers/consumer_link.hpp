@@ -17,6 +17,7 @@
 #include "consumers/consumer_stats.hpp"
 #include "consumers/consumer_tls.hpp"
 #include "net/endpoint.hpp"
+#include "net/tls_channel.hpp"
 #include "runtime/executor.hpp"
 
 namespace gatewayd::consumers {
@@ -34,8 +35,8 @@ class link_events {
   ~link_events() = default;
 };
 
-// A TLS connection: the stream over the link's socket, made anew for every connection.
-using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
+// A TLS connection: the channel over the link's socket, made anew for every connection.
+using tls_stream = net::tls_channel;
 
 // How long a dial may take (and, for a TLS consumer, its handshake after it: a bound of its own,
 // the same length), and how long a connection may go unacknowledged (net/tcp_liveness)

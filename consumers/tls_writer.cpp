@@ -22,11 +22,11 @@ void tls_writer::write() {
   // from every write: a consumer whose queue has not emptied within slow_after of writes being
   // out counts as behind, as a plaintext one whose socket kept refusing bytes does.
   c_.socket_refused();
-  // The handler holds the stream and the consumer: the buffer is not touched again before the
-  // write completed (the writer role stays taken until then).
-  asio::async_write(*stream, asio::buffer(buffer_.get(), length),
-                    [self = c_.shared_from_this(), this, stream, length](
-                        std::error_code ec, std::size_t) { on_written(ec, length); });
+  // The channel encrypts the whole buffer at once, into records of its own: the handler holds
+  // the consumer (and the channel holds itself) until the socket took them.
+  stream->async_write(asio::buffer(buffer_.get(), length),
+                      [self = c_.shared_from_this(), this, length](
+                          std::error_code ec, std::size_t) { on_written(ec, length); });
 }
 
 void tls_writer::on_written(std::error_code ec, std::size_t length) {

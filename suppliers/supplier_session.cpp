@@ -48,12 +48,13 @@ void supplier_session::begin_reading() {
 
 void supplier_session::do_handshake() {
   tls_context_ = ctx_.tls->load();
-  tls_ = std::make_unique<tls_stream>(socket_, *tls_context_);
+  std::error_code ec;
+  tls_ = net::tls_channel::make(socket_, tls_context_->native_handle(),
+                                net::tls_channel::side::server, ec);
+  if (!tls_) return fail_handshake(net::tls_failure::protocol, ec);
   handshaking_ = true;
   arm_idle_timer(ctx_.handshake_timeout);
-  tls_->async_handshake(
-      asio::ssl::stream_base::server,
-      [self = shared_from_this()](std::error_code ec) { self->on_handshake(ec); });
+  tls_->async_handshake([self = shared_from_this()](std::error_code e) { self->on_handshake(e); });
 }
 
 void supplier_session::on_handshake(std::error_code ec) {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "consumers/flow_control.hpp"
+#include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
 #include "protocol/frame_stream.hpp"
 #include "runtime/work_handoff.hpp"
@@ -94,8 +95,6 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // How a read pass ended besides what it routed.
   enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused };
 
-  using tls_stream = asio::ssl::stream<asio::ip::tcp::socket&>;
-
   void do_handshake();
   void on_handshake(std::error_code ec);
   void fail_handshake(net::tls_failure why, const std::error_code& ec);
@@ -139,7 +138,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
 
   asio::ip::tcp::socket socket_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with
-  std::unique_ptr<tls_stream> tls_;                  // null = plaintext
+  std::shared_ptr<net::tls_channel> tls_;            // null = plaintext
   std::string identity_;
   asio::steady_timer idle_timer_;
   session_context& ctx_;

@@ -1,0 +1,184 @@
+#include "net/tls_channel.hpp"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+
+#include <sys/socket.h>
+#include <asio/ssl/error.hpp>
+
+#include <cerrno>
+
+namespace gatewayd::net {
+
+namespace {
+
+// Read-ahead buffer: a read takes up to this much of what the kernel holds (four records), and
+// stays under glibc's mmap threshold; OpenSSL frees it while the connection is idle.
+constexpr int read_buffer_bytes = 64 * 1024;
+
+// OpenSSL's answer to the call that returned `result`, as Asio would report it (see the class
+// comment). `sys_errno`: errno right after the call.
+std::error_code error_of(SSL* ssl, int result, int sys_errno) {
+  const int ssl_error = SSL_get_error(ssl, result);
+  const unsigned long e = ERR_get_error();
+  switch (ssl_error) {
+    case SSL_ERROR_NONE:
+      return {};
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+      return asio::error::would_block;
+    case SSL_ERROR_ZERO_RETURN:
+      return asio::error::eof;
+    case SSL_ERROR_SYSCALL:
+      if (e) return {static_cast<int>(e), asio::error::get_ssl_category()};
+      if (sys_errno) return {sys_errno, asio::error::get_system_category()};
+      return asio::ssl::error::stream_truncated;
+    default:
+      if (ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+        return asio::ssl::error::stream_truncated;
+      return {static_cast<int>(e ? e : ERR_PACK(ERR_LIB_SSL, 0, SSL_R_UNKNOWN_PROTOCOL)),
+              asio::error::get_ssl_category()};
+  }
+}
+
+}  // namespace
+
+// The write side's BIO: appends what OpenSSL writes to the channel's out_ (never blocks, so
+// SSL_write takes a whole batch in one call).
+struct output_sink {
+  static int write(BIO* b, const char* data, std::size_t n, std::size_t* written) {
+    auto* channel = static_cast<tls_channel*>(BIO_get_data(b));
+    channel->out_.insert(channel->out_.end(), data, data + n);
+    *written = n;
+    return 1;
+  }
+  static long control(BIO*, int cmd, long, void*) {
+    return cmd == BIO_CTRL_FLUSH ? 1 : 0;  // flushed by the channel, after each call
+  }
+  static int create(BIO* b) {
+    BIO_set_init(b, 1);
+    return 1;
+  }
+  static BIO_METHOD* method() {
+    static BIO_METHOD* const m = [] {
+      BIO_METHOD* made =
+          BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gatewayd TLS output");
+      BIO_meth_set_write_ex(made, &output_sink::write);
+      BIO_meth_set_ctrl(made, &output_sink::control);
+      BIO_meth_set_create(made, &output_sink::create);
+      return made;
+    }();
+    return m;
+  }
+};
+
+std::shared_ptr<tls_channel> tls_channel::make(asio::ip::tcp::socket& socket, SSL_CTX* ctx, side s,
+                                               std::error_code& ec) {
+  ERR_clear_error();
+  // OpenSSL reads the descriptor itself: it must never block.
+  socket.native_non_blocking(true, ec);
+  if (ec) return nullptr;
+  SSL* ssl = SSL_new(ctx);
+  BIO* in = ssl ? BIO_new_socket(socket.native_handle(), BIO_NOCLOSE) : nullptr;
+  BIO* out = in ? BIO_new(output_sink::method()) : nullptr;
+  if (!out) {
+    ec = {static_cast<int>(ERR_get_error()), asio::error::get_ssl_category()};
+    BIO_free(in);
+    SSL_free(ssl);
+    return nullptr;
+  }
+  std::shared_ptr<tls_channel> channel(new tls_channel(socket, ssl));
+  BIO_set_data(out, channel.get());
+  SSL_set_bio(ssl, in, out);  // the SSL owns both
+  SSL_set_read_ahead(ssl, 1);
+  SSL_set_default_read_buffer_len(ssl, read_buffer_bytes);
+  SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+  if (s == side::server) {
+    SSL_set_accept_state(ssl);
+  } else {
+    SSL_set_connect_state(ssl);
+  }
+  return channel;
+}
+
+tls_channel::~tls_channel() {
+  SSL_free(ssl_);
+}
+
+void tls_channel::async_handshake(std::function<void(std::error_code)> done) {
+  handshake_done_ = std::move(done);
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->handshake_step(); });
+}
+
+void tls_channel::handshake_step() {
+  ERR_clear_error();
+  errno = 0;
+  const int r = SSL_do_handshake(ssl_);
+  const int sys_errno = errno;
+  const std::error_code ec = r == 1 ? std::error_code{} : error_of(ssl_, r, sys_errno);
+  const bool again = ec == asio::error::would_block;
+  // Our flight (or our alert) goes out first, whatever comes next.
+  flush_then([self = shared_from_this(), ec, again](std::error_code write_error) {
+    auto done = [&](std::error_code outcome) {
+      auto handler = std::move(self->handshake_done_);
+      self->handshake_done_ = nullptr;
+      handler(outcome);
+    };
+    if (!again) return done(ec ? ec : write_error);
+    if (write_error) return done(write_error);
+    self->socket_.async_wait(asio::ip::tcp::socket::wait_read, [self](std::error_code e) {
+      if (e) {
+        auto handler = std::move(self->handshake_done_);
+        self->handshake_done_ = nullptr;
+        return handler(e);
+      }
+      self->handshake_step();
+    });
+  });
+}
+
+void tls_channel::flush_then(std::function<void(std::error_code)> then) {
+  if (out_.empty()) {
+    asio::post(socket_.get_executor(), [then = std::move(then)] { then({}); });
+    return;
+  }
+  sending_.swap(out_);
+  asio::async_write(
+      socket_, asio::buffer(sending_),
+      [self = shared_from_this(), then = std::move(then)](std::error_code e, std::size_t) {
+        self->sending_.clear();
+        then(e);
+      });
+}
+
+std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& ec) {
+  ERR_clear_error();
+  errno = 0;
+  std::size_t n = 0;
+  const int r = SSL_read_ex(ssl_, into.data(), into.size(), &n);
+  const int sys_errno = errno;
+  ec = r == 1 ? std::error_code{} : error_of(ssl_, r, sys_errno);
+  if (!out_.empty()) send_now();
+  return n;
+}
+
+void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {
+  ERR_clear_error();
+  errno = 0;
+  std::size_t n = 0;
+  const int r = SSL_write_ex(ssl_, plain.data(), plain.size(), &n);
+  const int sys_errno = errno;
+  // The sink takes everything: a short write can only be a failed connection.
+  ec = r == 1 ? std::error_code{} : error_of(ssl_, r, sys_errno);
+  if (!ec && n != plain.size()) ec = asio::ssl::error::unexpected_result;
+}
+
+void tls_channel::send_now() {
+  if (!sending_.empty()) return;  // a write is out: the next one carries these records first
+  // Not socket_.send: Asio's synchronous send waits for room on a socket it drives itself.
+  const ssize_t n =
+      ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n > 0) out_.erase(out_.begin(), out_.begin() + n);
+}
+
+}  // namespace gatewayd::net
