@@ -9,7 +9,13 @@ namespace gatewayd::tools {
 
 tls_stream::tls_stream(SSL_CTX* ctx, int fd, bool server, const std::string& server_name)
     : ssl_(SSL_new(ctx)) {
-  SSL_set_fd(ssl_, fd);
+  // Writes go through a buffer that write_all flushes once per call: one write() for a batch's
+  // records. OpenSSL flushes it itself at the end of each handshake flight.
+  BIO* in = BIO_new_socket(fd, BIO_NOCLOSE);
+  BIO* out = BIO_new(BIO_f_buffer());
+  BIO_set_write_buffer_size(out, io_buffer_bytes + 4096);
+  BIO_push(out, BIO_new_socket(fd, BIO_NOCLOSE));
+  SSL_set_bio(ssl_, in, out);
   if (server) {
     SSL_set_accept_state(ssl_);
     return;
@@ -88,17 +94,32 @@ bool tls_stream::write_all(std::string_view bytes, const std::atomic<bool>& stop
       }
       continue;
     }
-    take_error("TLS write failed");
-    ec = e == SSL_ERROR_SYSCALL && errno != 0 ? std::error_code(errno, std::system_category())
-                                              : std::make_error_code(std::errc::protocol_error);
-    return false;
+    return failed_write(e, ec);
+  }
+  // The records sit in the write buffer: out with them, waiting as a write would.
+  BIO* out = SSL_get_wbio(ssl_);
+  while (BIO_flush(out) != 1) {
+    if (!BIO_should_retry(out)) return failed_write(SSL_ERROR_SYSCALL, ec);
+    if (stop.load()) {
+      ec = std::make_error_code(std::errc::operation_canceled);
+      return false;
+    }
   }
   return true;
+}
+
+bool tls_stream::failed_write(int ssl_error, std::error_code& ec) {
+  take_error("TLS write failed");
+  ec = ssl_error == SSL_ERROR_SYSCALL && errno != 0
+           ? std::error_code(errno, std::system_category())
+           : std::make_error_code(std::errc::protocol_error);
+  return false;
 }
 
 void tls_stream::close_notify() noexcept {
   ERR_clear_error();
   SSL_shutdown(ssl_);
+  BIO_flush(SSL_get_wbio(ssl_));
   ERR_clear_error();
 }
 

@@ -15,6 +15,10 @@ namespace gatewayd::tools {
 
 class tls_stream {
  public:
+  // Records are gathered up to this much before they go to the socket in one write, and a read
+  // takes up to this much: a syscall per 16 KiB record would cost more than the crypto.
+  static constexpr long io_buffer_bytes = 256 * 1024;
+
   // `server_name`, for a client: sent as SNI and required in the peer's certificate.
   tls_stream(SSL_CTX* ctx, int fd, bool server, const std::string& server_name = "");
   ~tls_stream();
@@ -42,6 +46,7 @@ class tls_stream {
 
  private:
   void take_error(const char* what);
+  bool failed_write(int ssl_error, std::error_code& ec);
 
   SSL* ssl_;
   std::string error_;
