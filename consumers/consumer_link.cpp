@@ -355,6 +355,7 @@ void consumer_link::drop(disconnect_reason reason, std::error_code ec) {
 // operation_aborted, and the drain puts the unsent part of its batch back.
 void consumer_link::take_down() {
   events_.on_link_down();
+  if (stream_) stream_->close_notify();  // a TLS consumer sees our close, not a cut
   close_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
   was_up_ = true;

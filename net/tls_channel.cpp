@@ -173,6 +173,14 @@ void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {
   if (!ec && n != plain.size()) ec = asio::ssl::error::unexpected_result;
 }
 
+void tls_channel::close_notify() noexcept {
+  if (!sending_.empty() || SSL_in_init(ssl_)) return;
+  ERR_clear_error();
+  SSL_shutdown(ssl_);  // our half only: we do not wait for the peer's
+  ERR_clear_error();
+  if (!out_.empty()) send_now();
+}
+
 void tls_channel::send_now() {
   if (!sending_.empty()) return;  // a write is out: the next one carries these records first
   // Not socket_.send: Asio's synchronous send waits for room on a socket it drives itself.

@@ -64,6 +64,10 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
         });
   }
 
+  // Sends close_notify, best effort and without waiting, so the peer tells our close from a cut
+  // connection. Skipped while a write is out (its records would interleave) or mid-handshake.
+  void close_notify() noexcept;
+
   // Encrypts all of `plain` (records of up to 16 KiB) and sends the records in one write;
   // `handler(ec, n)` once the socket took them (n = plain.size()) or failed (n = 0). One write
   // at a time; reads may run meanwhile.

@@ -106,8 +106,11 @@ void supplier_session::pause_reading() {
 
 void supplier_session::ask_to_leave() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_) return;
+    // TLS: close_notify before the FIN, or the supplier sees a cut stream, not a goodbye.
+    if (self->tls_ && !self->handshaking_) self->tls_->close_notify();
     std::error_code ignored;
-    if (!self->closed_) self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
+    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   });
 }
 
@@ -338,6 +341,7 @@ void supplier_session::close() {
   closed_ = true;
   std::error_code ignored;
   idle_timer_.cancel();
+  if (tls_ && !handshaking_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   if (!handed_off_) stream_.release_if_idle();  // else a worker still parses it

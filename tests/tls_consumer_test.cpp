@@ -90,6 +90,12 @@ BOOST_AUTO_TEST_CASE(frames_are_delivered_over_tls_in_order) {
   BOOST_TEST(
       scrape_metric(gw.metrics_port, "gatewayd_tls_certificate_expiry_timestamp_seconds{file=\"" +
                                          p.at("ca.crt").string() + "\"}") > 0);
+  // A gateway that stops closes the connection with close_notify: the consumer tells that from
+  // a cut connection (a truncated stream) and knows nothing is missing.
+  gw.daemon->signal(SIGTERM);
+  BOOST_TEST(gw.daemon->wait_exit(10s).value_or(-1) == 0);
+  BOOST_TEST(eventually([&] { return billing.clean_closes() == 1; }, 5s));
+  BOOST_TEST(billing.cut_closes() == 0u);
 }
 
 // (b) A certificate without the expected name is refused, and said why; a reload that fixes
@@ -269,6 +275,9 @@ BOOST_AUTO_TEST_CASE(a_rotated_file_redials_its_consumer_only) {
   gw.daemon->signal(
       SIGHUP);  // the watcher may have reloaded already: then this one changes nothing
   BOOST_TEST_REQUIRE(eventually([&] { return billing.handshakes() == 2; }, 10s));
+  // The old connection was closed by us, and said so.
+  BOOST_TEST(eventually([&] { return billing.clean_closes() == 1; }, 5s));
+  BOOST_TEST(billing.cut_closes() == 0u);
   BOOST_TEST(wait_metric(gw.metrics_port,
                          "gatewayd_consumer_disconnects_total{consumer=\"billing\",reason="
                          "\"endpoint_changed\"}",

@@ -72,6 +72,11 @@ BOOST_AUTO_TEST_CASE(mtls_supplier_is_accepted_and_routed) {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   BOOST_TEST(expiry > now + 29 * 86400.0);
   BOOST_TEST(expiry < now + 31 * 86400.0);
+  // A gateway that stops says goodbye with close_notify: the supplier tells that from a cut.
+  gw.daemon->signal(SIGTERM);
+  BOOST_TEST(s.refused_on_read());
+  BOOST_TEST((SSL_get_shutdown(s.stream.native_handle()) & SSL_RECEIVED_SHUTDOWN) != 0);
+  BOOST_TEST(gw.daemon->wait_exit(10s).value_or(-1) == 0);
 }
 
 // Many frames in one big write arrive as many TLS records at once: every one is read even

@@ -56,6 +56,9 @@ class tls_test_consumer {
   std::size_t handshakes() const noexcept { return handshakes_.load(); }
   std::size_t failed_handshakes() const noexcept { return failed_.load(); }
   std::size_t corruptions() const noexcept { return corruptions_.load(); }
+  // Connections the gateway ended with close_notify, and ones that ended without it.
+  std::size_t clean_closes() const noexcept { return clean_closes_.load(); }
+  std::size_t cut_closes() const noexcept { return cut_closes_.load(); }
   bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const {
     return eventually([&] { return count() >= n; }, timeout);
   }
@@ -89,7 +92,13 @@ class tls_test_consumer {
 
   void read(const std::shared_ptr<connection>& c) {
     c->s->async_read_some(asio::buffer(c->buf), [this, c](std::error_code ec, std::size_t n) {
-      if (ec) return;
+      if (ec) {
+        // What OpenSSL saw, not Asio's error: Asio reports a plain end of stream as eof too.
+        if (ec == asio::error::operation_aborted) return;
+        const bool told = SSL_get_shutdown(c->s->native_handle()) & SSL_RECEIVED_SHUTDOWN;
+        ++(told ? clean_closes_ : cut_closes_);
+        return;
+      }
       c->pending.append(c->buf.data(), n);
       std::size_t at = 0;
       for (;;) {
@@ -118,6 +127,8 @@ class tls_test_consumer {
   std::atomic<std::size_t> handshakes_{0};
   std::atomic<std::size_t> failed_{0};
   std::atomic<std::size_t> corruptions_{0};
+  std::atomic<std::size_t> clean_closes_{0};
+  std::atomic<std::size_t> cut_closes_{0};
   mutable std::mutex mutex_;
   std::vector<std::string> payloads_;
 };
