@@ -41,6 +41,16 @@ std::error_code error_of(SSL* ssl, int result, int sys_errno) {
   }
 }
 
+// Runs one OpenSSL call (1 = done) on a clean error queue and reports it as error_of does.
+template <class Call>
+std::error_code perform(SSL* ssl, Call call) {
+  ERR_clear_error();
+  errno = 0;
+  const int r = call();
+  const int sys_errno = errno;
+  return r == 1 ? std::error_code{} : error_of(ssl, r, sys_errno);
+}
+
 }  // namespace
 
 // The write side's BIO: appends what OpenSSL writes to the channel's out_ (never blocks, so
@@ -107,34 +117,30 @@ tls_channel::~tls_channel() {
 
 void tls_channel::async_handshake(std::function<void(std::error_code)> done) {
   handshake_done_ = std::move(done);
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->handshake_step(); });
+  // The first step runs now, in the caller's handler: nothing can close the socket between
+  // the call and OpenSSL's first write. It completes through an operation or a post, never
+  // inline.
+  handshake_step();
 }
 
 void tls_channel::handshake_step() {
-  ERR_clear_error();
-  errno = 0;
-  const int r = SSL_do_handshake(ssl_);
-  const int sys_errno = errno;
-  const std::error_code ec = r == 1 ? std::error_code{} : error_of(ssl_, r, sys_errno);
+  const std::error_code ec = perform(ssl_, [&] { return SSL_do_handshake(ssl_); });
   const bool again = ec == asio::error::would_block;
   // Our flight (or our alert) goes out first, whatever comes next.
   flush_then([self = shared_from_this(), ec, again](std::error_code write_error) {
-    auto done = [&](std::error_code outcome) {
-      auto handler = std::move(self->handshake_done_);
-      self->handshake_done_ = nullptr;
-      handler(outcome);
-    };
-    if (!again) return done(ec ? ec : write_error);
-    if (write_error) return done(write_error);
+    if (!again) return self->finish_handshake(ec ? ec : write_error);
+    if (write_error) return self->finish_handshake(write_error);
     self->socket_.async_wait(asio::ip::tcp::socket::wait_read, [self](std::error_code e) {
-      if (e) {
-        auto handler = std::move(self->handshake_done_);
-        self->handshake_done_ = nullptr;
-        return handler(e);
-      }
+      if (e) return self->finish_handshake(e);
       self->handshake_step();
     });
   });
+}
+
+void tls_channel::finish_handshake(std::error_code ec) {
+  auto done = std::move(handshake_done_);
+  handshake_done_ = nullptr;
+  done(ec);
 }
 
 void tls_channel::flush_then(std::function<void(std::error_code)> then) {
@@ -152,24 +158,16 @@ void tls_channel::flush_then(std::function<void(std::error_code)> then) {
 }
 
 std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& ec) {
-  ERR_clear_error();
-  errno = 0;
   std::size_t n = 0;
-  const int r = SSL_read_ex(ssl_, into.data(), into.size(), &n);
-  const int sys_errno = errno;
-  ec = r == 1 ? std::error_code{} : error_of(ssl_, r, sys_errno);
+  ec = perform(ssl_, [&] { return SSL_read_ex(ssl_, into.data(), into.size(), &n); });
   if (!out_.empty()) send_now();
   return n;
 }
 
 void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {
-  ERR_clear_error();
-  errno = 0;
   std::size_t n = 0;
-  const int r = SSL_write_ex(ssl_, plain.data(), plain.size(), &n);
-  const int sys_errno = errno;
+  ec = perform(ssl_, [&] { return SSL_write_ex(ssl_, plain.data(), plain.size(), &n); });
   // The sink takes everything: a short write can only be a failed connection.
-  ec = r == 1 ? std::error_code{} : error_of(ssl_, r, sys_errno);
   if (!ec && n != plain.size()) ec = asio::ssl::error::unexpected_result;
 }
 

@@ -94,6 +94,7 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
 
   friend struct output_sink;
   void handshake_step();
+  void finish_handshake(std::error_code ec);
   // The handshake's records (or its alert) out, then `then` (on the socket's executor).
   void flush_then(std::function<void(std::error_code)> then);
   void encrypt(asio::const_buffer plain, std::error_code& ec);
