@@ -179,6 +179,11 @@ bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept {
   return queue.size() >= limits.capacity || (limits.byte_cap && queue.bytes() >= limits.byte_cap);
 }
 
+bool below_half_limits(const frame_queue& queue, const queue_limits& limits) noexcept {
+  return queue.size() < std::max<std::size_t>(limits.capacity / 2, 1) &&
+         (limits.byte_cap == 0 || queue.bytes() < limits.byte_cap / 2);
+}
+
 namespace {
 
 // Four batches of a gathered write: enough that a writer never runs dry while its suppliers

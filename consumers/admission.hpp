@@ -52,6 +52,8 @@ admission admit(frame_queue& queue, std::span<const frame_slice> frames, const q
 
 // True when the queue is at its frame or byte limit (backpressure then pauses suppliers).
 bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept;
+// True when the queue is below half its frame and byte limits (paused suppliers then resume).
+bool below_half_limits(const frame_queue& queue, const queue_limits& limits) noexcept;
 
 // The gateway's own marks for a consumer that keeps up: past the high one the gateway pauses
 // the suppliers feeding it, below the low one (half of it) it resumes them. A few batches'

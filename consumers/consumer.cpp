@@ -164,7 +164,11 @@ void consumer::socket_refused() {
   {
     std::lock_guard lock(mutex_);
     refusing_ = true;
+    // Suppliers paused at the high-water mark while the socket still took bytes are let go: from
+    // here on only a full queue holds them (put()).
+    if (below_low_water_locked()) paused_.release_locked();
   }
+  paused_.resume_released();
   grace_timer_.expires_after(opts_.slow_after);
   grace_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
     if (!ec && self->stuck_) self->fell_behind();
@@ -292,11 +296,12 @@ bool consumer::below_low_water_locked() const noexcept {
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
   if (closing_) return true;
-  const bool caught_up = congested_ || below_low_water(queue_, limits_);
+  // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
+  // (put()); they go on once it is down to half its limits.
+  const bool caught_up = congested_ || (refusing_ ? below_half_limits(queue_, limits_)
+                                                  : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
-  const std::size_t half = std::max<std::size_t>(limits_.capacity / 2, 1);
-  return caught_up && queue_.size() < half &&
-         (limits_.byte_cap == 0 || queue_.bytes() < limits_.byte_cap / 2);
+  return caught_up && below_half_limits(queue_, limits_);
 }
 
 void consumer::resume_if_below_low_water() {

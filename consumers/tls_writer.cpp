@@ -18,15 +18,14 @@ void tls_writer::write() {
     length += take;
     if (length == max_bytes) break;
   }
-  // async_write hides a full socket (it waits for room itself), so the slow-consumer clock runs
-  // from every write: a consumer whose queue has not emptied within slow_after of writes being
-  // out counts as behind, as a plaintext one whose socket kept refusing bytes does.
-  c_.socket_refused();
   // The channel encrypts the whole buffer at once, into records of its own: the handler holds
-  // the consumer (and the channel holds itself) until the socket took them.
-  stream->async_write(asio::buffer(buffer_.get(), length),
-                      [self = c_.shared_from_this(), this, length](
-                          std::error_code ec, std::size_t) { on_written(ec, length); });
+  // the consumer (and the channel holds itself) until the socket took them. A socket that did
+  // not take them all at once starts the slow-consumer clock, as on the plaintext path.
+  const bool refused =
+      stream->async_write(asio::buffer(buffer_.get(), length),
+                          [self = c_.shared_from_this(), this, length](
+                              std::error_code ec, std::size_t) { on_written(ec, length); });
+  if (refused) c_.socket_refused();
 }
 
 void tls_writer::on_written(std::error_code ec, std::size_t length) {

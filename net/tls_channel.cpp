@@ -181,10 +181,18 @@ void tls_channel::close_notify() noexcept {
 
 void tls_channel::send_now() {
   if (!sending_.empty()) return;  // a write is out: the next one carries these records first
+  std::error_code ignored;        // a broken connection shows on the next read or write
+  const std::size_t n = send_some(out_.data(), out_.size(), ignored);
+  out_.erase(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+std::size_t tls_channel::send_some(const char* data, std::size_t size,
+                                   std::error_code& ec) noexcept {
   // Not socket_.send: Asio's synchronous send waits for room on a socket it drives itself.
-  const ssize_t n =
-      ::send(socket_.native_handle(), out_.data(), out_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n > 0) out_.erase(out_.begin(), out_.begin() + n);
+  const ssize_t n = ::send(socket_.native_handle(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+  if (n >= 0) return static_cast<std::size_t>(n);
+  if (errno != EAGAIN && errno != EWOULDBLOCK) ec = {errno, asio::error::get_system_category()};
+  return 0;
 }
 
 }  // namespace gatewayd::net

@@ -70,23 +70,32 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
 
   // Encrypts all of `plain` (records of up to 16 KiB) and sends the records in one write;
   // `handler(ec, n)` once the socket took them (n = plain.size()) or failed (n = 0). One write
-  // at a time; reads may run meanwhile.
+  // at a time; reads may run meanwhile. Returns true when the socket refused some of the records
+  // at first (the rest goes out as it makes room): the slow-consumer clock's cue, as a plaintext
+  // write's partial send is.
   template <class Handler>
-  void async_write(asio::const_buffer plain, Handler handler) {
+  bool async_write(asio::const_buffer plain, Handler handler) {
     std::error_code ec;
     encrypt(plain, ec);
-    if (ec) {
-      asio::post(socket_.get_executor(),
-                 [h = std::move(handler), ec]() mutable { std::move(h)(ec, std::size_t{0}); });
-      return;
+    std::size_t sent = 0;
+    if (!ec) {
+      sending_.swap(out_);  // what reads add from here on waits in out_ for the next write
+      sent = send_some(sending_.data(), sending_.size(), ec);
     }
-    sending_.swap(out_);  // what reads add from here on waits in out_ for the next write
-    asio::async_write(socket_, asio::buffer(sending_),
+    if (ec || sent == sending_.size()) {
+      sending_.clear();
+      asio::post(socket_.get_executor(), [h = std::move(handler), ec, n = plain.size()]() mutable {
+        std::move(h)(ec, ec ? std::size_t{0} : n);
+      });
+      return false;
+    }
+    asio::async_write(socket_, asio::buffer(sending_.data() + sent, sending_.size() - sent),
                       [self = shared_from_this(), n = plain.size(), h = std::move(handler)](
                           std::error_code e, std::size_t) mutable {
                         self->sending_.clear();
                         std::move(h)(e, e ? std::size_t{0} : n);
                       });
+    return true;
   }
 
  private:
@@ -100,6 +109,8 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   void encrypt(asio::const_buffer plain, std::error_code& ec);
   // Sends what reads made OpenSSL write (a KeyUpdate answer), without waiting.
   void send_now();
+  // One non-blocking send: the bytes the socket took (0 when full), or `ec` when it failed.
+  std::size_t send_some(const char* data, std::size_t size, std::error_code& ec) noexcept;
 
   asio::ip::tcp::socket& socket_;
   SSL* ssl_;

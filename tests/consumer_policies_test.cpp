@@ -205,3 +205,22 @@ BOOST_FIXTURE_TEST_CASE(a_stalled_consumer_in_its_grace_pauses_nobody_before_its
   BOOST_TEST(c->stats().dropped_total() == 0u);
   BOOST_TEST(close_consumer(*c, 1s) == 0u);
 }
+
+// The gateway paused the supplier at the high-water mark while the consumer's socket still took
+// bytes (the gateway was behind); then the consumer stopped reading. From its first refusal only
+// a full queue may hold the supplier: it is let go at once, not when the grace (10 s here) ends.
+BOOST_FIXTURE_TEST_CASE(a_pause_at_the_high_water_mark_ends_when_the_socket_refuses, io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 12000, gc::overflow_policy::drop_oldest), nullptr, {}, 10s);
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  auto listener = std::make_shared<test_listener>();
+  frame_source big(big_payload);
+  // ~10 MB in one go: past the 4 MiB high-water mark before the drain has written anything, and
+  // more than the socket buffers hold, so the socket refuses once the drain writes.
+  BOOST_TEST_REQUIRE(put_all(*c, big.make(640), listener).paused);
+  BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 3s));
+  BOOST_TEST(c->stats().dropped_total() == 0u);
+  BOOST_REQUIRE(r->wait_frames(big.count(), 10s));
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}

@@ -98,6 +98,27 @@ BOOST_AUTO_TEST_CASE(frames_are_delivered_over_tls_in_order) {
   BOOST_TEST(billing.cut_closes() == 0u);
 }
 
+// A TLS consumer that reads as fast as frames come is never dropped from, whatever its policy:
+// a burst 40 times its queue, with the default policy and a grace shorter than the burst,
+// arrives whole (the gateway pauses the supplier instead).
+BOOST_AUTO_TEST_CASE(a_tls_consumer_that_keeps_up_loses_nothing_to_a_burst) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  gateway_fixture gw(consumer_toml("billing", billing.endpoint(),
+                                   "queue_capacity = 1000\ntls = { ca = " + quoted(p.at("ca.crt")) +
+                                       ", server_name = \"billing.internal\" }") +
+                         route_toml("orders.>", {"billing"}),
+                     "slow_consumer_ms = 20\n");  // shorter than the burst takes
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  constexpr int burst = 40000;  // ~25 MB
+  send_frames(gw.supplier_port, 0, burst, 600);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(burst, 30s), "got " << billing.count());
+  BOOST_TEST(billing.corruptions() == 0u);
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           "gatewayd_consumer_dropped_messages_total{consumer=\"billing\","
+                           "reason=\"queue_full\"}") == 0);
+}
+
 // (b) A certificate without the expected name is refused, and said why; a reload that fixes
 // server_name (and names the CA relative to routes.toml) delivers what waited.
 BOOST_AUTO_TEST_CASE(a_wrong_server_name_is_refused_until_a_reload_fixes_it) {
