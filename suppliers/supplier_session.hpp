@@ -95,6 +95,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // How a read pass ended besides what it routed.
   enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused };
 
+  // TLS (supplier_handshake.cpp): the handshake before the first read.
   void do_handshake();
   void on_handshake(std::error_code ec);
   void fail_handshake(net::tls_failure why, const std::error_code& ec);
