@@ -145,7 +145,8 @@ void consumer_link::handshake(std::uint64_t dial) {
   state_ = state::handshaking;
   handshake_timed_out_ = false;
   std::error_code ec;
-  stream_ = tls_stream::make(socket_, tls_->context->native_handle(), tls_stream::side::client, ec);
+  stream_ = net::tls_channel::make(socket_, tls_->context->native_handle(),
+                                   net::tls_channel::side::client, ec);
   if (!stream_) return handshake_failed(connect_failure::tls_protocol, ec.message());
   if (auto why = net::prepare_tls_client(stream_->native_handle(), tls_->files.server_name);
       !why.empty()) {

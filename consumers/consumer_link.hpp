@@ -35,9 +35,6 @@ class link_events {
   ~link_events() = default;
 };
 
-// A TLS connection: the channel over the link's socket, made anew for every connection.
-using tls_stream = net::tls_channel;
-
 // How long a dial may take (and, for a TLS consumer, its handshake after it: a bound of its own,
 // the same length), and how long a connection may go unacknowledged (net/tcp_liveness)
 // before the link gives up on it. Zero: no bound of ours (the kernel's, minutes to hours).
@@ -67,7 +64,7 @@ class consumer_link {
   asio::ip::tcp::socket& socket() noexcept { return socket_; }
   // The TLS stream of the current connection; null for a plaintext one. Writers hold it (with
   // the shared_ptr) until their operation completed: the next connection makes a new one.
-  const std::shared_ptr<tls_stream>& secure_stream() const noexcept { return stream_; }
+  const std::shared_ptr<net::tls_channel>& secure_stream() const noexcept { return stream_; }
   const net::endpoint& endpoint() const noexcept { return endpoint_; }
   bool up(std::uint64_t conn) const noexcept { return state_ == state::up && conn == conn_; }
 
@@ -125,8 +122,8 @@ class consumer_link {
 
   // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.
   std::optional<consumer_tls> tls_;
-  std::shared_ptr<tls_stream> stream_;
-  bool handshake_timed_out_ = false;  // the handshake's deadline closed the socket under it
+  std::shared_ptr<net::tls_channel> stream_;  // made anew for every connection
+  bool handshake_timed_out_ = false;          // the handshake's deadline closed the socket under it
   std::optional<unexplained_loss> unexplained_;
   std::array<char, 256> discard_{};  // consumers send nothing; whatever arrives lands here
 };

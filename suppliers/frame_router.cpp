@@ -104,7 +104,7 @@ bool frame_router::permitted(std::string_view address) noexcept {
     return permit_answer_;
   }
   permit_answer_ = permissions_->permitted(rule_, address);
-  permit_address_length_ = address.size() <= last_address_capacity ? address.size() : 0;
+  permit_address_length_ = address.size() <= route_memo::max_address ? address.size() : 0;
   std::memcpy(permit_address_, address.data(), permit_address_length_);
   return permit_answer_;
 }

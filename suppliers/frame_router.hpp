@@ -78,15 +78,14 @@ class frame_router {
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
   std::uint32_t pending_refs_ = 0;
-  route_memo memo_;  // valid for version_'s table only
-  static constexpr std::size_t last_address_capacity = route_memo::max_address;
+  route_memo memo_;                          // valid for version_'s table only
   std::vector<std::uint64_t> pattern_hits_;  // by pattern, this pass
   std::vector<routing::pattern_index> touched_patterns_;
   // The publish rule in force and the memo of its last answer.
   const routing::publish_permissions* permissions_ = nullptr;
   routing::publish_permissions::rule_index rule_ = routing::publish_permissions::default_rule;
   bool allows_all_ = true;
-  char permit_address_[last_address_capacity] = {};
+  char permit_address_[route_memo::max_address] = {};
   std::size_t permit_address_length_ = 0;  // 0 = no memo
   bool permit_answer_ = true;
 };
