@@ -214,11 +214,16 @@ BOOST_FIXTURE_TEST_CASE(a_pause_at_the_high_water_mark_ends_when_the_socket_refu
   auto c = make(spec(p.address(), 12000, gc::overflow_policy::drop_oldest), nullptr, {}, 10s);
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
+  // Until its link is up a consumer counts as congested (the gateway is not behind on it) and
+  // pauses nobody below its limits.
+  BOOST_REQUIRE(wait_until([&] { return !c->stats().congested.load(); }, 2s));
   auto listener = std::make_shared<test_listener>();
   frame_source big(big_payload);
-  // ~10 MB in one go: past the 4 MiB high-water mark before the drain has written anything, and
-  // more than the socket buffers hold, so the socket refuses once the drain writes.
-  BOOST_TEST_REQUIRE(put_all(*c, big.make(640), listener).paused);
+  // ~10 MB while the io threads are held: past the 4 MiB high-water mark before the drain has
+  // written anything (a drain racing the puts could fill the socket first, and a refusing
+  // socket pauses nobody below the limits), and more than the socket buffers hold, so the
+  // socket refuses once the drain writes.
+  BOOST_TEST_REQUIRE(with_io_held([&] { return put_all(*c, big.make(640), listener).paused; }));
   BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 3s));
   BOOST_TEST(c->stats().dropped_total() == 0u);
   BOOST_REQUIRE(r->wait_frames(big.count(), 10s));

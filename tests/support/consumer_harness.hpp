@@ -317,6 +317,27 @@ struct io_fixture {
     c->start();
     return c;
   }
+
+  // Runs `f` while both io threads wait on a handler of ours: whatever `f` starts (a drain)
+  // runs only after it returns, however the threads are scheduled.
+  template <class F>
+  auto with_io_held(F f) {
+    std::promise<void> go;
+    struct release_at_exit {
+      std::promise<void>& p;
+      ~release_at_exit() { p.set_value(); }
+    } release{go};
+    auto released = go.get_future().share();
+    auto held = std::make_shared<std::atomic<std::size_t>>(0);
+    for (std::size_t i = 0; i < threads.size(); ++i) {
+      asio::post(ioc, [released, held] {
+        ++*held;
+        released.wait();
+      });
+    }
+    BOOST_REQUIRE(wait_until([&] { return held->load() == threads.size(); }, 3s));
+    return f();
+  }
 };
 
 // drain_and_close, waiting for `done`; returns the undelivered count.
