@@ -85,9 +85,9 @@ constexpr std::array table{
     field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),
     field<&c::consumer_connect_timeout>("gateway", "consumer_connect_timeout_ms", restart),
     field<&c::consumer_timeout>("gateway", "consumer_timeout_ms", restart),
-    field<&c::tls_cert>("tls", "cert", restart),
-    field<&c::tls_key>("tls", "key", restart),
-    field<&c::tls_client_ca>("tls", "client_ca", restart),
+    field<&c::tls_cert>("tls", "cert", live_while_tls),
+    field<&c::tls_key>("tls", "key", live_while_tls),
+    field<&c::tls_client_ca>("tls", "client_ca", live_while_tls),
     field<&c::tls_handshake_timeout>("tls", "handshake_timeout_ms", restart),
     field<&c::metrics_listen>("metrics", "listen", restart),
     field<&c::metrics_enabled>("metrics", "enabled", restart),
@@ -120,10 +120,12 @@ reload_plan plan_reload(const service_config& running, const service_config& nex
   reload_plan plan;
   service_config covered = running;
   covered.config_file = next.config_file;  // where the file is, not a key in it
+  const bool tls_stays = running.tls_files() && next.tls_files();
   for (const auto& s : table) {
     s.copy(covered, next);
     if (s.same(running, next)) continue;
-    (s.effect == live ? plan.live : plan.restart).push_back(&s);
+    const bool applied = s.effect == live || (s.effect == live_while_tls && tls_stays);
+    (applied ? plan.live : plan.restart).push_back(&s);
   }
   plan.unclassified = !(covered == next);
   return plan;

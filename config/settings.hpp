@@ -19,6 +19,10 @@ namespace gatewayd::config {
 enum class reload_effect : std::uint8_t {
   live,     // the reload applies the new value
   restart,  // the running value stays until a restart; the reload says so
+  // A [tls] file: the reload applies the new path while the listener keeps TLS (the context is
+  // rebuilt from it, as for new contents); turning TLS on or off takes a restart, since the
+  // open connections and the listener speak one or the other.
+  live_while_tls,
 };
 
 struct setting {
@@ -39,7 +43,7 @@ std::vector<std::string_view> keys_of(std::string_view section);
 
 // What a reload from `running` to `next` would do, setting by setting.
 struct reload_plan {
-  std::vector<const setting*> live;     // changed, applied by the reload
+  std::vector<const setting*> live;     // changed, applied by the reload (live_while_tls too)
   std::vector<const setting*> restart;  // changed, kept until a restart
   // A field of service_config changed that no setting covers: a bug in this table, which
   // settings_test catches; a reload then applies nothing it cannot name.

@@ -207,7 +207,7 @@ void gateway::do_reload(std::string_view trigger) {
   }
   // The certificates are validated before anything is applied: a bad pair fails the whole
   // reload, and the running context (and table) stay.
-  if (!reload_tls()) return reload_failed(trigger, 1);
+  if (!reload_tls(next.service)) return reload_failed(trigger, 1);
   apply_settings(next.service);
   publish_routing(next.routing, std::move(next.routes_sha256), std::move(table));
   if (watcher_) watcher_->watch(watched_files());
@@ -270,9 +270,11 @@ std::vector<net::tls_certificate_expiry> gateway::certificates() const {
 
 // The whole context is rebuilt, CA included (mosquitto's reload kept the old CA): new
 // connections use the new one, open ones keep theirs.
-bool gateway::reload_tls() {
-  const auto files = service_.tls_files();
-  if (!files || !session_ctx_.tls) return true;
+bool gateway::reload_tls(const config::service_config& next) {
+  if (!session_ctx_.tls) return true;  // a plaintext listener: turning TLS on takes a restart
+  // New paths apply with the reload (apply_settings then takes them, and the watcher follows);
+  // a file that turns TLS off keeps the running files, reread.
+  const auto files = next.tls_files() ? next.tls_files() : service_.tls_files();
   auto built = net::make_tls_server_context(*files);
   if (!built.context) {
     GW_LOG(error) << "[tls] " << built.error

@@ -95,9 +95,10 @@ class gateway {
   // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
   std::vector<std::filesystem::path> watched_files(
       const std::vector<consumers::consumer_spec>* consumers = nullptr) const;
-  // [tls] on: builds a context from the running [tls] files; false (logged) when they do not
-  // load or do not match, and the running context stays.
-  bool reload_tls();
+  // [tls] on: builds a context from the [tls] files `next` names (the running ones if `next`
+  // turns TLS off, which takes a restart); false (logged) when they do not load or do not
+  // match, and the running context stays.
+  bool reload_tls(const config::service_config& next);
   // What gatewayd_tls_certificate_expiry_timestamp_seconds shows (any thread, at scrape time).
   std::vector<net::tls_certificate_expiry> certificates() const;
 

@@ -94,7 +94,7 @@ BOOST_AUTO_TEST_CASE(every_key_changes_exactly_its_own_setting) {
       const service_config& base = s.section == "tls" ? tls_base : plain;
       const auto next = parse_with(std::string{s.section}, it->second);
       const auto plan = plan_reload(base, next);
-      const auto changed = s.effect == reload_effect::live ? plan.live : plan.restart;
+      const auto changed = s.effect == reload_effect::restart ? plan.restart : plan.live;
       BOOST_TEST(paths(changed) == std::vector<std::string>{s.path()},
                  boost::test_tools::per_element());
       BOOST_TEST((plan.live.size() + plan.restart.size()) == 1u);
@@ -104,6 +104,23 @@ BOOST_AUTO_TEST_CASE(every_key_changes_exactly_its_own_setting) {
     }
   }
   BOOST_TEST(covered.size() == non_default.size());
+}
+
+// The [tls] paths move with a reload while the listener keeps TLS; turning TLS on or off is a
+// restart, for every key that changes with it.
+BOOST_AUTO_TEST_CASE(tls_paths_reload_while_tls_stays_on) {
+  const service_config plain = parse_with("gateway", "threads = 0");
+  const service_config tls = parse_with("tls", "cert = \"g.crt\"\nkey = \"g.key\"");
+  const service_config moved =
+      parse_with("tls", "cert = \"new/g.crt\"\nkey = \"new/g.key\"\nclient_ca = \"ca.crt\"");
+  const std::vector<std::string> files{"tls.cert", "tls.key", "tls.client_ca"};
+  BOOST_TEST(paths(plan_reload(tls, moved).live) == files, boost::test_tools::per_element());
+  BOOST_TEST(plan_reload(tls, moved).restart.empty());
+  BOOST_TEST(paths(plan_reload(moved, tls).live) == files, boost::test_tools::per_element());
+  BOOST_TEST(paths(plan_reload(plain, moved).restart) == files, boost::test_tools::per_element());
+  BOOST_TEST(plan_reload(plain, moved).live.empty());
+  BOOST_TEST(paths(plan_reload(moved, plain).restart) == files, boost::test_tools::per_element());
+  BOOST_TEST(plan_reload(moved, plain).live.empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_field_no_setting_covers_is_caught) {

@@ -257,3 +257,46 @@ BOOST_AUTO_TEST_CASE(rotation_under_traffic_loses_no_frame) {
                            "supplier=\"default\",reason=\"not_permitted\"}") == 0);
   BOOST_TEST((std::chrono::steady_clock::now() - started < 30s));
 }
+
+// A deploy that writes the new pair to new files and points gatewayd.toml at them: the reload
+// moves the listener to the new paths (client_ca added with them) with no restart, and the open
+// connection loses nothing. Removing [tls] would turn TLS off: the reload says that takes a
+// restart, and the listener keeps TLS.
+BOOST_AUTO_TEST_CASE(new_tls_paths_apply_with_a_reload_turning_tls_off_takes_a_restart) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("stream.>", {"sink"}), "",
+                     {}, true, tls_table_of(p.at("gateway.crt"), p.at("gateway.key")));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  BOOST_TEST_REQUIRE(new_handshake(p, "", gw.supplier_port) == served(p, "gateway"));
+  streaming_supplier stream(p, "", 1, gw.supplier_port);
+
+  const auto rewrite = [&](const std::string& tables) {
+    const std::string config = gw.config.substr(0, gw.config.find("\n[tls]")) + tables;
+    std::ofstream(gw.config_path() + ".tmp") << config;
+    fs::rename(gw.config_path() + ".tmp", gw.config_path());
+  };
+  const auto reloads = [&] { return gw.daemon->count_in_log("routing table reloaded"); };
+  // The watcher sees gatewayd.toml change: that one reload must serve the new pair at once.
+  const auto before = reloads();
+  rewrite(tls_table_of(p.at("gateway2.crt"), p.at("gateway2.key"), p.at("ca.crt")));
+  BOOST_TEST_REQUIRE(eventually([&] { return reloads() > before; }, 10s));
+  BOOST_TEST(gw.daemon->count_in_log("reloaded from " + p.at("gateway2.crt").string()) == 1u);
+  BOOST_TEST(new_handshake(p, "orders", gw.supplier_port) == served(p, "gateway2"));
+  BOOST_TEST(new_handshake(p, "", gw.supplier_port) == "refused");  // client_ca now asks
+  BOOST_TEST(gw.daemon->count_in_log("needs a restart") == 0u);
+
+  const auto before_off = reloads();
+  rewrite("\n");
+  BOOST_TEST_REQUIRE(eventually([&] { return reloads() > before_off; }, 10s));
+  const auto warned = gw.daemon->wait_for_log("tls.cert changed from", 5s);
+  BOOST_TEST_REQUIRE(warned.has_value());
+  BOOST_TEST(warned->find("needs a restart") != std::string::npos, *warned);
+  BOOST_TEST(new_handshake(p, "orders", gw.supplier_port) == served(p, "gateway2"));
+
+  stream.halt();
+  BOOST_TEST(!stream.failed.load());
+  BOOST_TEST_REQUIRE(sink.wait_for_count(stream.sent.load(), 10s),
+                     sink.count() << " of " << stream.sent.load());
+  BOOST_TEST(sink.corruptions() == 0u);
+}
