@@ -79,6 +79,34 @@ BOOST_AUTO_TEST_CASE(mtls_supplier_is_accepted_and_routed) {
   BOOST_TEST(gw.daemon->wait_exit(10s).value_or(-1) == 0);
 }
 
+// The gateway chooses the suite (Mozilla's intermediate profile, AES-128-GCM first): a client
+// that prefers AES-256-GCM, as OpenSSL's defaults do, gets AES-128-GCM, which costs less CPU
+// per byte. A TLS 1.2 client offering only CBC suites is refused; one offering an AEAD suite
+// with forward secrecy is served.
+BOOST_AUTO_TEST_CASE(the_gateway_picks_aes_128_gcm_and_refuses_cbc_suites) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
+                     true, p.tls_table(false));
+  tls_supplier modern(p, "");
+  BOOST_TEST_REQUIRE(!modern.connect(gw.supplier_port));
+  BOOST_TEST(std::string{SSL_get_cipher_name(modern.stream.native_handle())} ==
+             "TLS_AES_128_GCM_SHA256");
+
+  const auto tls12_with = [&](const char* suites) {
+    tls_supplier s(p, "");
+    SSL* ssl = s.stream.native_handle();
+    SSL_set_max_proto_version(ssl, TLS1_2_VERSION);
+    BOOST_TEST_REQUIRE(SSL_set_cipher_list(ssl, suites) == 1);
+    const auto ec = s.connect(gw.supplier_port);
+    return ec ? std::string{"refused"} : std::string{SSL_get_cipher_name(ssl)};
+  };
+  BOOST_TEST(tls12_with("ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384") == "refused");
+  BOOST_TEST(tls12_with("ECDHE-ECDSA-AES256-GCM-SHA384") == "ECDHE-ECDSA-AES256-GCM-SHA384");
+  BOOST_TEST(tls12_with("ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256") ==
+             "ECDHE-ECDSA-AES128-GCM-SHA256");
+}
+
 // Many frames in one big write arrive as many TLS records at once: every one is read even
 // though the kernel has nothing more to say (OpenSSL holds what it took off the socket).
 BOOST_AUTO_TEST_CASE(large_bursts_over_tls_lose_nothing) {
