@@ -3,7 +3,6 @@
 #include <openssl/err.h>
 
 #include "tools/gateway_peer/options.hpp"
-#include "tools/gateway_peer/tls_stream.hpp"
 
 namespace gatewayd::tools {
 
@@ -19,9 +18,6 @@ std::string reason(const std::string& file, const char* fallback) {
 ssl_ctx_ptr base(const SSL_METHOD* method) {
   ssl_ctx_ptr ctx(SSL_CTX_new(method));
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  SSL_CTX_set_read_ahead(ctx.get(), 1);
-  // With read-ahead, one read() takes what fits this buffer: many records per syscall, not one.
-  SSL_CTX_set_default_read_buffer_len(ctx.get(), tls_stream::io_buffer_bytes);
   // A blocked write is retried with the same bytes, possibly from another buffer position.
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   return ctx;

@@ -11,7 +11,12 @@ tls_stream::tls_stream(SSL_CTX* ctx, int fd, bool server, const std::string& ser
     : ssl_(SSL_new(ctx)) {
   // Writes go through a buffer that write_all flushes once per call: one write() for a batch's
   // records. OpenSSL flushes it itself at the end of each handshake flight.
-  BIO* in = BIO_new_socket(fd, BIO_NOCLOSE);
+  // Reads too: one read() fills the buffer with many records, which OpenSSL then takes a
+  // record at a time. (OpenSSL's own read-ahead does the same, but realigns what is left in its
+  // buffer at each record: with 256 KiB, ~7 times the bytes read went through memmove.)
+  BIO* in = BIO_new(BIO_f_buffer());
+  BIO_set_read_buffer_size(in, io_buffer_bytes);
+  BIO_push(in, BIO_new_socket(fd, BIO_NOCLOSE));
   BIO* out = BIO_new(BIO_f_buffer());
   BIO_set_write_buffer_size(out, io_buffer_bytes + 4096);
   BIO_push(out, BIO_new_socket(fd, BIO_NOCLOSE));
