@@ -177,7 +177,7 @@ void consumer_link::handshake_failed(connect_failure reason, const std::string& 
   stats_.last_error.set("TLS with " + endpoint_.to_string() + ": " + why);
   stats_.connect_failures[static_cast<std::size_t>(reason)].fetch_add(1, std::memory_order_relaxed);
   if (++dial_failures_ == 1) {
-    GW_LOG_LIMITED(warning, "consumer TLS handshakes failed")
+    GW_LOG_LIMITED_BY(warning, failure_log_)
         << "TLS handshake with consumer " << name_ << " at " << endpoint_.to_string() << " failed ("
         << to_string(reason) << "): " << why << "; retrying with backoff";
   } else {
@@ -231,7 +231,7 @@ void consumer_link::dial_failed(std::error_code ec) {
   stats_.connect_failures[static_cast<std::size_t>(failure_of(ec))].fetch_add(
       1, std::memory_order_relaxed);
   if (++dial_failures_ == 1) {
-    GW_LOG_LIMITED(warning, "consumer dials failed")
+    GW_LOG_LIMITED_BY(warning, failure_log_)
         << "consumer " << name_ << " cannot connect to " << endpoint_.to_string() << ": "
         << ec.message() << "; retrying with backoff";
   } else {

@@ -19,6 +19,7 @@
 #include "net/endpoint.hpp"
 #include "net/tls_channel.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/log_limit.hpp"
 
 namespace gatewayd::consumers {
 
@@ -116,8 +117,11 @@ class consumer_link {
   std::uint64_t dial_ = 0;           // completions of superseded dials are ignored
   std::uint64_t conn_ = 0;           // the current connection
   std::uint32_t dial_failures_ = 0;  // since the last state change: logs once, not per retry
-  bool was_up_ = false;              // the next dial counts as a reconnect
-  bool dial_timed_out_ = false;      // the dial's deadline closed the socket under it
+  // This consumer's own limit for those lines: another consumer failing in the same second
+  // must not hide why this one fails (the journal is where an operator looks first).
+  log::rate_limit failure_log_;
+  bool was_up_ = false;          // the next dial counts as a reconnect
+  bool dial_timed_out_ = false;  // the dial's deadline closed the socket under it
   std::chrono::steady_clock::time_point dialed_at_{};  // the settle time scales with it
 
   // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.

@@ -62,6 +62,18 @@ void flush_suppressed(rate_limit::clock::time_point now = rate_limit::clock::now
 
 }  // namespace gatewayd::log
 
+// GW_LOG_LIMITED_BY(warning, failure_log_) << "consumer " << name << ...;
+// As GW_LOG_LIMITED, with a limit the caller owns (one per consumer, say): one source's lines
+// then never hold back another's. What it holds back is told on its next line written only
+// (flush_suppressed does not know the limit).
+#define GW_LOG_LIMITED_BY(lvl, limit)                                      \
+  if (!::gatewayd::log::enabled(::gatewayd::log::level::lvl)) {            \
+  } else if (const auto gw_log_verdict_ =                                  \
+                 (limit).admit(::gatewayd::log::rate_limit::clock::now()); \
+             !gw_log_verdict_.write) {                                     \
+  } else                                                                   \
+    ::gatewayd::log::line(::gatewayd::log::level::lvl, gw_log_verdict_.suppressed)
+
 // GW_LOG_LIMITED(warning, "supplier protocol errors") << "supplier " << peer << ...;
 // As GW_LOG, but this line is written at most once a second; the one written after a pause
 // ends with "(N more suppressed)". Nothing is formatted for a suppressed line.
