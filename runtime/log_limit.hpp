@@ -43,7 +43,6 @@ class limited_site {
  public:
   limited_site(level l, std::string_view kind) noexcept;
 
-  rate_limit::verdict admit() noexcept { return limit_.admit(rate_limit::clock::now()); }
   level severity() const noexcept { return level_; }
   std::string_view kind() const noexcept { return kind_; }
   rate_limit& limit() noexcept { return limit_; }
@@ -77,9 +76,9 @@ void flush_suppressed(rate_limit::clock::time_point now = rate_limit::clock::now
 // GW_LOG_LIMITED(warning, "supplier protocol errors") << "supplier " << peer << ...;
 // As GW_LOG, but this line is written at most once a second; the one written after a pause
 // ends with "(N more suppressed)". Nothing is formatted for a suppressed line.
+// (The site is made once, at the line's first pass, and linked for flush_suppressed.)
 #define GW_LOG_LIMITED(lvl, kind)                                                           \
   if (static ::gatewayd::log::limited_site gw_log_site_(::gatewayd::log::level::lvl, kind); \
-      !::gatewayd::log::enabled(::gatewayd::log::level::lvl)) {                             \
-  } else if (const auto gw_log_verdict_ = gw_log_site_.admit(); !gw_log_verdict_.write) {   \
+      false) {                                                                              \
   } else                                                                                    \
-    ::gatewayd::log::line(::gatewayd::log::level::lvl, gw_log_verdict_.suppressed)
+    GW_LOG_LIMITED_BY(lvl, gw_log_site_.limit())
