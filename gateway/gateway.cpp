@@ -127,7 +127,7 @@ void gateway::start_metrics() {
       [this] {
         const auto r = model_->roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
-                                                        model_->saturated()};
+                                                        model_->saturated(), model_->taken_back()};
       },
       GATEWAYD_VERSION, [this] { return certificates(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());

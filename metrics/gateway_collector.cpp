@@ -191,6 +191,12 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
                           MetricType::Counter);
   add_sample(saturated, static_cast<double>(r.promotions_without_follower));
   out.push_back(std::move(saturated));
+  auto taken_back = family("gatewayd_lf_leadership_taken_back_total",
+                           "Promotions ended by the old leader leading again: its event was done "
+                           "before the promoted follower had started to run.",
+                           MetricType::Counter);
+  add_sample(taken_back, static_cast<double>(r.leadership_taken_back));
+  out.push_back(std::move(taken_back));
 
   auto reloads = family("gatewayd_config_reloads_total", "Routing-table reloads, by result.",
                         MetricType::Counter);

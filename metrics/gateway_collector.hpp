@@ -24,6 +24,7 @@ class gateway_collector : public prometheus::Collectable {
   struct thread_roles {
     unsigned leader = 0, processing = 0, follower = 0;
     std::uint64_t promotions_without_follower = 0;  // the pool was saturated (a counter)
+    std::uint64_t leadership_taken_back = 0;        // promotions the old leader ended (a counter)
   };
   struct sources {
     const suppliers::supplier_stats& suppliers;

@@ -17,6 +17,7 @@ class leader_followers_model final : public execution_model {
   role_counts roles() const override { return pool_.roles(); }
   unsigned size() const noexcept override { return pool_.size(); }
   std::uint64_t saturated() const override { return pool_.promotions_without_follower(); }
+  std::uint64_t taken_back() const override { return pool_.leadership_taken_back(); }
 
  private:
   lf_pool pool_;

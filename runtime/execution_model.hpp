@@ -47,6 +47,8 @@ class execution_model {
   virtual unsigned size() const noexcept = 0;
   // Promotions (L/F) or hand-offs (HS/HA) that found every thread busy.
   virtual std::uint64_t saturated() const { return 0; }
+  // L/F promotions ended by the old leader leading again (lf_pool::leadership_taken_back).
+  virtual std::uint64_t taken_back() const { return 0; }
   // Half-Sync/Half-Async's queue to its workers; null when sessions process their own reads.
   virtual work_handoff* handoff() noexcept { return nullptr; }
 };

@@ -78,7 +78,23 @@ void lf_pool::hand_over(member& me) noexcept {
   followers_.pop_back();
   next->promoted_at = std::chrono::steady_clock::now();
   next->promoted.store(true, std::memory_order_release);
+  pending_ = next;
   if (next->parked) next->wake.notify_one();
+}
+
+// The promoted follower has not run yet (its wake-up is still on its way, or the scheduler has
+// not given it a CPU) and this thread, done with its event, is running: it leads again and the
+// follower goes back to the stack. Without this, on a busy machine, the next event waits in
+// the kernel for a thread that is runnable but not running while the thread that could take it
+// goes to sleep. The handle set went unwatched from the promotion until now: that is what the
+// promotion latency measures, whichever thread ends the gap.
+void lf_pool::take_back_leadership() {
+  member* promoted = pending_;
+  pending_ = nullptr;
+  promoted->promoted.store(false, std::memory_order_relaxed);
+  followers_.push_back(promoted);
+  ++taken_back_;
+  promotion_latency_.observe(std::chrono::steady_clock::now() - promoted->promoted_at);
 }
 
 void lf_pool::run_thread() {
@@ -87,13 +103,16 @@ void lf_pool::run_thread() {
   this_member = &me;
   std::unique_lock lock(mutex_);
   while (!done_) {
-    if (has_leader_) {
+    if (pending_ != nullptr) {
+      take_back_leadership();
+    } else if (has_leader_) {
       followers_.push_back(&me);
       if (!await_promotion(me, lock)) {
         std::erase(followers_, &me);
         break;
       }
       me.promoted.store(false, std::memory_order_relaxed);
+      pending_ = nullptr;
       // Promotion latency: from the old leader seeing its event to this thread about to wait.
       promotion_latency_.observe(std::chrono::steady_clock::now() - me.promoted_at);
     } else {
@@ -187,6 +206,11 @@ lf_pool::role_counts lf_pool::roles() const {
   r.processing = processing_.load(std::memory_order_relaxed);
   r.follower = static_cast<unsigned>(followers_.size());
   return r;
+}
+
+std::uint64_t lf_pool::leadership_taken_back() const {
+  std::lock_guard lock(mutex_);
+  return taken_back_;
 }
 
 std::uint64_t lf_pool::promotions_without_follower() const {

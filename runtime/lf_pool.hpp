@@ -58,6 +58,9 @@ class lf_pool {
   // Events that returned from run_one() with leadership still held: Asio-internal completions
   // that run none of our code, or a handler that bypassed runtime::executor.
   std::uint64_t unpromoted_events() const;
+  // Promotions ended by the old leader leading again because the promoted follower had not
+  // started to run when the old leader's event was done.
+  std::uint64_t leadership_taken_back() const;
 
  private:
   struct member {
@@ -75,6 +78,7 @@ class lf_pool {
   // Leader: runs the next event's handler, polling for idle_poll_ before it blocks in epoll.
   std::size_t run_one_event();
   void hand_over(member& me) noexcept;
+  void take_back_leadership();
   void run_stranded_continuations();
   void end_locked();
 
@@ -90,6 +94,10 @@ class lf_pool {
   std::atomic<unsigned> processing_{0};
   std::uint64_t no_follower_ = 0;
   std::uint64_t unpromoted_ = 0;
+  std::uint64_t taken_back_ = 0;
+  // Promoted, not yet running as the leader (under mutex_): the leadership a thread that
+  // finishes its event first takes back.
+  member* pending_ = nullptr;
   std::vector<member*> followers_;  // a LIFO stack: back() is the most recently idle
   std::vector<std::thread> threads_;
 };

@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE lf_pool
 #include <boost/test/unit_test.hpp>
 
+#include <sched.h>
 #include <asio.hpp>
 #include <atomic>
 #include <chrono>
@@ -134,6 +135,53 @@ BOOST_AUTO_TEST_CASE(followers_are_promoted_most_recently_idle_first) {
   // Every event found an idle follower to promote, and each promotion was measured.
   BOOST_TEST(latency.read().count >= 200u);
   BOOST_TEST(pool.promotions_without_follower() == 0u);
+}
+
+// A promoted follower that has not started to run when the old leader's event is done (its
+// wake-up still on its way, no CPU free for it) must not keep the next event waiting: the old
+// leader leads again. All threads here share one CPU and each handler keeps it busy for less
+// than a scheduler slice, so the woken follower usually runs only after the handler returned.
+// Every promotion is still measured once, whoever ended it, and the roles stay consistent.
+BOOST_AUTO_TEST_CASE(a_leader_done_before_its_promoted_follower_runs_leads_again) {
+  cpu_set_t one{};
+  CPU_ZERO(&one);
+  CPU_SET(sched_getcpu(), &one);
+  cpu_set_t before{};
+  BOOST_TEST_REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+  BOOST_TEST_REQUIRE(sched_setaffinity(0, sizeof one, &one) == 0);  // the pool's threads inherit
+  asio::io_context ioc;
+  gatewayd::runtime::latency_histogram latency;
+  lf_pool pool(ioc, 2, latency);
+  observer obs;
+  auto work = asio::make_work_guard(ioc);
+  pool.start();
+  constexpr unsigned events = 100;
+  for (unsigned i = 0; i < events; ++i) {
+    std::atomic<bool> done{false};
+    asio::post(ioc, [&] {
+      obs.enter(pool);
+      const auto until = std::chrono::steady_clock::now() + 200us;
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      obs.leave();
+      done = true;
+    });
+    while (!done)
+      std::this_thread::sleep_for(100us);
+  }
+  for (int spin = 0; spin < 2000 && pool.roles().processing != 0; ++spin)
+    std::this_thread::sleep_for(1ms);
+  const auto roles = pool.roles();
+  const auto taken_back = pool.leadership_taken_back();
+  work.reset();
+  pool.stop();
+  pool.join();
+  sched_setaffinity(0, sizeof before, &before);
+  BOOST_TEST(obs.handled.load() == events);
+  BOOST_TEST(obs.max_leaders.load() <= 1u);
+  BOOST_TEST(roles.leader + roles.processing + roles.follower == 2u);
+  BOOST_TEST(taken_back > 0u, "no leader ever led again: " << taken_back);
+  BOOST_TEST(latency.read().count == events);
 }
 
 // A handler's continuation (a composed operation's next step, a defer) waits in its thread's

@@ -26,7 +26,7 @@ struct collector_fixture {
   metrics::gateway_collector collector{
       {supplier_stats, routes, promotion, reloads, budget,
        [] {
-         return metrics::gateway_collector::thread_roles{1, 2, 3, 7};
+         return metrics::gateway_collector::thread_roles{1, 2, 3, 7, 5};
        },
        "9.9.9-test"}};
 
@@ -174,6 +174,7 @@ BOOST_AUTO_TEST_CASE(runtime_families_read_their_sources) {
   BOOST_TEST(*sample_value(text, R"(gatewayd_lf_threads{role="processing"})") == 2);
   BOOST_TEST(*sample_value(text, R"(gatewayd_lf_threads{role="follower"})") == 3);
   BOOST_TEST(*sample_value(text, "gatewayd_lf_promotions_without_follower_total") == 7);
+  BOOST_TEST(*sample_value(text, "gatewayd_lf_leadership_taken_back_total") == 5);
   BOOST_TEST(*sample_value(text, R"(gatewayd_build_info{version="9.9.9-test"})") == 1);
 }
 
