@@ -36,6 +36,7 @@ class Case:
     seconds: float = 0  # load time; 0 = the run's --seconds
     min_seconds: float = 0
     tls: bool = False  # TLS on the legs the run's --tls-legs names (mutual TLS, P-256)
+    direct: bool = False  # no gateway: the senders write to the receiver (the machine's floor)
 
 
 class Harness:
@@ -105,6 +106,8 @@ class Harness:
 
     def run(self, case, model_keys, seconds):
         seconds = max(case.seconds or seconds, case.min_seconds)
+        if case.direct:
+            return self.run_direct(case, seconds)
         receivers = self.start_receivers(case)
         endpoints = {n: f"127.0.0.1:{port}" for _, _, port, names in receivers.values()
                      for n in names}
@@ -126,6 +129,35 @@ class Harness:
         procs.end(gw)
         recv = {g: self.summary(p, out) for g, (p, out, _, _) in receivers.items()}
         res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu))
+        return res
+
+    def run_direct(self, case, seconds):
+        """The same load straight into one receiver: GWP/1 frames reach a consumer byte for
+        byte as a supplier sent them, so what this measures is the loopback path and the two
+        tools alone, on this machine, at this moment: the floor under the gateway's figures."""
+        receivers = self.start_receivers(case)
+        (p, out, port, _), = receivers.values()
+        busy0, recv0 = probes.system_busy_seconds(), probes.cpu_seconds(p.pid)
+        t0 = time.time()
+        sent, sent_rate, sender_cpu = self.send(case, port, seconds)
+        time.sleep(0.2)  # the kernel's socket buffers into the receiver
+        wall = time.time() - t0
+        busy, recv_cpu = probes.system_busy_seconds() - busy0, probes.cpu_seconds(p.pid) - recv0
+        r = self.summary(p, out)
+        delivered = r.get("frames", 0)
+        lost = max(0, sent - delivered)
+        lat = r.get("latency_ns", {})
+        res = {"name": case.name, "tls_legs": [], "sent": sent, "sent_per_s": sent_rate,
+               "delivered": delivered, "deliveries_per_s": r.get("frames_per_s", 0.0),
+               "lost": lost, "lost_share": lost / sent if sent else 0.0, "drops": {},
+               "wall": wall, "gw_cpu": 0.0, "sender_cpu": sender_cpu, "recv_cpu": recv_cpu,
+               "tools_cpu": sender_cpu + recv_cpu, "machine_busy": busy,
+               "promotion_p99_us": None, "promotions": 0, "ctx_per_msg": 0.0,
+               "gaps": r.get("lost", 0), "dup": r.get("duplicated", 0),
+               "reordered": r.get("reordered", 0), "corrupt": r.get("corrupt", 0),
+               "receivers": {"direct": r}}
+        for q in ("p50", "p99", "p999", "max"):
+            res[q + "_us"] = lat.get(q, 0) / 1e3
         return res
 
     def start_receivers(self, case):

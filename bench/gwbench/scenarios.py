@@ -82,6 +82,14 @@ def latency(rate, name=None):
     return one_to_one(name or f"S4-{rate // 1000}k", rate=rate)
 
 
+def no_gateway(rate):
+    """S4's load with the sender writing straight into the receiver: what this machine's
+    loopback, scheduler and hypervisor cost two processes at this moment, measured in the same
+    run; no gateway's latency can be below it."""
+    return dataclasses.replace(latency(rate, f"S4-{rate // 1000}k no gateway (floor)"),
+                               direct=True)
+
+
 MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
 SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
 S6_CONSUMERS = (1, 10, 100, 1000)
@@ -103,7 +111,8 @@ SCENARIOS = [
                    "and queue capacity",
              lambda secs: MIXED_SHAPES, report.throughput_per_receiver),
     Scenario("S4", "S4: latency at fixed rates, 1 -> 1, 128 B",
-             lambda secs: [latency(20000), latency(100000)], report.latency),
+             lambda secs: [latency(20000), latency(100000), no_gateway(100000)],
+             report.latency),
     Scenario("S5", f"S5: isolation: S2 (paced at {S5_RATE // 1000}k frames/s) with consumer 4 "
                    "stalled after 1 s",
              lambda secs: [isolation(False), isolation(True)], report.isolation),
