@@ -181,7 +181,9 @@ BOOST_AUTO_TEST_CASE(a_leader_done_before_its_promoted_follower_runs_leads_again
   BOOST_TEST(obs.max_leaders.load() <= 1u);
   BOOST_TEST(roles.leader + roles.processing + roles.follower == 2u);
   BOOST_TEST(taken_back > 0u, "no leader ever led again: " << taken_back);
-  BOOST_TEST(latency.read().count == events);
+  // Each event promoted once, measured once by whoever ended the promotion; an event that came
+  // while the other thread was still finishing the last one found no follower.
+  BOOST_TEST(latency.read().count + pool.promotions_without_follower() == events);
 }
 
 // A handler's continuation (a composed operation's next step, a defer) waits in its thread's
