@@ -30,6 +30,13 @@ void add_sample(prometheus::MetricFamily& f, double value, labels l) {
   f.metric.push_back(std::move(m));
 }
 
+prometheus::MetricFamily family_of_one(std::string name, std::string help,
+                                       prometheus::MetricType type, double value) {
+  auto f = family(std::move(name), std::move(help), type);
+  add_sample(f, value);
+  return f;
+}
+
 void add_histogram(prometheus::MetricFamily& f, const runtime::latency_histogram::snapshot& s) {
   prometheus::ClientMetric m;
   std::uint64_t cumulative = 0;

@@ -19,6 +19,9 @@ using labels = std::initializer_list<std::pair<const char*, std::string>>;
 
 prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type);
 void add_sample(prometheus::MetricFamily& f, double value, labels l = {});
+// A family of one unlabelled sample: most of the gateway's counters and gauges.
+prometheus::MetricFamily family_of_one(std::string name, std::string help,
+                                       prometheus::MetricType type, double value);
 void add_histogram(prometheus::MetricFamily& f, const runtime::latency_histogram::snapshot& s);
 
 // One sample per value of `Enum` from its per-value counters, labelled reason="<to_string of the

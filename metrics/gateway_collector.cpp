@@ -99,27 +99,23 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
 
 void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>& out) const {
   const auto& st = s_.suppliers;
-  auto conns =
-      family("gatewayd_supplier_connections", "Supplier connections open now.", MetricType::Gauge);
-  add_sample(conns, static_cast<double>(st.connections.load(std::memory_order_relaxed)));
-  out.push_back(std::move(conns));
-  auto accepted = family("gatewayd_supplier_connections_accepted_total",
-                         "Supplier connections accepted.", MetricType::Counter);
-  add_sample(accepted, value(st.accepted));
-  out.push_back(std::move(accepted));
+  out.push_back(family_of_one("gatewayd_supplier_connections", "Supplier connections open now.",
+                              MetricType::Gauge,
+                              static_cast<double>(st.connections.load(std::memory_order_relaxed))));
+  out.push_back(family_of_one("gatewayd_supplier_connections_accepted_total",
+                              "Supplier connections accepted.", MetricType::Counter,
+                              value(st.accepted)));
   auto closed =
       family("gatewayd_supplier_connections_closed_total",
              "Supplier connections the gateway refused or closed, by reason.", MetricType::Counter);
   add_by_reason<suppliers::close_reason>(closed, st.closed);
   out.push_back(std::move(closed));
-  auto received = family("gatewayd_supplier_messages_received_total",
-                         "Whole frames received from suppliers.", MetricType::Counter);
-  add_sample(received, value(st.frames_received));
-  out.push_back(std::move(received));
-  auto bytes = family("gatewayd_supplier_bytes_received_total", "Bytes received from suppliers.",
-                      MetricType::Counter);
-  add_sample(bytes, value(st.bytes_received));
-  out.push_back(std::move(bytes));
+  out.push_back(family_of_one("gatewayd_supplier_messages_received_total",
+                              "Whole frames received from suppliers.", MetricType::Counter,
+                              value(st.frames_received)));
+  out.push_back(family_of_one("gatewayd_supplier_bytes_received_total",
+                              "Bytes received from suppliers.", MetricType::Counter,
+                              value(st.bytes_received)));
   auto errors = family("gatewayd_supplier_protocol_errors_total",
                        "Supplier connections closed for a GWP/1 protocol error, by reason.",
                        MetricType::Counter);
@@ -136,11 +132,9 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                {{"supplier", std::move(supplier)}, {"reason", "not_permitted"}});
   }
   out.push_back(std::move(not_permitted));
-  auto handshakes =
-      family("gatewayd_supplier_tls_handshakes_total",
-             "TLS handshakes completed on the supplier listener.", MetricType::Counter);
-  add_sample(handshakes, value(st.tls_handshakes));
-  out.push_back(std::move(handshakes));
+  out.push_back(family_of_one("gatewayd_supplier_tls_handshakes_total",
+                              "TLS handshakes completed on the supplier listener.",
+                              MetricType::Counter, value(st.tls_handshakes)));
   auto tls_failures = family("gatewayd_supplier_tls_handshake_failures_total",
                              "TLS handshakes on the supplier listener that failed, by reason.",
                              MetricType::Counter);
@@ -155,19 +149,15 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
       add_sample(expiry, c.not_after, {{"file", c.file}});
   }
   out.push_back(std::move(expiry));
-  auto pauses =
-      family("gatewayd_supplier_backpressure_pauses_total",
-             "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
-             "that keeps up was more than a few batches behind (the gateway itself lagging).",
-             MetricType::Counter);
-  add_sample(pauses, value(st.backpressure_pauses));
-  out.push_back(std::move(pauses));
-  auto unroutable = family("gatewayd_messages_unroutable_total",
-                           "Frames whose address no route matched (sent to the dead-letter "
-                           "consumer if one is configured).",
-                           MetricType::Counter);
-  add_sample(unroutable, value(st.unroutable));
-  out.push_back(std::move(unroutable));
+  out.push_back(family_of_one(
+      "gatewayd_supplier_backpressure_pauses_total",
+      "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
+      "that keeps up was more than a few batches behind (the gateway itself lagging).",
+      MetricType::Counter, value(st.backpressure_pauses)));
+  out.push_back(family_of_one("gatewayd_messages_unroutable_total",
+                              "Frames whose address no route matched (sent to the dead-letter "
+                              "consumer if one is configured).",
+                              MetricType::Counter, value(st.unroutable)));
 }
 
 void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& out) const {
@@ -185,38 +175,33 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
   add_sample(threads, r.processing, {{"role", "processing"}});
   add_sample(threads, r.follower, {{"role", "follower"}});
   out.push_back(std::move(threads));
-  auto saturated = family("gatewayd_lf_promotions_without_follower_total",
-                          "Leader hand-offs that found no idle follower: every pool thread was "
-                          "busy processing (the pool is saturated).",
-                          MetricType::Counter);
-  add_sample(saturated, static_cast<double>(r.promotions_without_follower));
-  out.push_back(std::move(saturated));
-  auto taken_back = family("gatewayd_lf_leadership_taken_back_total",
-                           "Promotions ended by the old leader leading again: its event was done "
-                           "before the promoted follower had started to run.",
-                           MetricType::Counter);
-  add_sample(taken_back, static_cast<double>(r.leadership_taken_back));
-  out.push_back(std::move(taken_back));
+  out.push_back(family_of_one("gatewayd_lf_promotions_without_follower_total",
+                              "Leader hand-offs that found no idle follower: every pool thread was "
+                              "busy processing (the pool is saturated).",
+                              MetricType::Counter,
+                              static_cast<double>(r.promotions_without_follower)));
+  out.push_back(
+      family_of_one("gatewayd_lf_leadership_taken_back_total",
+                    "Promotions ended by the old leader leading again: its event was done "
+                    "before the promoted follower had started to run.",
+                    MetricType::Counter, static_cast<double>(r.leadership_taken_back)));
 
   auto reloads = family("gatewayd_config_reloads_total", "Routing-table reloads, by result.",
                         MetricType::Counter);
   add_sample(reloads, value(s_.reloads.succeeded), {{"result", "success"}});
   add_sample(reloads, value(s_.reloads.failed), {{"result", "failure"}});
   out.push_back(std::move(reloads));
-  auto last_ok = family("gatewayd_config_last_reload_successful",
-                        "1 if the last routing-table reload succeeded, else 0.", MetricType::Gauge);
-  add_sample(last_ok, s_.reloads.last_successful.load() ? 1 : 0);
-  out.push_back(std::move(last_ok));
-  auto last_ts = family("gatewayd_config_last_reload_success_timestamp_seconds",
-                        "Unix time of the last successful routing-table load.", MetricType::Gauge);
-  add_sample(last_ts, s_.reloads.last_success_unix_seconds.load());
-  out.push_back(std::move(last_ts));
+  out.push_back(family_of_one("gatewayd_config_last_reload_successful",
+                              "1 if the last routing-table reload succeeded, else 0.",
+                              MetricType::Gauge, s_.reloads.last_successful.load() ? 1 : 0));
+  out.push_back(family_of_one("gatewayd_config_last_reload_success_timestamp_seconds",
+                              "Unix time of the last successful routing-table load.",
+                              MetricType::Gauge, s_.reloads.last_success_unix_seconds.load()));
 
-  auto routes = family("gatewayd_routing_table_routes", "Routes in the routing table in use.",
-                       MetricType::Gauge);
   const auto snap = s_.routes.load();
-  add_sample(routes, snap ? static_cast<double>(snap->table->route_count()) : 0);
-  out.push_back(std::move(routes));
+  out.push_back(family_of_one("gatewayd_routing_table_routes",
+                              "Routes in the routing table in use.", MetricType::Gauge,
+                              snap ? static_cast<double>(snap->table->route_count()) : 0));
   // Nodes meant to run the same table show one sha256 each: `count(count by (sha256)
   // (gatewayd_config_info)) > 1` is drift.
   auto config =
@@ -226,11 +211,10 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
   if (snap) add_sample(config, 1, {{"sha256", snap->sha256}});
   out.push_back(std::move(config));
 
-  auto budget = family("gatewayd_queued_bytes",
-                       "Bytes queued across all consumers (the max_queued_bytes budget in use).",
-                       MetricType::Gauge);
-  add_sample(budget, static_cast<double>(s_.budget.used()));
-  out.push_back(std::move(budget));
+  out.push_back(
+      family_of_one("gatewayd_queued_bytes",
+                    "Bytes queued across all consumers (the max_queued_bytes budget in use).",
+                    MetricType::Gauge, static_cast<double>(s_.budget.used())));
 
   auto info = family("gatewayd_build_info", "Always 1; the version label names the build.",
                      MetricType::Gauge);

@@ -53,22 +53,16 @@ std::vector<prometheus::MetricFamily> process_collector::Collect() const {
     const double utime = number(v[11]), stime = number(v[12]);
     const double start = number(v[19]) / ticks + boot_time_seconds();
 
-    auto cpu = family("process_cpu_seconds_total",
-                      "Total user and system CPU time spent in seconds.", MetricType::Counter);
-    add_sample(cpu, (utime + stime) / ticks);
-    out.push_back(std::move(cpu));
-    auto rss = family("process_resident_memory_bytes", "Resident memory size in bytes.",
-                      MetricType::Gauge);
-    add_sample(rss, number(v[21]) * page);
-    out.push_back(std::move(rss));
-    auto vm =
-        family("process_virtual_memory_bytes", "Virtual memory size in bytes.", MetricType::Gauge);
-    add_sample(vm, number(v[20]));
-    out.push_back(std::move(vm));
-    auto st = family("process_start_time_seconds",
-                     "Start time of the process since unix epoch in seconds.", MetricType::Gauge);
-    add_sample(st, start);
-    out.push_back(std::move(st));
+    out.push_back(family_of_one("process_cpu_seconds_total",
+                                "Total user and system CPU time spent in seconds.",
+                                MetricType::Counter, (utime + stime) / ticks));
+    out.push_back(family_of_one("process_resident_memory_bytes", "Resident memory size in bytes.",
+                                MetricType::Gauge, number(v[21]) * page));
+    out.push_back(family_of_one("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                                MetricType::Gauge, number(v[20])));
+    out.push_back(family_of_one("process_start_time_seconds",
+                                "Start time of the process since unix epoch in seconds.",
+                                MetricType::Gauge, start));
   }
 
   std::error_code ec;
@@ -76,15 +70,12 @@ std::vector<prometheus::MetricFamily> process_collector::Collect() const {
   for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
     ++fds;
-  auto open = family("process_open_fds", "Number of open file descriptors.", MetricType::Gauge);
-  add_sample(open, static_cast<double>(fds));
-  out.push_back(std::move(open));
+  out.push_back(family_of_one("process_open_fds", "Number of open file descriptors.",
+                              MetricType::Gauge, static_cast<double>(fds)));
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);
-  auto max =
-      family("process_max_fds", "Maximum number of open file descriptors.", MetricType::Gauge);
-  add_sample(max, static_cast<double>(lim.rlim_cur));
-  out.push_back(std::move(max));
+  out.push_back(family_of_one("process_max_fds", "Maximum number of open file descriptors.",
+                              MetricType::Gauge, static_cast<double>(lim.rlim_cur)));
   return out;
 }
 
