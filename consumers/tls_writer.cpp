@@ -11,20 +11,34 @@ namespace gatewayd::consumers {
 void tls_writer::write() {
   auto stream = c_.link_.secure_stream();
   if (!buffer_) buffer_ = std::make_unique<char[]>(max_bytes);
+  pieces_.clear();
   std::size_t length = 0;
+  std::size_t gathered_from = 0, gathered_to = 0;  // small runs copied since the last piece
+  const auto cut_gathered = [&] {
+    if (gathered_to == gathered_from) return;
+    pieces_.emplace_back(buffer_.get() + gathered_from, gathered_to - gathered_from);
+    gathered_from = gathered_to;
+  };
   for (const iovec& v : drain_.batch_.unwritten()) {
     const std::size_t take = std::min(v.iov_len, max_bytes - length);
-    std::memcpy(buffer_.get() + length, v.iov_base, take);
+    if (take >= direct_bytes) {
+      cut_gathered();
+      pieces_.emplace_back(v.iov_base, take);
+    } else {
+      std::memcpy(buffer_.get() + gathered_to, v.iov_base, take);
+      gathered_to += take;
+    }
     length += take;
     if (length == max_bytes) break;
   }
-  // The channel encrypts the whole buffer at once, into records of its own: the handler holds
-  // the consumer (and the channel holds itself) until the socket took them. A socket that did
-  // not take them all at once starts the slow-consumer clock, as on the plaintext path.
-  const bool refused =
-      stream->async_write(asio::buffer(buffer_.get(), length),
-                          [self = c_.shared_from_this(), this, length](
-                              std::error_code ec, std::size_t) { on_written(ec, length); });
+  cut_gathered();
+  // The channel encrypts the pieces now, into records of its own: the handler holds the
+  // consumer (and the channel holds itself) until the socket took them. A socket that did not
+  // take them all at once starts the slow-consumer clock, as on the plaintext path.
+  const bool refused = stream->async_write(
+      pieces_, [self = c_.shared_from_this(), this, length](std::error_code ec, std::size_t) {
+        on_written(ec, length);
+      });
   if (refused) c_.socket_refused();
 }
 

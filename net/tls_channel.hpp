@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -68,15 +69,20 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   // connection. Skipped while a write is out (its records would interleave) or mid-handshake.
   void close_notify() noexcept;
 
-  // Encrypts all of `plain` (records of up to 16 KiB) and sends the records in one write;
-  // `handler(ec, n)` once the socket took them (n = plain.size()) or failed (n = 0). One write
-  // at a time; reads may run meanwhile. Returns true when the socket refused some of the records
-  // at first (the rest goes out as it makes room): the slow-consumer clock's cue, as a plaintext
-  // write's partial send is.
+  // Encrypts all of `plain`, piece after piece (each into records of up to 16 KiB of its own),
+  // and sends the records in one write; `handler(ec, n)` once the socket took them (n = the
+  // pieces' total size) or failed (n = 0). One write at a time; reads may run meanwhile.
+  // Returns true when the socket refused some of the records at first (the rest goes out as it
+  // makes room): the slow-consumer clock's cue, as a plaintext write's partial send is.
   template <class Handler>
-  bool async_write(asio::const_buffer plain, Handler handler) {
+  bool async_write(std::span<const asio::const_buffer> plain, Handler handler) {
     std::error_code ec;
-    encrypt(plain, ec);
+    std::size_t total = 0;
+    for (const asio::const_buffer& piece : plain) {
+      encrypt(piece, ec);
+      if (ec) break;
+      total += piece.size();
+    }
     std::size_t sent = 0;
     if (!ec) {
       sending_.swap(out_);  // what reads add from here on waits in out_ for the next write
@@ -84,13 +90,13 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
     }
     if (ec || sent == sending_.size()) {
       sending_.clear();
-      asio::post(socket_.get_executor(), [h = std::move(handler), ec, n = plain.size()]() mutable {
+      asio::post(socket_.get_executor(), [h = std::move(handler), ec, n = total]() mutable {
         std::move(h)(ec, ec ? std::size_t{0} : n);
       });
       return false;
     }
     asio::async_write(socket_, asio::buffer(sending_.data() + sent, sending_.size() - sent),
-                      [self = shared_from_this(), n = plain.size(), h = std::move(handler)](
+                      [self = shared_from_this(), n = total, h = std::move(handler)](
                           std::error_code e, std::size_t) mutable {
                         self->sending_.clear();
                         std::move(h)(e, e ? std::size_t{0} : n);

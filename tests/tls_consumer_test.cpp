@@ -98,6 +98,40 @@ BOOST_AUTO_TEST_CASE(frames_are_delivered_over_tls_in_order) {
   BOOST_TEST(billing.cut_closes() == 0u);
 }
 
+// (a') A TLS write encrypts long runs of neighbouring frames where they lie and copies the
+// rest: one supplier's frames of 20 B to 6 KB, every third one to a second consumer, give each
+// consumer's writes runs above and below tls_writer::direct_bytes side by side. Both get every
+// frame whole and in order.
+BOOST_AUTO_TEST_CASE(runs_encrypted_in_place_and_copied_frames_keep_their_order) {
+  pki p;
+  tls_test_consumer billing(p, "billing", false);
+  tls_test_consumer audit(p, "billing", false);
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\" }";
+  gateway_fixture gw(consumer_toml("billing", billing.endpoint(), tls) +
+                     consumer_toml("audit", audit.endpoint(), tls) +
+                     route_toml("orders.>", {"billing"}) + route_toml("audit.>", {"audit"}));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing", "audit"}));
+  std::vector<std::string> to_billing, to_audit;
+  std::string frames;
+  std::uint32_t state = 12345;  // a fixed sequence of sizes: the same runs every time
+  for (int i = 0; i < 4000; ++i) {
+    state = state * 1103515245u + 12345u;
+    const std::size_t size = 20 + (state >> 8) % (i % 50 < 25 ? 6000 : 200);
+    std::string payload =
+        std::to_string(i) + ":" + std::string(size, static_cast<char>('a' + i % 26));
+    const bool billing_frame = i % 3 != 2;
+    frames += gatewayd::protocol::encode_frame(billing_frame ? "orders.eu" : "audit.eu", payload);
+    (billing_frame ? to_billing : to_audit).push_back(std::move(payload));
+  }
+  test_supplier(gw.supplier_port).send(frames);
+  BOOST_TEST_REQUIRE(billing.wait_for_count(to_billing.size(), 20s), "got " << billing.count());
+  BOOST_TEST_REQUIRE(audit.wait_for_count(to_audit.size(), 20s), "got " << audit.count());
+  BOOST_TEST((billing.payloads() == to_billing), "billing's frames differ or are out of order");
+  BOOST_TEST((audit.payloads() == to_audit), "audit's frames differ or are out of order");
+  BOOST_TEST(billing.corruptions() + audit.corruptions() == 0u);
+}
+
 // A TLS consumer that reads as fast as frames come is never dropped from, whatever its policy:
 // a burst 40 times its queue, with the default policy and a grace shorter than the burst,
 // arrives whole (the gateway pauses the supplier instead).
