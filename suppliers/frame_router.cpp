@@ -1,7 +1,5 @@
 #include "suppliers/frame_router.hpp"
 
-#include <cstring>
-
 #include "runtime/lf_pool.hpp"
 
 namespace gatewayd::suppliers {
@@ -26,7 +24,7 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   permissions_ = snapshot_ ? snapshot_->permissions.get() : nullptr;
   rule_ = routing::publish_permissions::default_rule;
   allows_all_ = !permissions_ || permissions_->allows_all(rule_);
-  permit_address_length_ = 0;
+  permits_.forget();
   const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
   if (batches_.size() < n) batches_.resize(n);
   const std::size_t patterns =
@@ -94,19 +92,15 @@ void frame_router::supplier(std::string_view identity) noexcept {
   if (rule == rule_) return;
   rule_ = rule;
   allows_all_ = permissions_->allows_all(rule);
-  permit_address_length_ = 0;  // the memo answered for another rule
+  permits_.forget();  // the memo answered for another rule
 }
 
 bool frame_router::permitted(std::string_view address) noexcept {
   if (allows_all_) return true;
-  if (address.size() == permit_address_length_ &&
-      std::memcmp(address.data(), permit_address_, address.size()) == 0) {
-    return permit_answer_;
-  }
-  permit_answer_ = permissions_->permitted(rule_, address);
-  permit_address_length_ = address.size() <= route_memo::max_address ? address.size() : 0;
-  std::memcpy(permit_address_, address.data(), permit_address_length_);
-  return permit_answer_;
+  if (const int known = permits_.find(address); known >= 0) return known == 1;
+  const bool answer = permissions_->permitted(rule_, address);
+  permits_.remember(address, answer);
+  return answer;
 }
 
 void frame_router::hold() noexcept {

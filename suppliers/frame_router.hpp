@@ -10,6 +10,7 @@
 #include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
+#include "suppliers/permission_memo.hpp"
 #include "suppliers/route_memo.hpp"
 #include "suppliers/route_readers.hpp"
 #include "suppliers/route_snapshot.hpp"
@@ -31,8 +32,8 @@ class frame_router {
   // The supplier whose frames follow (its TLS identity; empty for none): picks its publish
   // rule in this pass's snapshot. Once per read, not per frame.
   void supplier(std::string_view identity) noexcept;
-  // May that supplier publish to `address`? No allocation; the answer for the last address is
-  // remembered, and a rule that allows everything costs one branch.
+  // May that supplier publish to `address`? No allocation; the answers for the last few
+  // addresses are remembered, and a rule that allows everything costs one branch.
   bool permitted(std::string_view address) noexcept;
   // Counts `n` frames of that supplier refused by permitted(), under its rule's name.
   void count_not_permitted(std::uint64_t n) noexcept {
@@ -81,13 +82,11 @@ class frame_router {
   route_memo memo_;                          // valid for version_'s table only
   std::vector<std::uint64_t> pattern_hits_;  // by pattern, this pass
   std::vector<routing::pattern_index> touched_patterns_;
-  // The publish rule in force and the memo of its last answer.
+  // The publish rule in force and the memo of its answers.
   const routing::publish_permissions* permissions_ = nullptr;
   routing::publish_permissions::rule_index rule_ = routing::publish_permissions::default_rule;
   bool allows_all_ = true;
-  char permit_address_[route_memo::max_address] = {};
-  std::size_t permit_address_length_ = 0;  // 0 = no memo
-  bool permit_answer_ = true;
+  permission_memo permits_;  // valid for rule_ of version_'s table only
 };
 
 }  // namespace gatewayd::suppliers

@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -124,4 +126,78 @@ BOOST_AUTO_TEST_CASE(not_permitted_is_counted_by_supplier_rule_across_a_reload) 
   BOOST_TEST(wait_metric(gw.metrics_port, dropped("default"), 5) == 5);
   BOOST_TEST(scrape_metric(gw.metrics_port, dropped("billing")) == 5);  // kept, not lost
   BOOST_TEST(scrape_metric(gw.metrics_port, dropped("orders")) == 2);
+}
+
+// Suppliers that mix as many addresses as the router's memo of answers holds (four ways), and a
+// fifth now and then that evicts one, two rules taking turns on the gateway's one thread, and a
+// reload between rounds: every frame gets its own rule's answer for its own table. A memo that
+// answered for another rule or table would let a refused frame through or drop a permitted one.
+BOOST_AUTO_TEST_CASE(mixed_addresses_get_their_own_rules_answer_in_turn_and_after_a_reload) {
+  pki p;
+  test_consumer sink;
+  const auto routes = [&](const std::string& fallback) {
+    return consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}) +
+           "[suppliers.orders]\nidentity = \"orders-svc\"\n"
+           "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
+           "[suppliers_default]\npublish = [" +
+           fallback + "]\n";
+  };
+  gateway_fixture gw(routes("\"billing.>\""), "threads = 1\n", {}, true, p.tls_table(true));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  tls_supplier orders(p, "orders");
+  BOOST_TEST_REQUIRE(!orders.connect(gw.supplier_port));
+  tls_supplier other(p, "billing");  // no [suppliers.*] names it: the default rule
+  BOOST_TEST_REQUIRE(!other.connect(gw.supplier_port));
+  const std::vector<std::string> addresses = {"orders.a", "audit.x", "orders.internal.z",
+                                              "billing.q"};
+  // Expected per supplier and round: the rule's answer for each address, in order.
+  std::map<std::string, std::vector<std::string>> expected;
+  std::map<std::string, double> refused;  // by rule name
+  const auto round = [&](tls_supplier& s, const std::string& who, int r,
+                         const std::function<bool(const std::string&)>& allowed) {
+    std::string frames;
+    // 56 frames: a round ends on eleven frames of the four addresses, so the memo the next
+    // round finds holds all four, with this rule's answers.
+    for (int i = 0; i < 56; ++i) {
+      const std::string& a =
+          i % 15 == 14 ? "audit.y.z" : addresses[static_cast<std::size_t>(i) % addresses.size()];
+      const std::string body = who + ":" + std::to_string(r) + ":" + std::to_string(i);
+      frames += gatewayd::protocol::encode_frame(a, body);
+      if (allowed(a)) {
+        expected[who].push_back(a + "|" + body);
+      } else {
+        ++refused[who == "o" ? "orders" : "default"];
+      }
+    }
+    BOOST_TEST_REQUIRE(!s.send(frames));
+  };
+  const auto by_orders = [](const std::string& a) { return a == "orders.a" || a == "audit.x"; };
+  std::function<bool(const std::string&)> by_default = [](const std::string& a) {
+    return a == "billing.q";
+  };
+  for (int r = 0; r < 5; ++r) {
+    round(orders, "o", r, by_orders);
+    round(other, "d", r, by_default);
+  }
+  BOOST_TEST_REQUIRE(sink.wait_for_count(expected["o"].size() + expected["d"].size(), 5s));
+
+  // The default rule now allows audit.* and nothing of billing: the old answers must go.
+  gw.dir.write("routes.toml", routes("\"audit.*\""));
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(
+      wait_metric(gw.metrics_port, "gatewayd_config_reloads_total{result=\"success\"}", 1) >= 1);
+  by_default = [](const std::string& a) { return a == "audit.x"; };
+  for (int r = 5; r < 10; ++r) {
+    round(other, "d", r, by_default);
+    round(orders, "o", r, by_orders);
+  }
+  const std::size_t total = expected["o"].size() + expected["d"].size();
+  BOOST_TEST_REQUIRE(sink.wait_for_count(total, 5s), "got " << sink.frames().size());
+  std::map<std::string, std::vector<std::string>> got;
+  for (const auto& f : sink.frames())
+    got[f.payload.substr(0, 1)].push_back(f.address + "|" + f.payload);
+  BOOST_TEST(got["o"] == expected["o"], boost::test_tools::per_element());
+  BOOST_TEST(got["d"] == expected["d"], boost::test_tools::per_element());
+  for (const auto& [rule, n] : refused)
+    BOOST_TEST(wait_metric(gw.metrics_port, dropped(rule), n) == n, rule);
 }

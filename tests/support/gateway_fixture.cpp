@@ -68,12 +68,13 @@ gateway_fixture::gateway_fixture(const std::string& routes, const std::string& g
                                  const std::vector<std::string>& env, bool metrics,
                                  const std::string& tables) {
   dir.write("routes.toml", routes);
-  // The model's keys before the test's own: those may open another table ([log]).
-  config =
-      "[gateway]\nsupplier_listen = \"127.0.0.1:0\"\nthreads = 2\n"
-      "routes_file = \"routes.toml\"\n" +
-      model_keys(gateway_extra) + gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
-      (metrics ? "" : "enabled = false\n") + tables;
+  // The model's keys before the test's own: those may open another table ([log]). Two threads
+  // unless the test names its own number.
+  const bool own_threads = gateway_extra.find("threads =") != std::string::npos;
+  config = std::string("[gateway]\nsupplier_listen = \"127.0.0.1:0\"\n") +
+           (own_threads ? "" : "threads = 2\n") + "routes_file = \"routes.toml\"\n" +
+           model_keys(gateway_extra) + gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
+           (metrics ? "" : "enabled = false\n") + tables;
   dir.write("gatewayd.toml", config);
   start("gatewayd.log", env);
 }
