@@ -27,17 +27,23 @@ std::string dropped(const std::string& supplier) {
          "\",reason=\"not_permitted\"}";
 }
 
+// routes.toml: everything to the sink; orders-svc may publish orders.> and audit.* but not
+// orders.internal.>, everyone else what `fallback` lists.
+std::string orders_and_default(const std::string& sink, const std::string& fallback) {
+  return consumer_toml("sink", sink) + route_toml(">", {"sink"}) +
+         "[suppliers.orders]\nidentity = \"orders-svc\"\n"
+         "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
+         "[suppliers_default]\npublish = [" +
+         fallback + "]\n";
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(publish_permissions_by_identity_allow_deny_and_default_deny) {
   pki p;
   test_consumer sink;
   const auto routes = [&](const std::string& fallback) {
-    return consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}) +
-           "[suppliers.orders]\nidentity = \"orders-svc\"\n"
-           "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
-           "[suppliers_default]\npublish = [" +
-           fallback + "]\n";
+    return orders_and_default(sink.endpoint(), fallback);
   };
   gateway_fixture gw(routes(""), "", {}, true, p.tls_table(true));
   BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
@@ -136,11 +142,7 @@ BOOST_AUTO_TEST_CASE(mixed_addresses_get_their_own_rules_answer_in_turn_and_afte
   pki p;
   test_consumer sink;
   const auto routes = [&](const std::string& fallback) {
-    return consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}) +
-           "[suppliers.orders]\nidentity = \"orders-svc\"\n"
-           "publish = [\"orders.>\", \"audit.*\"]\ndeny = [\"orders.internal.>\"]\n"
-           "[suppliers_default]\npublish = [" +
-           fallback + "]\n";
+    return orders_and_default(sink.endpoint(), fallback);
   };
   gateway_fixture gw(routes("\"billing.>\""), "threads = 1\n", {}, true, p.tls_table(true));
   BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
