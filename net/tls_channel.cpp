@@ -6,15 +6,25 @@
 #include <sys/socket.h>
 #include <asio/ssl/error.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
+#include <string_view>
 
 namespace gatewayd::net {
 
 namespace {
 
 // Read-ahead buffer: a read takes up to this much of what the kernel holds (four records), and
-// stays under glibc's mmap threshold; OpenSSL frees it while the connection is idle.
+// stays under glibc's mmap threshold; it is freed while the connection is idle.
 constexpr int read_buffer_bytes = 64 * 1024;
+constexpr std::size_t largest_record = tls13_records::header_size + tls13_records::max_ciphertext;
+
+// Where a connection finds its channel from OpenSSL's callbacks.
+int channel_index() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
 
 // OpenSSL's answer to the call that returned `result`, as Asio would report it (see the class
 // comment). `sys_errno`: errno right after the call.
@@ -58,7 +68,7 @@ std::error_code perform(SSL* ssl, Call call) {
 struct output_sink {
   static int write(BIO* b, const char* data, std::size_t n, std::size_t* written) {
     auto* channel = static_cast<tls_channel*>(BIO_get_data(b));
-    channel->out_.insert(channel->out_.end(), data, data + n);
+    channel->out_.append(data, n);
     *written = n;
     return 1;
   }
@@ -97,10 +107,14 @@ std::shared_ptr<tls_channel> tls_channel::make(asio::ip::tcp::socket& socket, SS
     SSL_free(ssl);
     return nullptr;
   }
-  std::shared_ptr<tls_channel> channel(new tls_channel(socket, ssl));
+  std::shared_ptr<tls_channel> channel(new tls_channel(socket, ssl, s));
   BIO_set_data(out, channel.get());
   SSL_set_bio(ssl, in, out);  // the SSL owns both
-  SSL_set_read_ahead(ssl, 1);
+  SSL_set_ex_data(ssl, channel_index(), channel.get());
+  channel->secrets_ = std::make_unique<captured_secrets>();
+  // No read-ahead until the handshake is over: OpenSSL then reads each handshake record
+  // exactly, and leaves the first records of the data phase in the socket for tls13_records.
+  SSL_set_read_ahead(ssl, 0);
   SSL_set_default_read_buffer_len(ssl, read_buffer_bytes);
   SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
   if (s == side::server) {
@@ -113,6 +127,39 @@ std::shared_ptr<tls_channel> tls_channel::make(asio::ip::tcp::socket& socket, SS
 
 tls_channel::~tls_channel() {
   SSL_free(ssl_);
+}
+
+void tls_channel::prepare_context(SSL_CTX* ctx) noexcept {
+  SSL_CTX_set_keylog_callback(ctx, &tls_channel::on_key_log);
+}
+
+void tls_channel::on_key_log(const SSL* ssl, const char* line) {
+  auto* channel = static_cast<tls_channel*>(SSL_get_ex_data(ssl, channel_index()));
+  if (!channel || !channel->secrets_) return;
+  // "LABEL <64 hex digits of client random> <hex secret>" (NSS key log format).
+  const std::string_view text(line);
+  const auto take = [&](std::string_view label, traffic_secret& into) {
+    const std::size_t secret_at = label.size() + 1 + 64 + 1;
+    if (text.size() > secret_at && text.starts_with(label) && text[label.size()] == ' ') {
+      into.assign_hex(text.substr(secret_at));
+    }
+  };
+  take("CLIENT_TRAFFIC_SECRET_0", channel->secrets_->client);
+  take("SERVER_TRAFFIC_SECRET_0", channel->secrets_->server);
+}
+
+void tls_channel::take_over_records() {
+  // A server that sent tickets has used its write key already: only a ticketless one hands
+  // over (gatewayd sends none). OpenSSL must hold no record it read and nothing to send.
+  const bool clean = !SSL_has_pending(ssl_) && out_.empty() && sending_.empty() &&
+                     (side_ == side::client || SSL_get_num_tickets(ssl_) == 0);
+  if (secrets_ && clean) {
+    const bool server = side_ == side::server;
+    records_ = tls13_records::make(ssl_, server ? secrets_->client : secrets_->server,
+                                   server ? secrets_->server : secrets_->client);
+  }
+  secrets_.reset();
+  if (!records_) SSL_set_read_ahead(ssl_, 1);
 }
 
 void tls_channel::async_handshake(std::function<void(std::error_code)> done) {
@@ -138,6 +185,7 @@ void tls_channel::handshake_step() {
 }
 
 void tls_channel::finish_handshake(std::error_code ec) {
+  if (!ec) take_over_records();
   auto done = std::move(handshake_done_);
   handshake_done_ = nullptr;
   done(ec);
@@ -150,7 +198,7 @@ void tls_channel::flush_then(std::function<void(std::error_code)> then) {
   }
   sending_.swap(out_);
   asio::async_write(
-      socket_, asio::buffer(sending_),
+      socket_, asio::buffer(sending_.data(), sending_.size()),
       [self = shared_from_this(), then = std::move(then)](std::error_code e, std::size_t) {
         self->sending_.clear();
         then(e);
@@ -158,10 +206,112 @@ void tls_channel::flush_then(std::function<void(std::error_code)> then) {
 }
 
 std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& ec) {
+  if (records_) return read_records(into, ec);
   std::size_t n = 0;
   ec = perform(ssl_, [&] { return SSL_read_ex(ssl_, into.data(), into.size(), &n); });
   if (!out_.empty()) send_now();
   return n;
+}
+
+std::size_t tls_channel::seal(std::span<const asio::const_buffer> plain, std::error_code& ec) {
+  std::size_t total = 0;
+  for (const asio::const_buffer& piece : plain)
+    total += piece.size();
+  if (records_) {
+    records_->seal(plain, out_, ec);
+    return ec ? 0 : total;
+  }
+  for (const asio::const_buffer& piece : plain) {
+    encrypt(piece, ec);
+    if (ec) return 0;
+  }
+  return total;
+}
+
+std::size_t tls_channel::read_records(asio::mutable_buffer into, std::error_code& ec) {
+  auto* out = static_cast<char*>(into.data());
+  const std::size_t room = into.size();
+  std::size_t n = unstage(out, room);
+  ec = {};
+  while (n < room && staged_.empty() && !read_failure_) {
+    const char* record = in_.data() + in_begin_;
+    const std::size_t held = in_.size() - in_begin_;
+    const std::size_t size = tls13_records::record_size(record, held, read_failure_);
+    if (read_failure_) break;
+    if (!size || size > held) {
+      if (n) break;  // the caller has plaintext to work on; the socket waits for the next call
+      const std::error_code e = receive();
+      if (e == asio::error::would_block) {
+        ec = e;
+        return 0;
+      }
+      continue;
+    }
+    const std::size_t inner = size - tls13_records::header_size - tls13_records::tag_size;
+    if (inner <= room - n) {
+      n += records_->open(record, size, out + n, read_failure_);
+    } else if (n) {
+      break;  // the next call opens it into a buffer with room
+    } else {
+      // Less room than a record (a small buffer, or the end of a chunk): open it aside.
+      char* aside = staged_.extend(inner);
+      const std::size_t got = records_->open(record, size, aside, read_failure_);
+      staged_.shrink(inner - got);
+      if (read_failure_) staged_.clear();
+      n = unstage(out, room);
+    }
+    in_begin_ += size;
+    if (records_->key_update_owed()) answer_key_update();
+  }
+  if (n) return n;  // a failure waits until the plaintext before it is taken
+  ec = read_failure_;
+  return 0;
+}
+
+std::error_code tls_channel::receive() {
+  if (in_begin_ == in_.size()) {
+    in_.clear();
+    in_begin_ = 0;
+  } else if (in_.capacity() - in_.size() < largest_record) {
+    in_.erase_front(in_begin_);  // at most one partial record moves
+    in_begin_ = 0;
+  }
+  const std::size_t want = std::max<std::size_t>(in_.capacity() - in_.size(), read_buffer_bytes);
+  char* tail = in_.extend(want);
+  const ssize_t got = ::recv(socket_.native_handle(), tail, want, MSG_DONTWAIT);
+  in_.shrink(want - static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
+  if (got > 0) return {};
+  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    if (in_.empty()) in_.release();  // an idle connection holds no buffer
+    return asio::error::would_block;
+  }
+  if (got == 0) {
+    read_failure_ = asio::ssl::error::stream_truncated;  // no close_notify came first
+  } else {
+    read_failure_ = {errno, asio::error::get_system_category()};
+  }
+  return read_failure_;
+}
+
+std::size_t tls_channel::unstage(char* into, std::size_t room) noexcept {
+  const std::size_t n = std::min(staged_.size() - staged_begin_, room);
+  if (n) std::memcpy(into, staged_.data() + staged_begin_, n);
+  staged_begin_ += n;
+  if (staged_begin_ == staged_.size()) {
+    staged_.clear();
+    staged_begin_ = 0;
+  }
+  return n;
+}
+
+void tls_channel::answer_key_update() {
+  std::error_code ec;
+  records_->seal_owed_key_update(out_, ec);
+  if (ec) {
+    read_failure_ = ec;
+    return;
+  }
+  send_now();
 }
 
 void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {
@@ -173,6 +323,12 @@ void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {
 
 void tls_channel::close_notify() noexcept {
   if (!sending_.empty() || SSL_in_init(ssl_)) return;
+  if (records_) {
+    std::error_code ignored;  // best effort, as below
+    records_->seal_close_notify(out_, ignored);
+    if (!out_.empty()) send_now();
+    return;
+  }
   ERR_clear_error();
   SSL_shutdown(ssl_);  // our half only: we do not wait for the peer's
   ERR_clear_error();
@@ -183,7 +339,7 @@ void tls_channel::send_now() {
   if (!sending_.empty()) return;  // a write is out: the next one carries these records first
   std::error_code ignored;        // a broken connection shows on the next read or write
   const std::size_t n = send_some(out_.data(), out_.size(), ignored);
-  out_.erase(out_.begin(), out_.begin() + static_cast<std::ptrdiff_t>(n));
+  out_.erase_front(n);
 }
 
 std::size_t tls_channel::send_some(const char* data, std::size_t size,

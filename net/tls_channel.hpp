@@ -1,5 +1,5 @@
-// One TLS connection over a TCP socket, with OpenSSL reading the socket itself and writing its
-// records into a buffer of ours that goes out in one send.
+// One TLS connection over a TCP socket: OpenSSL's handshake, then records sealed and opened by
+// tls13_records (TLS 1.3) or by OpenSSL (TLS 1.2), either way sent a batch per syscall.
 #pragma once
 
 #include <openssl/ssl.h>
@@ -11,7 +11,9 @@
 #include <span>
 #include <system_error>
 #include <utility>
-#include <vector>
+
+#include "net/byte_buffer.hpp"
+#include "net/tls13_records.hpp"
 
 namespace gatewayd::net {
 
@@ -19,7 +21,10 @@ namespace gatewayd::net {
 // 16 KiB record costs a syscall and two extra copies each way (perf: memmove 11 % of gatewayd's
 // CPU, and three times the syscalls of plaintext per byte, in S1 with TLS on both legs). Here a
 // read takes what the kernel holds (read-ahead into a 64 KiB buffer, one copy out of it as it is
-// decrypted) and a write encrypts a whole batch into one buffer sent with one syscall.
+// decrypted) and a write encrypts a whole batch into one buffer sent with one syscall. With
+// TLS 1.3 (the usual case) the data phase is tls13_records': a read opens each record straight
+// into the caller's buffer and a write seals the caller's frames where they lie. The handshake
+// runs without read-ahead so that OpenSSL holds no record of the data phase when it ends.
 //
 // Errors are Asio's for the same events (classify_tls_failure reads them): eof for the peer's
 // close_notify, asio::ssl::error::stream_truncated for a connection that ended without one, the
@@ -38,7 +43,14 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   tls_channel(const tls_channel&) = delete;
   tls_channel& operator=(const tls_channel&) = delete;
 
+  // Lets connections on `ctx` take over their TLS 1.3 records after the handshake (it installs
+  // a key log callback that hands the traffic secrets to the connection, never to a file).
+  // Connections on a context without it stay with OpenSSL's record layer.
+  static void prepare_context(SSL_CTX* ctx) noexcept;
+
   SSL* native_handle() const noexcept { return ssl_; }
+  // True once the handshake handed the records to tls13_records.
+  bool own_records() const noexcept { return records_ != nullptr; }
 
   // Handshakes on the socket's executor; `done` runs there once, with the outcome.
   void async_handshake(std::function<void(std::error_code)> done);
@@ -77,12 +89,7 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   template <class Handler>
   bool async_write(std::span<const asio::const_buffer> plain, Handler handler) {
     std::error_code ec;
-    std::size_t total = 0;
-    for (const asio::const_buffer& piece : plain) {
-      encrypt(piece, ec);
-      if (ec) break;
-      total += piece.size();
-    }
+    const std::size_t total = seal(plain, ec);
     std::size_t sent = 0;
     if (!ec) {
       sending_.swap(out_);  // what reads add from here on waits in out_ for the next write
@@ -105,14 +112,34 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   }
 
  private:
-  tls_channel(asio::ip::tcp::socket& socket, SSL* ssl) noexcept : socket_(socket), ssl_(ssl) {}
+  struct captured_secrets {
+    traffic_secret client;
+    traffic_secret server;
+  };
+
+  tls_channel(asio::ip::tcp::socket& socket, SSL* ssl, side s)
+      : socket_(socket), ssl_(ssl), side_(s) {}
 
   friend struct output_sink;
+  static void on_key_log(const SSL* ssl, const char* line);
+  // After a good handshake: tls13_records takes the records if it can, else OpenSSL reads ahead.
+  void take_over_records();
   void handshake_step();
   void finish_handshake(std::error_code ec);
   // The handshake's records (or its alert) out, then `then` (on the socket's executor).
   void flush_then(std::function<void(std::error_code)> then);
+  // All of `plain` into records in out_; the bytes taken.
+  std::size_t seal(std::span<const asio::const_buffer> plain, std::error_code& ec);
   void encrypt(asio::const_buffer plain, std::error_code& ec);
+  // read_some with our records: whole records opened into `into`, the socket read when none is.
+  std::size_t read_records(asio::mutable_buffer into, std::error_code& ec);
+  // One non-blocking recv into in_: {} when bytes came, would_block, or the connection's end
+  // (then also in read_failure_).
+  std::error_code receive();
+  // Plaintext of a record that did not fit the caller's buffer, as much as fits `into` now.
+  std::size_t unstage(char* into, std::size_t room) noexcept;
+  // Sends the KeyUpdate the peer asked for, if we owe one.
+  void answer_key_update();
   // Sends what reads made OpenSSL write (a KeyUpdate answer), without waiting.
   void send_now();
   // One non-blocking send: the bytes the socket took (0 when full), or `ec` when it failed.
@@ -120,9 +147,17 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
 
   asio::ip::tcp::socket& socket_;
   SSL* ssl_;
-  std::vector<char> out_;      // records OpenSSL wrote, not yet handed to the socket
-  std::vector<char> sending_;  // records a write has out
+  side side_;
+  byte_buffer out_;      // records sealed, not yet handed to the socket
+  byte_buffer sending_;  // records a write has out
   std::function<void(std::error_code)> handshake_done_;
+  std::unique_ptr<captured_secrets> secrets_;  // during the handshake only
+  std::unique_ptr<tls13_records> records_;     // null: OpenSSL's record layer
+  byte_buffer in_;                             // records received, from in_begin_ on
+  std::size_t in_begin_ = 0;
+  byte_buffer staged_;  // an opened record's plaintext, from staged_begin_ on
+  std::size_t staged_begin_ = 0;
+  std::error_code read_failure_;  // reported once the plaintext before it is read
 };
 
 }  // namespace gatewayd::net

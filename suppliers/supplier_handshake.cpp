@@ -27,6 +27,7 @@ void supplier_session::on_handshake(std::error_code ec) {
   ctx_.stats.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
   identity_ = net::tls_peer_identity(tls_->native_handle());
   GW_LOG(debug) << "supplier " << peer_ << ": " << SSL_get_version(tls_->native_handle())
+                << (tls_->own_records() ? " (records: gatewayd)" : " (records: OpenSSL)")
                 << (identity_.empty() ? std::string{", no client certificate"}
                                       : ", identity \"" + identity_ + '"');
   begin_reading();
