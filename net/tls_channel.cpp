@@ -276,19 +276,23 @@ std::error_code tls_channel::receive() {
     in_.erase_front(in_begin_);  // at most one partial record moves
     in_begin_ = 0;
   }
-  const std::size_t want = std::max<std::size_t>(in_.capacity() - in_.size(), read_buffer_bytes);
+  // What the buffer has room for; a first buffer of read_buffer_bytes (the partial record that
+  // compaction keeps leaves room for more than a record in it, so it never grows).
+  std::size_t want = in_.capacity() - in_.size();
+  if (want < largest_record) want = read_buffer_bytes;
   char* tail = in_.extend(want);
   const ssize_t got = ::recv(socket_.native_handle(), tail, want, MSG_DONTWAIT);
+  const int error = errno;
   in_.shrink(want - static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
   if (got > 0) return {};
-  if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+  if (got < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
     if (in_.empty()) in_.release();  // an idle connection holds no buffer
     return asio::error::would_block;
   }
   if (got == 0) {
     read_failure_ = asio::ssl::error::stream_truncated;  // no close_notify came first
   } else {
-    read_failure_ = {errno, asio::error::get_system_category()};
+    read_failure_ = {error, asio::error::get_system_category()};
   }
   return read_failure_;
 }
