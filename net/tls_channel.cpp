@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <string_view>
 
 namespace gatewayd::net {
 
@@ -19,12 +18,6 @@ namespace {
 // stays under glibc's mmap threshold; it is freed while the connection is idle.
 constexpr int read_buffer_bytes = 64 * 1024;
 constexpr std::size_t largest_record = tls13_records::header_size + tls13_records::max_ciphertext;
-
-// Where a connection finds its channel from OpenSSL's callbacks.
-int channel_index() {
-  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
-  return index;
-}
 
 // OpenSSL's answer to the call that returned `result`, as Asio would report it (see the class
 // comment). `sys_errno`: errno right after the call.
@@ -110,8 +103,8 @@ std::shared_ptr<tls_channel> tls_channel::make(asio::ip::tcp::socket& socket, SS
   std::shared_ptr<tls_channel> channel(new tls_channel(socket, ssl, s));
   BIO_set_data(out, channel.get());
   SSL_set_bio(ssl, in, out);  // the SSL owns both
-  SSL_set_ex_data(ssl, channel_index(), channel.get());
-  channel->secrets_ = std::make_unique<captured_secrets>();
+  channel->secrets_ = std::make_unique<tls_traffic_secrets>();
+  channel->secrets_->watch(ssl);
   // No read-ahead until the handshake is over: OpenSSL then reads each handshake record
   // exactly, and leaves the first records of the data phase in the socket for tls13_records.
   SSL_set_read_ahead(ssl, 0);
@@ -129,35 +122,12 @@ tls_channel::~tls_channel() {
   SSL_free(ssl_);
 }
 
-void tls_channel::prepare_context(SSL_CTX* ctx) noexcept {
-  SSL_CTX_set_keylog_callback(ctx, &tls_channel::on_key_log);
-}
-
-void tls_channel::on_key_log(const SSL* ssl, const char* line) {
-  auto* channel = static_cast<tls_channel*>(SSL_get_ex_data(ssl, channel_index()));
-  if (!channel || !channel->secrets_) return;
-  // "LABEL <64 hex digits of client random> <hex secret>" (NSS key log format).
-  const std::string_view text(line);
-  const auto take = [&](std::string_view label, traffic_secret& into) {
-    const std::size_t secret_at = label.size() + 1 + 64 + 1;
-    if (text.size() > secret_at && text.starts_with(label) && text[label.size()] == ' ') {
-      into.assign_hex(text.substr(secret_at));
-    }
-  };
-  take("CLIENT_TRAFFIC_SECRET_0", channel->secrets_->client);
-  take("SERVER_TRAFFIC_SECRET_0", channel->secrets_->server);
-}
-
 void tls_channel::take_over_records() {
-  // A server that sent tickets has used its write key already: only a ticketless one hands
-  // over (gatewayd sends none). OpenSSL must hold no record it read and nothing to send.
-  const bool clean = !SSL_has_pending(ssl_) && out_.empty() && sending_.empty() &&
-                     (side_ == side::client || SSL_get_num_tickets(ssl_) == 0);
-  if (secrets_ && clean) {
-    const bool server = side_ == side::server;
-    records_ = tls13_records::make(ssl_, server ? secrets_->client : secrets_->server,
-                                   server ? secrets_->server : secrets_->client);
+  // OpenSSL must have nothing of ours left to send either.
+  if (secrets_ && out_.empty() && sending_.empty()) {
+    records_ = net::take_over_records(ssl_, *secrets_, side_ == side::server);
   }
+  tls_traffic_secrets::stop_watching(ssl_);
   secrets_.reset();
   if (!records_) SSL_set_read_ahead(ssl_, 1);
 }

@@ -14,6 +14,7 @@
 
 #include "net/byte_buffer.hpp"
 #include "net/tls13_records.hpp"
+#include "net/tls_traffic_secrets.hpp"
 
 namespace gatewayd::net {
 
@@ -24,7 +25,8 @@ namespace gatewayd::net {
 // decrypted) and a write encrypts a whole batch into one buffer sent with one syscall. With
 // TLS 1.3 (the usual case) the data phase is tls13_records': a read opens each record straight
 // into the caller's buffer and a write seals the caller's frames where they lie. The handshake
-// runs without read-ahead so that OpenSSL holds no record of the data phase when it ends.
+// runs without read-ahead so that OpenSSL holds no record of the data phase when it ends; a
+// context made without tls_traffic_secrets::install keeps OpenSSL's records throughout.
 //
 // Errors are Asio's for the same events (classify_tls_failure reads them): eof for the peer's
 // close_notify, asio::ssl::error::stream_truncated for a connection that ended without one, the
@@ -42,11 +44,6 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   ~tls_channel();
   tls_channel(const tls_channel&) = delete;
   tls_channel& operator=(const tls_channel&) = delete;
-
-  // Lets connections on `ctx` take over their TLS 1.3 records after the handshake (it installs
-  // a key log callback that hands the traffic secrets to the connection, never to a file).
-  // Connections on a context without it stay with OpenSSL's record layer.
-  static void prepare_context(SSL_CTX* ctx) noexcept;
 
   SSL* native_handle() const noexcept { return ssl_; }
   // True once the handshake handed the records to tls13_records.
@@ -112,16 +109,10 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   }
 
  private:
-  struct captured_secrets {
-    traffic_secret client;
-    traffic_secret server;
-  };
-
   tls_channel(asio::ip::tcp::socket& socket, SSL* ssl, side s)
       : socket_(socket), ssl_(ssl), side_(s) {}
 
   friend struct output_sink;
-  static void on_key_log(const SSL* ssl, const char* line);
   // After a good handshake: tls13_records takes the records if it can, else OpenSSL reads ahead.
   void take_over_records();
   void handshake_step();
@@ -151,9 +142,9 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   byte_buffer out_;      // records sealed, not yet handed to the socket
   byte_buffer sending_;  // records a write has out
   std::function<void(std::error_code)> handshake_done_;
-  std::unique_ptr<captured_secrets> secrets_;  // during the handshake only
-  std::unique_ptr<tls13_records> records_;     // null: OpenSSL's record layer
-  byte_buffer in_;                             // records received, from in_begin_ on
+  std::unique_ptr<tls_traffic_secrets> secrets_;  // during the handshake only
+  std::unique_ptr<tls13_records> records_;        // null: OpenSSL's record layer
+  byte_buffer in_;                                // records received, from in_begin_ on
   std::size_t in_begin_ = 0;
   byte_buffer staged_;  // an opened record's plaintext, from staged_begin_ on
   std::size_t staged_begin_ = 0;

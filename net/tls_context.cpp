@@ -1,6 +1,6 @@
 #include "net/tls_context.hpp"
 
-#include "net/tls_channel.hpp"
+#include "net/tls_traffic_secrets.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
@@ -77,7 +77,7 @@ std::shared_ptr<asio::ssl::context> modern_context(asio::ssl::context::method me
   SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_num_tickets(native, 0);  // TLS 1.3: no tickets either
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
-  tls_channel::prepare_context(native);
+  tls_traffic_secrets::install(native);
   return ctx;
 }
 
