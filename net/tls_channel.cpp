@@ -14,11 +14,6 @@ namespace gatewayd::net {
 
 namespace {
 
-// Read-ahead buffer: a read takes up to this much of what the kernel holds (four records), and
-// stays under glibc's mmap threshold; it is freed while the connection is idle.
-constexpr int read_buffer_bytes = 64 * 1024;
-constexpr std::size_t largest_record = tls13_records::header_size + tls13_records::max_ciphertext;
-
 // OpenSSL's answer to the call that returned `result`, as Asio would report it (see the class
 // comment). `sys_errno`: errno right after the call.
 std::error_code error_of(SSL* ssl, int result, int sys_errno) {
@@ -108,7 +103,7 @@ std::shared_ptr<tls_channel> tls_channel::make(asio::ip::tcp::socket& socket, SS
   // No read-ahead until the handshake is over: OpenSSL then reads each handshake record
   // exactly, and leaves the first records of the data phase in the socket for tls13_records.
   SSL_set_read_ahead(ssl, 0);
-  SSL_set_default_read_buffer_len(ssl, read_buffer_bytes);
+  SSL_set_default_read_buffer_len(ssl, read_buffer_bytes);  // OpenSSL's, for TLS 1.2
   SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
   if (s == side::server) {
     SSL_set_accept_state(ssl);
@@ -176,7 +171,11 @@ void tls_channel::flush_then(std::function<void(std::error_code)> then) {
 }
 
 std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& ec) {
-  if (records_) return read_records(into, ec);
+  if (records_) {
+    const std::size_t n = reader_.read(socket_.native_handle(), *records_, into, ec);
+    if (records_->key_update_owed()) answer_key_update();
+    return n;
+  }
   std::size_t n = 0;
   ec = perform(ssl_, [&] { return SSL_read_ex(ssl_, into.data(), into.size(), &n); });
   if (!out_.empty()) send_now();
@@ -198,94 +197,10 @@ std::size_t tls_channel::seal(std::span<const asio::const_buffer> plain, std::er
   return total;
 }
 
-std::size_t tls_channel::read_records(asio::mutable_buffer into, std::error_code& ec) {
-  auto* out = static_cast<char*>(into.data());
-  const std::size_t room = into.size();
-  std::size_t n = unstage(out, room);
-  ec = {};
-  while (n < room && staged_.empty() && !read_failure_) {
-    const char* record = in_.data() + in_begin_;
-    const std::size_t held = in_.size() - in_begin_;
-    const std::size_t size = tls13_records::record_size(record, held, read_failure_);
-    if (read_failure_) break;
-    if (!size || size > held) {
-      if (n) break;  // the caller has plaintext to work on; the socket waits for the next call
-      const std::error_code e = receive();
-      if (e == asio::error::would_block) {
-        ec = e;
-        return 0;
-      }
-      continue;
-    }
-    const std::size_t inner = size - tls13_records::header_size - tls13_records::tag_size;
-    if (inner <= room - n) {
-      n += records_->open(record, size, out + n, read_failure_);
-    } else if (n) {
-      break;  // the next call opens it into a buffer with room
-    } else {
-      // Less room than a record (a small buffer, or the end of a chunk): open it aside.
-      char* aside = staged_.extend(inner);
-      const std::size_t got = records_->open(record, size, aside, read_failure_);
-      staged_.shrink(inner - got);
-      if (read_failure_) staged_.clear();
-      n = unstage(out, room);
-    }
-    in_begin_ += size;
-    if (records_->key_update_owed()) answer_key_update();
-  }
-  if (n) return n;  // a failure waits until the plaintext before it is taken
-  ec = read_failure_;
-  return 0;
-}
-
-std::error_code tls_channel::receive() {
-  if (in_begin_ == in_.size()) {
-    in_.clear();
-    in_begin_ = 0;
-  } else if (in_.capacity() - in_.size() < largest_record) {
-    in_.erase_front(in_begin_);  // at most one partial record moves
-    in_begin_ = 0;
-  }
-  // What the buffer has room for; a first buffer of read_buffer_bytes (the partial record that
-  // compaction keeps leaves room for more than a record in it, so it never grows).
-  std::size_t want = in_.capacity() - in_.size();
-  if (want < largest_record) want = read_buffer_bytes;
-  char* tail = in_.extend(want);
-  const ssize_t got = ::recv(socket_.native_handle(), tail, want, MSG_DONTWAIT);
-  const int error = errno;
-  in_.shrink(want - static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
-  if (got > 0) return {};
-  if (got < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
-    if (in_.empty()) in_.release();  // an idle connection holds no buffer
-    return asio::error::would_block;
-  }
-  if (got == 0) {
-    read_failure_ = asio::ssl::error::stream_truncated;  // no close_notify came first
-  } else {
-    read_failure_ = {error, asio::error::get_system_category()};
-  }
-  return read_failure_;
-}
-
-std::size_t tls_channel::unstage(char* into, std::size_t room) noexcept {
-  const std::size_t n = std::min(staged_.size() - staged_begin_, room);
-  if (n) std::memcpy(into, staged_.data() + staged_begin_, n);
-  staged_begin_ += n;
-  if (staged_begin_ == staged_.size()) {
-    staged_.clear();
-    staged_begin_ = 0;
-  }
-  return n;
-}
-
 void tls_channel::answer_key_update() {
   std::error_code ec;
   records_->seal_owed_key_update(out_, ec);
-  if (ec) {
-    read_failure_ = ec;
-    return;
-  }
-  send_now();
+  if (!ec) send_now();  // a failure to seal shows on the next write
 }
 
 void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "net/byte_buffer.hpp"
+#include "net/tls13_record_reader.hpp"
 #include "net/tls13_records.hpp"
 #include "net/tls_traffic_secrets.hpp"
 
@@ -109,6 +110,10 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   }
 
  private:
+  // Read-ahead: a read takes up to this much of what the kernel holds (four records), and stays
+  // under glibc's mmap threshold; the buffer is freed while the connection is idle.
+  static constexpr std::size_t read_buffer_bytes = 64 * 1024;
+
   tls_channel(asio::ip::tcp::socket& socket, SSL* ssl, side s)
       : socket_(socket), ssl_(ssl), side_(s) {}
 
@@ -122,13 +127,6 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   // All of `plain` into records in out_; the bytes taken.
   std::size_t seal(std::span<const asio::const_buffer> plain, std::error_code& ec);
   void encrypt(asio::const_buffer plain, std::error_code& ec);
-  // read_some with our records: whole records opened into `into`, the socket read when none is.
-  std::size_t read_records(asio::mutable_buffer into, std::error_code& ec);
-  // One non-blocking recv into in_: {} when bytes came, would_block, or the connection's end
-  // (then also in read_failure_).
-  std::error_code receive();
-  // Plaintext of a record that did not fit the caller's buffer, as much as fits `into` now.
-  std::size_t unstage(char* into, std::size_t room) noexcept;
   // Sends the KeyUpdate the peer asked for, if we owe one.
   void answer_key_update();
   // Sends what reads made OpenSSL write (a KeyUpdate answer), without waiting.
@@ -144,11 +142,7 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   std::function<void(std::error_code)> handshake_done_;
   std::unique_ptr<tls_traffic_secrets> secrets_;  // during the handshake only
   std::unique_ptr<tls13_records> records_;        // null: OpenSSL's record layer
-  byte_buffer in_;                                // records received, from in_begin_ on
-  std::size_t in_begin_ = 0;
-  byte_buffer staged_;  // an opened record's plaintext, from staged_begin_ on
-  std::size_t staged_begin_ = 0;
-  std::error_code read_failure_;  // reported once the plaintext before it is read
+  tls13_record_reader reader_{read_buffer_bytes};
 };
 
 }  // namespace gatewayd::net
