@@ -24,6 +24,9 @@ constexpr unsigned char message_key_update = 24;
 constexpr std::uint64_t records_per_key = std::uint64_t{1} << 24;
 // Post-handshake messages we wait for the rest of (a NewSessionTicket is a few hundred bytes).
 constexpr std::size_t max_handshake_message = 64 * 1024;
+// KeyUpdates without application data between them before we call it an attack (each costs
+// two key derivations, and an answer when it asks for one), far more than any peer needs.
+constexpr unsigned max_key_updates_in_a_row = 32;
 
 std::error_code ssl_error(int reason) {
   return {static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, reason)), asio::error::get_ssl_category()};
@@ -94,11 +97,13 @@ std::unique_ptr<tls13_records> tls13_records::make(const SSL* ssl, const traffic
                                                    const traffic_secret& write) {
   const SSL_CIPHER* suite = SSL_get_current_cipher(ssl);
   if (!suite || SSL_version(ssl) != TLS1_3_VERSION) return nullptr;
-  return make(SSL_CIPHER_get_protocol_id(suite), read, write);
+  // Only a server sends tickets (RFC 8446 4.6.1).
+  return make(SSL_CIPHER_get_protocol_id(suite), read, write, !SSL_is_server(ssl));
 }
 
 std::unique_ptr<tls13_records> tls13_records::make(std::uint16_t suite, const traffic_secret& read,
-                                                   const traffic_secret& write) {
+                                                   const traffic_secret& write,
+                                                   bool tickets_allowed) {
   const EVP_CIPHER* cipher = nullptr;
   const char* digest = "SHA256";
   std::size_t secret_size = 32;
@@ -118,7 +123,7 @@ std::unique_ptr<tls13_records> tls13_records::make(std::uint16_t suite, const tr
       return nullptr;
   }
   if (read.size != secret_size || write.size != secret_size) return nullptr;
-  std::unique_ptr<tls13_records> records(new tls13_records(cipher, digest));
+  std::unique_ptr<tls13_records> records(new tls13_records(cipher, digest, tickets_allowed));
   for (auto [d, s] : {std::pair{&records->read_, &read}, std::pair{&records->write_, &write}}) {
     std::memcpy(d->secret.bytes.data(), s->bytes.data(), s->size);
     d->secret.size = s->size;
@@ -315,6 +320,7 @@ std::size_t tls13_records::open(const char* record, std::size_t record_size, cha
     case content_application_data:
       // Handshake messages may not be interleaved with other records (RFC 8446 5.1).
       if (!handshake_in_.empty()) ec = ssl_error(SSL_R_UNEXPECTED_RECORD);
+      if (size) key_updates_in_a_row_ = 0;
       return ec ? 0 : size;
     case content_handshake:
       on_handshake_bytes(into, size, ec);
@@ -339,11 +345,12 @@ void tls13_records::on_handshake_bytes(const char* bytes, std::size_t n, std::er
     const auto* m = reinterpret_cast<const unsigned char*>(handshake_in_.data() + at);
     const std::size_t length = std::size_t{m[1]} << 16 | std::size_t{m[2]} << 8 | m[3];
     if (handshake_in_.size() - at < 4 + length) break;
-    if (m[0] == message_new_session_ticket) {
+    if (m[0] == message_new_session_ticket && tickets_allowed_) {
       // No session cache here: a ticket has nothing to resume.
     } else if (m[0] == message_key_update && length == 1 && m[4] <= 1) {
       // The key changes after this record; nothing may follow it in the record (RFC 8446 5.1).
-      if (handshake_in_.size() - at != 5 || !next_key(read_)) {
+      if (handshake_in_.size() - at != 5 || ++key_updates_in_a_row_ > max_key_updates_in_a_row ||
+          !next_key(read_)) {
         ec = ssl_error(SSL_R_BAD_KEY_UPDATE);
         return;
       }

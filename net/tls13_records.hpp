@@ -55,9 +55,10 @@ class tls13_records {
   // connection), or if OpenSSL cannot make the keys.
   static std::unique_ptr<tls13_records> make(const SSL* ssl, const traffic_secret& read,
                                              const traffic_secret& write);
-  // As above for a suite by its TLS 1.3 code point (0x1301, 0x1302, 0x1303).
+  // As above for a suite by its TLS 1.3 code point (0x1301, 0x1302, 0x1303); a client's records
+  // take the server's NewSessionTickets (and skip them), a server's refuse them.
   static std::unique_ptr<tls13_records> make(std::uint16_t suite, const traffic_secret& read,
-                                             const traffic_secret& write);
+                                             const traffic_secret& write, bool tickets_allowed);
   ~tls13_records();
   tls13_records(const tls13_records&) = delete;
   tls13_records& operator=(const tls13_records&) = delete;
@@ -91,8 +92,8 @@ class tls13_records {
     std::uint64_t sequence = 0;
   };
 
-  tls13_records(const EVP_CIPHER* cipher, const char* digest) noexcept
-      : cipher_(cipher), digest_(digest) {}
+  tls13_records(const EVP_CIPHER* cipher, const char* digest, bool tickets_allowed) noexcept
+      : cipher_(cipher), digest_(digest), tickets_allowed_(tickets_allowed) {}
   // (Re)keys `d` from its secret: key and IV by HKDF-Expand-Label, sequence back to 0.
   bool rekey(direction& d);
   // The next secret of a KeyUpdate ("traffic upd"), then rekey.
@@ -112,8 +113,10 @@ class tls13_records {
   const char* digest_;
   direction read_;
   direction write_;
+  bool tickets_allowed_;
   std::string handshake_in_;  // a post-handshake message split across records
   bool key_update_owed_ = false;
+  unsigned key_updates_in_a_row_ = 0;
 };
 
 }  // namespace gatewayd::net

@@ -40,8 +40,8 @@ struct ends {
     net::traffic_secret a, b;
     fill(a, 1, secret_size(suite));
     fill(b, 99, secret_size(suite));
-    sender = tls13_records::make(suite, b, a);
-    receiver = tls13_records::make(suite, a, b);
+    sender = tls13_records::make(suite, b, a, true);
+    receiver = tls13_records::make(suite, a, b, true);
   }
 };
 
@@ -184,11 +184,12 @@ BOOST_AUTO_TEST_CASE(only_tls13s_three_suites_with_their_secret_sizes_are_taken)
   net::traffic_secret s32, s48;
   fill(s32, 3, 32);
   fill(s48, 4, 48);
-  BOOST_TEST(tls13_records::make(std::uint16_t{0x1301}, s32, s32) != nullptr);
-  BOOST_TEST(tls13_records::make(std::uint16_t{0x1302}, s48, s48) != nullptr);
-  BOOST_TEST(tls13_records::make(std::uint16_t{0x1302}, s32, s32) == nullptr);
-  BOOST_TEST(tls13_records::make(std::uint16_t{0x1304}, s32, s32) == nullptr);  // CCM
-  BOOST_TEST(tls13_records::make(std::uint16_t{0xc02f}, s32, s32) == nullptr);  // a TLS 1.2 suite
+  BOOST_TEST(tls13_records::make(std::uint16_t{0x1301}, s32, s32, true) != nullptr);
+  BOOST_TEST(tls13_records::make(std::uint16_t{0x1302}, s48, s48, true) != nullptr);
+  BOOST_TEST(tls13_records::make(std::uint16_t{0x1302}, s32, s32, true) == nullptr);
+  BOOST_TEST(tls13_records::make(std::uint16_t{0x1304}, s32, s32, true) == nullptr);  // CCM
+  BOOST_TEST(tls13_records::make(std::uint16_t{0xc02f}, s32, s32, true) ==
+             nullptr);  // a TLS 1.2 suite
 }
 
 BOOST_AUTO_TEST_CASE(a_key_log_secret_is_read_from_its_hex) {

@@ -7,6 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <openssl/ssl.h>
+#include <poll.h>
 
 #include <asio.hpp>
 #include <asio/ssl.hpp>
@@ -48,6 +49,12 @@ void run_until(asio::io_context& ioc, Done done) {
   }
 }
 
+// Waits until `socket` is readable; fails the test after 10 s (a test never hangs).
+void wait_readable(asio::ip::tcp::socket& socket) {
+  pollfd p{socket.native_handle(), POLLIN, 0};
+  BOOST_TEST_REQUIRE(::poll(&p, 1, 10'000) == 1, "nothing to read for 10 s");
+}
+
 std::shared_ptr<net::tls_channel> handshaken(asio::io_context& ioc, asio::ip::tcp::socket& socket,
                                              SSL_CTX* ctx, net::tls_channel::side side,
                                              const std::string& server_name = "") {
@@ -82,7 +89,7 @@ std::size_t read_pattern(net::tls_channel& channel, asio::ip::tcp::socket& socke
     std::error_code ec;
     const std::size_t n = channel.read_some(asio::buffer(buffer.data(), sizes[i % 8]), ec);
     if (ec == asio::error::would_block) {
-      socket.wait(asio::ip::tcp::socket::wait_read);
+      wait_readable(socket);
       continue;
     }
     BOOST_TEST_REQUIRE(!ec, ec.message() << " after " << got << " bytes");
@@ -101,7 +108,7 @@ std::error_code read_end(net::tls_channel& channel, asio::ip::tcp::socket& socke
     std::error_code ec;
     const std::size_t n = channel.read_some(asio::buffer(&byte, 1), ec);
     if (ec != asio::error::would_block) return n ? std::error_code{} : ec;
-    socket.wait(asio::ip::tcp::socket::wait_read);
+    wait_readable(socket);
   }
 }
 
@@ -293,4 +300,50 @@ BOOST_AUTO_TEST_CASE(a_tls12_client_stays_with_openssls_records) {
   peer.join();
   BOOST_TEST(peer_error.empty(), peer_error);
   BOOST_TEST((end == asio::error::eof), end.message());
+}
+
+BOOST_AUTO_TEST_CASE(key_updates_without_data_between_them_end_the_connection_after_32) {
+  test::pki p;
+  const auto server = server_context(p);
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
+  const unsigned short port = acceptor.local_endpoint().port();
+
+  std::string peer_error;
+  std::thread peer([&] {
+    test::tls_supplier s(p, "orders");
+    if (const auto ec = s.connect(port)) {
+      peer_error = "connect: " + ec.message();
+      return;
+    }
+    SSL* ssl = s.stream.native_handle();
+    // Each KeyUpdate waits in Asio's engine until the next write carries it out.
+    const auto updates_then = [&](int updates, std::size_t from, std::size_t n) {
+      for (int i = 0; i < updates; ++i) {
+        SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
+        SSL_do_handshake(ssl);
+      }
+      if (const auto ec = s.send(pattern_run(from, n))) peer_error = "send: " + ec.message();
+    };
+    updates_then(0, 0, 1'000);
+    updates_then(32, 1'000, 1'000);  // as many as are allowed: the data goes through
+    updates_then(33, 2'000, 1'000);  // one more: the gateway ends the connection
+    std::error_code ec;
+    char byte;
+    s.stream.read_some(asio::buffer(&byte, 1), ec);  // until the gateway closes
+  });
+
+  asio::ip::tcp::socket socket(ioc);
+  acceptor.accept(socket);
+  auto channel =
+      handshaken(ioc, socket, server.context->native_handle(), net::tls_channel::side::server);
+  BOOST_TEST_REQUIRE(channel->own_records());
+  BOOST_TEST(read_pattern(*channel, socket, 2'000) == 0u);
+  const std::error_code end = read_end(*channel, socket);
+  BOOST_TEST(static_cast<bool>(end));
+  BOOST_TEST((end != asio::error::eof), end.message());
+  BOOST_TEST_MESSAGE("the 33rd key update in a row: " << end.message());
+  socket.close();
+  peer.join();
+  BOOST_TEST(peer_error.empty(), peer_error);
 }
