@@ -72,7 +72,7 @@ std::error_code tls13_record_reader::receive(int fd) {
   const ssize_t got = ::recv(fd, tail, want, MSG_DONTWAIT);
   const int error = errno;
   in_.shrink(want - static_cast<std::size_t>(std::max<ssize_t>(got, 0)));
-  if (got > 0) return {};
+  if (got > 0 || (got < 0 && error == EINTR)) return {};  // EINTR: the caller reads again
   if (got < 0 && (error == EAGAIN || error == EWOULDBLOCK)) {
     if (in_.empty()) in_.release();  // an idle connection holds no buffer
     return asio::error::would_block;

@@ -236,7 +236,9 @@ std::size_t tls_channel::send_some(const char* data, std::size_t size,
   // Not socket_.send: Asio's synchronous send waits for room on a socket it drives itself.
   const ssize_t n = ::send(socket_.native_handle(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
   if (n >= 0) return static_cast<std::size_t>(n);
-  if (errno != EAGAIN && errno != EWOULDBLOCK) ec = {errno, asio::error::get_system_category()};
+  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    ec = {errno, asio::error::get_system_category()};
+  }
   return 0;
 }
 
