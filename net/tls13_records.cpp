@@ -187,10 +187,18 @@ void tls13_records::seal(std::span<const asio::const_buffer> plain, byte_buffer&
 
 void tls13_records::seal_close_notify(byte_buffer& out, std::error_code& ec) {
   static constexpr char close_notify[] = {1, 0};  // warning, close_notify
-  const asio::const_buffer content(close_notify, sizeof close_notify);
+  seal_one(content_alert, asio::buffer(close_notify), out, ec);
+}
+
+void tls13_records::seal_one(unsigned char type, asio::const_buffer content, byte_buffer& out,
+                             std::error_code& ec) {
+  if (content.size() > max_plaintext) {
+    ec = ssl_error(SSL_R_DATA_LENGTH_TOO_LONG);
+    return;
+  }
   std::size_t piece = 0;
   std::size_t offset = 0;
-  seal_record(content_alert, {&content, 1}, piece, offset, sizeof close_notify, out, ec);
+  seal_record(type, {&content, 1}, piece, offset, content.size(), out, ec);
 }
 
 void tls13_records::seal_owed_key_update(byte_buffer& out, std::error_code& ec) {
@@ -202,10 +210,7 @@ void tls13_records::seal_owed_key_update(byte_buffer& out, std::error_code& ec) 
 void tls13_records::seal_key_update(bool request_peer, byte_buffer& out, std::error_code& ec) {
   const char message[] = {static_cast<char>(message_key_update), 0, 0, 1,
                           static_cast<char>(request_peer ? 1 : 0)};
-  const asio::const_buffer content(message, sizeof message);
-  std::size_t piece = 0;
-  std::size_t offset = 0;
-  seal_record(content_handshake, {&content, 1}, piece, offset, sizeof message, out, ec);
+  seal_one(content_handshake, asio::buffer(message), out, ec);
   if (!ec && !next_key(write_)) ec = ssl_error(SSL_R_BAD_KEY_UPDATE);
 }
 

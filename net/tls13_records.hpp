@@ -68,6 +68,11 @@ class tls13_records {
   void seal(std::span<const asio::const_buffer> plain, byte_buffer& out, std::error_code& ec);
   // Appends an alert record: close_notify.
   void seal_close_notify(byte_buffer& out, std::error_code& ec);
+  // Appends one record of content type `type` (RFC 8446 5.1: 21 alert, 22 handshake,
+  // 23 application data) around `content` (at most max_plaintext bytes), as it is: what a peer
+  // may send, for the tests and the fuzz target to speak as one. The rest of this class uses it.
+  void seal_one(unsigned char type, asio::const_buffer content, byte_buffer& out,
+                std::error_code& ec);
   // True when the peer asked for our KeyUpdate and it has not gone out yet.
   bool key_update_owed() const noexcept { return key_update_owed_; }
   // Appends the KeyUpdate we owe (if any), and from here on seals with the next key.
