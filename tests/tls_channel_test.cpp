@@ -117,24 +117,56 @@ net::tls_server_context server_context(const test::pki& p) {
   BOOST_TEST_REQUIRE(c.error.empty(), c.error);
   return c;
 }
+// The gateway's side of a supplier connection: our channel as the TLS server, an OpenSSL
+// client (tests/support's tls_supplier) on a thread of its own.
+struct server_side {
+  test::pki p;
+  net::tls_server_context server = server_context(p);
+  asio::io_context ioc;
+  asio::ip::tcp::acceptor acceptor{ioc, {asio::ip::make_address("127.0.0.1"), 0}};
+  asio::ip::tcp::socket socket{ioc};
+  std::string peer_error;
+  std::thread peer;
+  std::shared_ptr<net::tls_channel> channel;
+
+  // `before(ssl)` configures the client; `client(s)` runs once it has connected; meanwhile we
+  // accept and handshake.
+  template <class Before, class Client>
+  void start(Before before, Client client) {
+    peer = std::thread([this, port = acceptor.local_endpoint().port(), before, client] {
+      test::tls_supplier s(p, "orders");
+      before(s.stream.native_handle());
+      if (const auto ec = s.connect(port)) {
+        peer_error = "connect: " + ec.message();
+        return;
+      }
+      client(s);
+    });
+    acceptor.accept(socket);
+    channel =
+        handshaken(ioc, socket, server.context->native_handle(), net::tls_channel::side::server);
+  }
+
+  // The client's verdict, once it is done.
+  std::string joined_peer_error() {
+    peer.join();
+    return peer_error;
+  }
+
+  ~server_side() {
+    socket.close();  // a client still reading gives up
+    if (peer.joinable()) peer.join();
+  }
+};
+
+void no_setup(SSL*) {}
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_tls13_client_streams_through_our_records_and_key_updates_both_ways) {
-  test::pki p;
-  const auto server = server_context(p);
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  const unsigned short port = acceptor.local_endpoint().port();
   constexpr std::size_t total = 600'000;
-
-  std::string peer_error;
-  std::thread peer([&] {
-    test::tls_supplier s(p, "orders");
-    if (const auto ec = s.connect(port)) {
-      peer_error = "connect: " + ec.message();
-      return;
-    }
+  server_side t;
+  t.start(no_setup, [&t](test::tls_supplier& s) {
     std::mt19937 rng(7);
     for (std::size_t sent = 0, n = 0; sent < total; sent += n) {
       n = std::min<std::size_t>(total - sent, 1 + rng() % 40'000);
@@ -143,7 +175,7 @@ BOOST_AUTO_TEST_CASE(a_tls13_client_streams_through_our_records_and_key_updates_
         SSL_key_update(s.stream.native_handle(), SSL_KEY_UPDATE_REQUESTED);
       }
       if (const auto ec = s.send(pattern_run(sent, n))) {
-        peer_error = "send: " + ec.message();
+        t.peer_error = "send: " + ec.message();
         return;
       }
     }
@@ -152,19 +184,14 @@ BOOST_AUTO_TEST_CASE(a_tls13_client_streams_through_our_records_and_key_updates_
     char byte;
     std::error_code ec;
     s.stream.read_some(asio::buffer(&byte, 1), ec);
-    if (ec != asio::error::eof) peer_error = "expected close_notify, got: " + ec.message();
+    if (ec != asio::error::eof) t.peer_error = "expected close_notify, got: " + ec.message();
     s.stream.shutdown(ec);
   });
-
-  asio::ip::tcp::socket socket(ioc);
-  acceptor.accept(socket);
-  auto channel =
-      handshaken(ioc, socket, server.context->native_handle(), net::tls_channel::side::server);
-  BOOST_TEST(channel->own_records());
-  BOOST_TEST(read_pattern(*channel, socket, total) == 0u);
-  channel->close_notify();
-  const std::error_code end = read_end(*channel, socket);
-  peer.join();
+  BOOST_TEST(t.channel->own_records());
+  BOOST_TEST(read_pattern(*t.channel, t.socket, total) == 0u);
+  t.channel->close_notify();
+  const std::error_code end = read_end(*t.channel, t.socket);
+  const std::string peer_error = t.joined_peer_error();
   BOOST_TEST(peer_error.empty(), peer_error);
   BOOST_TEST((end == asio::error::eof), end.message());
 }
@@ -268,54 +295,28 @@ BOOST_AUTO_TEST_CASE(a_tls13_server_with_tickets_reads_our_batches_across_its_ke
 }
 
 BOOST_AUTO_TEST_CASE(a_tls12_client_stays_with_openssls_records) {
-  test::pki p;
-  const auto server = server_context(p);
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  const unsigned short port = acceptor.local_endpoint().port();
   constexpr std::size_t total = 100'000;
-
-  std::string peer_error;
-  std::thread peer([&] {
-    test::tls_supplier s(p, "orders");
-    SSL_set_max_proto_version(s.stream.native_handle(), TLS1_2_VERSION);
-    if (const auto ec = s.connect(port)) {
-      peer_error = "connect: " + ec.message();
-      return;
-    }
-    if (const auto ec = s.send(pattern_run(0, total))) peer_error = "send: " + ec.message();
-    std::error_code ec;
-    s.stream.shutdown(ec);
-  });
-
-  asio::ip::tcp::socket socket(ioc);
-  acceptor.accept(socket);
-  auto channel =
-      handshaken(ioc, socket, server.context->native_handle(), net::tls_channel::side::server);
-  BOOST_TEST(!channel->own_records());
-  BOOST_TEST(std::string(SSL_get_version(channel->native_handle())) == "TLSv1.2");
-  BOOST_TEST(read_pattern(*channel, socket, total) == 0u);
-  const std::error_code end = read_end(*channel, socket);
-  channel->close_notify();  // the peer's shutdown waits for it
-  peer.join();
+  server_side t;
+  t.start([](SSL* ssl) { SSL_set_max_proto_version(ssl, TLS1_2_VERSION); },
+          [&t](test::tls_supplier& s) {
+            if (const auto ec = s.send(pattern_run(0, total)))
+              t.peer_error = "send: " + ec.message();
+            std::error_code ec;
+            s.stream.shutdown(ec);
+          });
+  BOOST_TEST(!t.channel->own_records());
+  BOOST_TEST(std::string(SSL_get_version(t.channel->native_handle())) == "TLSv1.2");
+  BOOST_TEST(read_pattern(*t.channel, t.socket, total) == 0u);
+  const std::error_code end = read_end(*t.channel, t.socket);
+  t.channel->close_notify();  // the peer's shutdown waits for it
+  const std::string peer_error = t.joined_peer_error();
   BOOST_TEST(peer_error.empty(), peer_error);
   BOOST_TEST((end == asio::error::eof), end.message());
 }
 
 BOOST_AUTO_TEST_CASE(key_updates_without_data_between_them_end_the_connection_after_32) {
-  test::pki p;
-  const auto server = server_context(p);
-  asio::io_context ioc;
-  asio::ip::tcp::acceptor acceptor(ioc, {asio::ip::make_address("127.0.0.1"), 0});
-  const unsigned short port = acceptor.local_endpoint().port();
-
-  std::string peer_error;
-  std::thread peer([&] {
-    test::tls_supplier s(p, "orders");
-    if (const auto ec = s.connect(port)) {
-      peer_error = "connect: " + ec.message();
-      return;
-    }
+  server_side t;
+  t.start(no_setup, [&t](test::tls_supplier& s) {
     SSL* ssl = s.stream.native_handle();
     // Each KeyUpdate waits in Asio's engine until the next write carries it out.
     const auto updates_then = [&](int updates, std::size_t from, std::size_t n) {
@@ -323,7 +324,7 @@ BOOST_AUTO_TEST_CASE(key_updates_without_data_between_them_end_the_connection_af
         SSL_key_update(ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
         SSL_do_handshake(ssl);
       }
-      if (const auto ec = s.send(pattern_run(from, n))) peer_error = "send: " + ec.message();
+      if (const auto ec = s.send(pattern_run(from, n))) t.peer_error = "send: " + ec.message();
     };
     updates_then(0, 0, 1'000);
     updates_then(32, 1'000, 1'000);  // as many as are allowed: the data goes through
@@ -332,18 +333,13 @@ BOOST_AUTO_TEST_CASE(key_updates_without_data_between_them_end_the_connection_af
     char byte;
     s.stream.read_some(asio::buffer(&byte, 1), ec);  // until the gateway closes
   });
-
-  asio::ip::tcp::socket socket(ioc);
-  acceptor.accept(socket);
-  auto channel =
-      handshaken(ioc, socket, server.context->native_handle(), net::tls_channel::side::server);
-  BOOST_TEST_REQUIRE(channel->own_records());
-  BOOST_TEST(read_pattern(*channel, socket, 2'000) == 0u);
-  const std::error_code end = read_end(*channel, socket);
+  BOOST_TEST_REQUIRE(t.channel->own_records());
+  BOOST_TEST(read_pattern(*t.channel, t.socket, 2'000) == 0u);
+  const std::error_code end = read_end(*t.channel, t.socket);
   BOOST_TEST(static_cast<bool>(end));
   BOOST_TEST((end != asio::error::eof), end.message());
   BOOST_TEST_MESSAGE("the 33rd key update in a row: " << end.message());
-  socket.close();
-  peer.join();
+  t.socket.close();
+  const std::string peer_error = t.joined_peer_error();
   BOOST_TEST(peer_error.empty(), peer_error);
 }
