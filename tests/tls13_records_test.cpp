@@ -201,3 +201,27 @@ BOOST_AUTO_TEST_CASE(a_key_log_secret_is_read_from_its_hex) {
   BOOST_TEST(!s.assign_hex(std::string(63, 'a') + "g"));
   BOOST_TEST(s.size == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(a_requested_key_update_is_answered_before_the_next_data) {
+  ends e(0x1301);
+  // The sender asks for an update (its own key change is not the point here).
+  net::byte_buffer ask;
+  std::error_code ec;
+  static constexpr char key_update_requested[] = {24, 0, 0, 1, 1};
+  e.sender->seal_one(22, asio::buffer(key_update_requested), ask, ec);
+  BOOST_TEST_REQUIRE(!ec);
+  std::size_t records = 0;
+  BOOST_TEST(open_all(*e.receiver, std::string(ask.data(), ask.size()), records, ec).empty());
+  BOOST_TEST_REQUIRE(!ec, ec.message());
+  BOOST_TEST(e.receiver->key_update_owed());
+
+  // The receiver's next data comes after its own KeyUpdate, under its next key: the sender
+  // reads both only if both are right.
+  const std::string data = pattern(500);
+  const std::string wire = sealed(*e.receiver, data, {});
+  BOOST_TEST(!e.receiver->key_update_owed());
+  const std::string plain = open_all(*e.sender, wire, records, ec);
+  BOOST_TEST(!ec, ec.message());
+  BOOST_TEST(records == 2u);  // the KeyUpdate, then the data
+  BOOST_TEST((plain == data));
+}
