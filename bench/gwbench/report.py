@@ -87,11 +87,13 @@ def latency(results, rep):
 
 
 def tls(results, rep):
-    """S1 and S2 with TLS next to the same cases in clear, from the same run."""
+    """S1, S2 and the mixed shapes with TLS next to the same cases in clear, from the same run."""
     by_name = {r["name"]: r for r in results}
     rows = []
-    for case in ("S1", "S2"):
-        plain, secure = by_name[case], by_name[case + "-tls"]
+    for plain in results:
+        secure = by_name.get(plain["name"] + "-tls")
+        if not secure:
+            continue
         ratio = (secure["deliveries_per_s"] / plain["deliveries_per_s"]
                  if plain["deliveries_per_s"] else 0.0)
         for r in (plain, secure):

@@ -45,11 +45,11 @@ def mixed(name, suppliers, n=4, consumer_extra=""):
 
 
 def tls_pairs():
-    """S1 and S2 in clear and with TLS, in one run: the ratio is what TLS costs on this machine
-    at this moment (report.tls)."""
-    return [one_to_one("S1"), fan_out("S2", consumer_extra=LOSSLESS),
-            dataclasses.replace(one_to_one("S1-tls"), tls=True),
-            dataclasses.replace(fan_out("S2-tls", consumer_extra=LOSSLESS), tls=True)]
+    """S1, S2 and the mixed shapes (default policy) in clear and with TLS, in one run: the ratio
+    is what TLS costs on this machine at this moment (report.tls)."""
+    plain = [one_to_one("S1"), fan_out("S2", consumer_extra=LOSSLESS),
+             mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
+    return plain + [dataclasses.replace(c, name=c.name + "-tls", tls=True) for c in plain]
 
 
 def fan_in(name, suppliers=4):
@@ -125,9 +125,9 @@ SCENARIOS = [
     Scenario("models", "Concurrency models: S1, the mixed shapes (S3) and S4 (100k frames/s) "
                        "per model",
              lambda secs: PER_MODEL, report.models, per_model=True),
-    # Last: until the consumer leg's TLS lands, --tls-legs both fails here, after the rest ran.
-    Scenario("tls", "TLS: S1 and S2 in clear, then with mutual TLS on the run's --tls-legs "
-                    "(supplier, or both legs), P-256 certificates",
+    Scenario("tls", "TLS: S1, S2 and the mixed shapes (S3, default policy) in clear, then with "
+                    "mutual TLS on the run's --tls-legs (supplier, or both legs), P-256 "
+                    "certificates",
              lambda secs: tls_pairs(), report.tls),
 ]
 KEYS = [s.key for s in SCENARIOS]
