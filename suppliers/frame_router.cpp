@@ -43,8 +43,8 @@ void frame_router::credit(std::span<const routing::pattern_index> patterns,
 
 void frame_router::publish_hits() noexcept {
   for (route_memo::entry& e : memo_.entries()) {
-    credit(e.result().patterns, e.run);
-    e.run = 0;
+    credit(e.answer.result().patterns, e.answer.run);
+    e.answer.run = 0;
   }
   for (const routing::pattern_index p : touched_patterns_) {
     snapshot_->pattern_hits[p].fetch_add(pattern_hits_[p], std::memory_order_relaxed);
@@ -55,19 +55,20 @@ void frame_router::publish_hits() noexcept {
 
 routing::lookup_result frame_router::answer(std::string_view address) {
   if (route_memo::entry* e = memo_.find(address)) {
-    ++e->run;
-    return e->result();
+    ++e->answer.run;
+    return e->answer.result();
   }
   const auto result = cache_.lookup(*snapshot_->table, address, scratch_);
-  if (!route_memo::fits(address, result)) {
+  if (!route_memo::fits(address) || !route_answer::fits(result)) {
     credit(result.patterns, 1);
     return result;  // valid until the next lookup, which is after this frame is routed
   }
-  route_memo::entry& old = memo_.victim();
+  const route_answer& old = memo_.victim().answer;
   credit(old.result().patterns, old.run);
-  route_memo::entry& e = memo_.remember(address, result);
-  e.run = 1;
-  return e.result();
+  route_memo::entry& e = memo_.remember(address);
+  e.answer = route_answer::of(result);
+  e.answer.run = 1;
+  return e.answer.result();
 }
 
 bool frame_router::route(std::string_view address, const protocol::frame_slice& slice) {
@@ -97,9 +98,9 @@ void frame_router::supplier(std::string_view identity) noexcept {
 
 bool frame_router::permitted(std::string_view address) noexcept {
   if (allows_all_) return true;
-  if (const int known = permits_.find(address); known >= 0) return known == 1;
+  if (const permission_memo::entry* known = permits_.find(address)) return known->answer;
   const bool answer = permissions_->permitted(rule_, address);
-  permits_.remember(address, answer);
+  if (permission_memo::fits(address)) permits_.remember(address).answer = answer;
   return answer;
 }
 
