@@ -169,20 +169,21 @@ void tls13_records::nonce(const direction& d, unsigned char out[12]) const noexc
     out[11 - i] ^= static_cast<unsigned char>(d.sequence >> (8 * i));
 }
 
-void tls13_records::seal(std::span<const asio::const_buffer> plain, byte_buffer& out,
-                         std::error_code& ec) {
+std::size_t tls13_records::seal(std::span<const asio::const_buffer> plain, byte_buffer& out,
+                                std::error_code& ec) {
   if (key_update_owed_) seal_owed_key_update(out, ec);
   std::size_t total = 0;
   for (const asio::const_buffer& piece : plain)
     total += piece.size();
   std::size_t piece = 0;
   std::size_t offset = 0;
-  while (total && !ec) {
-    const std::size_t n = std::min(total, max_plaintext);
+  for (std::size_t left = total; left && !ec;) {
+    const std::size_t n = std::min(left, max_plaintext);
     seal_record(content_application_data, plain, piece, offset, n, out, ec);
-    total -= n;
+    left -= n;
     if (!ec && write_.sequence >= records_per_key) seal_key_update(false, out, ec);
   }
+  return total;
 }
 
 void tls13_records::seal_close_notify(byte_buffer& out, std::error_code& ec) {

@@ -64,8 +64,10 @@ class tls13_records {
   tls13_records& operator=(const tls13_records&) = delete;
 
   // Appends the records that carry `plain` in order (application data, 16 KiB each, one
-  // encryption pass from the pieces into `out`). A KeyUpdate we owe goes first.
-  void seal(std::span<const asio::const_buffer> plain, byte_buffer& out, std::error_code& ec);
+  // encryption pass from the pieces into `out`). A KeyUpdate we owe goes first. Returns the
+  // pieces' total size.
+  std::size_t seal(std::span<const asio::const_buffer> plain, byte_buffer& out,
+                   std::error_code& ec);
   // Appends an alert record: close_notify.
   void seal_close_notify(byte_buffer& out, std::error_code& ec);
   // Appends one record of content type `type` (RFC 8446 5.1: 21 alert, 22 handshake,

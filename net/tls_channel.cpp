@@ -183,16 +183,15 @@ std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& e
 }
 
 std::size_t tls_channel::seal(std::span<const asio::const_buffer> plain, std::error_code& ec) {
-  std::size_t total = 0;
-  for (const asio::const_buffer& piece : plain)
-    total += piece.size();
   if (records_) {
-    records_->seal(plain, out_, ec);
+    const std::size_t total = records_->seal(plain, out_, ec);
     return ec ? 0 : total;
   }
+  std::size_t total = 0;
   for (const asio::const_buffer& piece : plain) {
     encrypt(piece, ec);
     if (ec) return 0;
+    total += piece.size();
   }
   return total;
 }
