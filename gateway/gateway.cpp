@@ -33,6 +33,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       stop_deadline_(control_),
       stop_timer_(control_),
       retirement_(control_),
+      notify_(executor_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_,

@@ -187,8 +187,10 @@ void gateway::finish_shutdown() {
     signals_.cancel(ignored);
   });
   sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
-  // The pings go on through the drain (it may outlast WatchdogSec) and stop only here.
+  // The pings go on through the drain (it may outlast WatchdogSec) and stop only here; a
+  // notification still waiting for room in systemd's socket would keep the pool alive.
   watchdog_.stop();
+  notify_.stop();
   log_flush_.stop();
   // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
   // runs out of work and the pool's threads leave on their own.

@@ -2,7 +2,7 @@
 
 namespace gatewayd::gateway {
 
-watchdog::watchdog(const runtime::executor& ex, const systemd_notify& notify)
+watchdog::watchdog(const runtime::executor& ex, systemd_notify& notify)
     : notify_(notify),
       period_(notify.watchdog_timeout() / 2),
       timer_(ex, period_, [this] { notify_.watchdog(); }) {}

@@ -12,7 +12,7 @@ namespace gatewayd::gateway {
 
 class watchdog {
  public:
-  watchdog(const runtime::executor& ex, const systemd_notify& notify);
+  watchdog(const runtime::executor& ex, systemd_notify& notify);
 
   // Pings every half of the watchdog timeout systemd asked for; nothing when it asked none.
   void start();
@@ -21,7 +21,7 @@ class watchdog {
   std::chrono::microseconds period() const noexcept { return period_; }
 
  private:
-  const systemd_notify& notify_;
+  systemd_notify& notify_;
   std::chrono::microseconds period_;
   // The pings run on a pool thread like every other event: if none is free for a whole
   // timeout, the ping is late and systemd acts.

@@ -3,11 +3,6 @@
 #define BOOST_TEST_MODULE notify
 #include <boost/test/unit_test.hpp>
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
-
 #include <asio.hpp>
 #include <csignal>
 #include <cstdlib>
@@ -18,6 +13,7 @@
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/notify_listener.hpp"
 #include "tests/support/test_peers.hpp"
 
 using namespace gatewayd::test;
@@ -25,80 +21,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-// A unix datagram socket at an absolute path, as systemd's own notify socket is.
-class notify_listener {
- public:
-  struct message {
-    std::string text;
-    clock_type::time_point at;
-  };
-
-  explicit notify_listener(const std::filesystem::path& path) : path_(path.string()) {
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    BOOST_TEST_REQUIRE(fd_ >= 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    BOOST_TEST_REQUIRE(path_.size() < sizeof addr.sun_path);
-    path_.copy(addr.sun_path, path_.size());
-    BOOST_TEST_REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  }
-  ~notify_listener() { ::close(fd_); }
-  notify_listener(const notify_listener&) = delete;
-  notify_listener& operator=(const notify_listener&) = delete;
-
-  std::string env() const { return "NOTIFY_SOCKET=" + path_; }
-
-  // The next datagram within `timeout`.
-  std::optional<message> next(std::chrono::milliseconds timeout) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return std::nullopt;
-    char buffer[4096];
-    const ssize_t n = ::recv(fd_, buffer, sizeof buffer, 0);
-    if (n < 0) return std::nullopt;
-    message m{std::string(buffer, static_cast<std::size_t>(n)), clock_type::now()};
-    seen_.push_back(m);
-    return m;
-  }
-  // Reads until a datagram holds `line` (a whole "KEY=value" line); earlier ones are kept in
-  // seen().
-  std::optional<message> wait_for(const std::string& line, std::chrono::milliseconds timeout) {
-    const auto deadline = clock_type::now() + timeout;
-    while (clock_type::now() < deadline) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-      auto m = next(std::max(left, 1ms));
-      if (m && has_line(m->text, line)) return m;
-    }
-    return std::nullopt;
-  }
-  const std::vector<message>& seen() const { return seen_; }
-
-  static std::string framed(const std::string& text) {
-    std::string s = "\n";
-    s += text;
-    s += '\n';
-    return s;
-  }
-  static bool has_line(const std::string& text, const std::string& line) {
-    return framed(text).find(framed(line)) != std::string::npos;
-  }
-  static std::optional<std::string> value_of(const std::string& text, const std::string& key) {
-    const auto full = framed(text);
-    std::string start_of = "\n";
-    start_of += key;
-    start_of += '=';
-    const auto at = full.find(start_of);
-    if (at == std::string::npos) return std::nullopt;
-    const auto start = at + start_of.size();
-    return full.substr(start, full.find('\n', start) - start);
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  std::vector<message> seen_;
-};
 
 std::uint64_t monotonic_usec() {
   timespec ts{};
@@ -123,7 +45,7 @@ bool accepts(unsigned short port) {
 
 BOOST_AUTO_TEST_CASE(ready_reloading_watchdog_stopping_from_the_real_daemon) {
   temp_dir sock_dir;
-  notify_listener systemd(sock_dir.path() / "notify");
+  notify_listener systemd((sock_dir.path() / "notify").string());
   test_consumer c;
   // WatchdogSec=2: the daemon must ping every second.
   gateway_fixture gw(consumer_toml("c", c.endpoint()) + route_toml("n.>", {"c"}), "",
@@ -185,7 +107,7 @@ BOOST_AUTO_TEST_CASE(ready_reloading_watchdog_stopping_from_the_real_daemon) {
 
 BOOST_AUTO_TEST_CASE(a_failed_reload_still_reports_ready_with_the_failure_in_status) {
   temp_dir sock_dir;
-  notify_listener systemd(sock_dir.path() / "notify");
+  notify_listener systemd((sock_dir.path() / "notify").string());
   test_consumer c;
   gateway_fixture gw(consumer_toml("c", c.endpoint()) + route_toml("n.>", {"c"}), "",
                      {systemd.env()});
@@ -205,15 +127,15 @@ BOOST_AUTO_TEST_CASE(a_failed_reload_still_reports_ready_with_the_failure_in_sta
 // (every thread stuck) stops the pings, which is what lets systemd restart a wedged daemon.
 BOOST_AUTO_TEST_CASE(watchdog_pings_stop_while_the_event_loop_is_wedged) {
   temp_dir sock_dir;
-  notify_listener systemd(sock_dir.path() / "notify");
+  notify_listener systemd((sock_dir.path() / "notify").string());
   ::setenv("NOTIFY_SOCKET", (sock_dir.path() / "notify").c_str(), 1);
   ::setenv("WATCHDOG_USEC", "200000", 1);  // ping every 100 ms
   ::unsetenv("WATCHDOG_PID");
-  gatewayd::gateway::systemd_notify notify;
+  asio::io_context ioc;
+  gatewayd::gateway::systemd_notify notify(gatewayd::runtime::make_executor(ioc));
   BOOST_TEST(notify.enabled());
   BOOST_TEST(notify.watchdog_timeout() == std::chrono::microseconds(200000));
 
-  asio::io_context ioc;
   gatewayd::gateway::watchdog dog(gatewayd::runtime::make_executor(ioc), notify);
   BOOST_TEST(dog.period() == std::chrono::microseconds(100000));
   dog.start();
@@ -245,11 +167,11 @@ BOOST_AUTO_TEST_CASE(watchdog_pings_stop_while_the_event_loop_is_wedged) {
 BOOST_AUTO_TEST_CASE(no_notify_socket_means_no_watchdog_and_no_effect) {
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");
-  gatewayd::gateway::systemd_notify notify;
+  asio::io_context ioc;
+  gatewayd::gateway::systemd_notify notify(gatewayd::runtime::make_executor(ioc));
   BOOST_TEST(!notify.enabled());
   BOOST_TEST(notify.watchdog_timeout().count() == 0);
   notify.ready("x");  // nothing to send to: must simply return
-  asio::io_context ioc;
   gatewayd::gateway::watchdog dog(gatewayd::runtime::make_executor(ioc), notify);
   dog.start();
   BOOST_TEST(ioc.run_for(50ms) == 0u);  // no timer was armed
