@@ -94,8 +94,9 @@ void gateway_fixture::restart(const std::string& log_name, const std::vector<std
 }
 
 void gateway_fixture::start(const std::string& log_name, const std::vector<std::string>& env) {
+  const char* other = std::getenv("GATEWAYD_TEST_DAEMON");
   daemon = std::make_unique<daemon_process>(
-      GATEWAYD_BINARY,
+      other && *other ? other : GATEWAYD_BINARY,
       std::vector<std::string>{"--config", config_path(), "--ports-file", ports_path()},
       dir.path() / log_name, env);
   const auto json = read_ports_file(ports_path(), *daemon, std::chrono::seconds(20));

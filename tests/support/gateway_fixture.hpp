@@ -1,5 +1,6 @@
 // Starts the real gatewayd on generated configs (ports chosen by the kernel) and tells the
-// test where it listens, from the daemon's --ports-file.
+// test where it listens, from the daemon's --ports-file. GATEWAYD_TEST_DAEMON=PATH runs another
+// build of the daemon instead of this one (to show a test failing on the build before a fix).
 #pragma once
 
 #include <chrono>
