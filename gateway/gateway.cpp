@@ -30,7 +30,6 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
       signal_strand_(runtime::make_strand(executor_)),
-      stop_deadline_(control_),
       stop_timer_(control_),
       retirement_(control_),
       notify_(executor_),
@@ -139,7 +138,7 @@ void gateway::start_metrics() {
                << "/metrics (and /healthz, /readyz, /connz, /routez)";
 }
 
-bool gateway::run() {
+void gateway::run() {
   wait_for_signal();
   try {
     watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
@@ -163,10 +162,10 @@ bool gateway::run() {
   notify_.ready(serving_status());
   model_->start();
   model_->join();
+  deadline_.ended();  // a forced stop got the threads back: no need to end the process itself
   // What the rate limits still hold back, whether or not its second is over.
   log::flush_suppressed(log::rate_limit::clock::time_point::max());
   GW_LOG(info) << "gatewayd stopped";
-  return !forced_;
 }
 
 void gateway::reload(std::string trigger) {

@@ -18,6 +18,7 @@
 #include "consumers/queue_budget.hpp"
 #include "gateway/config_watcher.hpp"
 #include "gateway/consumer_retirement.hpp"
+#include "gateway/stop_deadline.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
@@ -49,12 +50,15 @@ class gateway {
   gateway& operator=(const gateway&) = delete;
 
   // Runs until SIGINT/SIGTERM (or shutdown()) has drained and stopped everything. SIGHUP
-  // and a change of the configuration files reload (see reload()). False when the stop had to
-  // be forced (the drain outlived drain_timeout_ms + stop_grace).
-  bool run();
+  // and a change of the configuration files reload (see reload()). A stop that outlives its
+  // deadline is forced (logged as an error, what was left named) and returns all the same.
+  void run();
 
-  // How much longer than lame_duck_ms + drain_timeout_ms a stop may take before it is forced.
-  static constexpr std::chrono::seconds stop_grace{2};
+  // How much longer than lame_duck_ms + drain_timeout_ms a stop may take, all told: it is
+  // forced stop_grace - stop_leave_grace after them, and the pool's threads then have
+  // stop_leave_grace to leave before the process ends without them.
+  static constexpr std::chrono::milliseconds stop_grace{2000};
+  static constexpr std::chrono::milliseconds stop_leave_grace{500};
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
@@ -81,7 +85,9 @@ class gateway {
   void wait_for_suppliers(std::chrono::steady_clock::time_point leave_by);
   void drain_consumers(std::chrono::milliseconds within);
   void cut_drain_short();
-  void force_stop();
+  // On the stop deadline's own thread (stop_deadline): never touches what the strands own.
+  void force_stop(const std::vector<std::shared_ptr<consumers::consumer>>& consumers);
+  [[noreturn]] void abandon_stop();
   void finish_shutdown();
   void start_metrics();
   void do_reload(std::string_view trigger);
@@ -125,7 +131,6 @@ class gateway {
   bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
-  asio::steady_timer stop_deadline_;         // on control_: forces a stop that outlives its bound
   asio::steady_timer stop_timer_;   // on control_: the lame duck, then the suppliers' leaving
   consumer_retirement retirement_;  // on control_: consumers removed by a reload
   systemd_notify notify_;
@@ -140,11 +145,11 @@ class gateway {
   net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
   bool shutting_down_ = false;
   bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
-  bool stopped_ = false;           // the drain finished
-  bool forced_ = false;            // the stop deadline passed first
   std::size_t draining_ = 0;
   std::uint64_t undelivered_ = 0;
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
+  // Last: its thread, if a stop started it, reads the members above until it is joined.
+  stop_deadline deadline_;
 };
 
 }  // namespace gatewayd::gateway

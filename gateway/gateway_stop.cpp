@@ -1,8 +1,11 @@
 // How the daemon stops: SIGINT/SIGTERM, an optional lame duck in which a balancer notices the
 // node is leaving and its suppliers are asked to leave, the drain of every consumer, its hard
 // deadline, and a second signal that cuts it all short.
+#include <unistd.h>
+
 #include <csignal>
 #include <string>
+#include <vector>
 
 #include "gateway/gateway.hpp"
 #include "runtime/log.hpp"
@@ -55,11 +58,16 @@ void gateway::begin_shutdown() {
   shutting_down_ = true;
   serving_.draining.store(true);
   if (watcher_) watcher_->stop();
-  // Whatever happens to the lame duck and the drain, the stop ends by this deadline.
-  stop_deadline_.expires_after(service_.lame_duck + service_.drain_timeout + stop_grace);
-  stop_deadline_.async_wait([this](std::error_code ec) {
-    if (!ec) force_stop();
-  });
+  // Whatever happens to the lame duck, the drain or the pool's threads, the stop ends by
+  // lame_duck_ms + drain_timeout_ms + stop_grace: kept by a thread of its own, which nothing on
+  // the pool can hold up. The consumers are its own copy: consumers_ belongs to this strand.
+  std::vector<std::shared_ptr<consumers::consumer>> left;
+  for (const auto& [name, c] : consumers_)
+    left.push_back(c);
+  deadline_.arm(steady_clock::now() + service_.lame_duck + service_.drain_timeout + stop_grace -
+                    stop_leave_grace,
+                stop_leave_grace,
+                {[this, left = std::move(left)] { force_stop(left); }, [this] { abandon_stop(); }});
   const auto lame_duck = service_.lame_duck;
   if (lame_duck.count() == 0) return drain_consumers(service_.drain_timeout);
   GW_LOG(info) << "lame duck for " << lame_duck.count()
@@ -153,19 +161,37 @@ void gateway::cut_drain_short() {
     c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
 }
 
-// The stop did not end by lame_duck_ms + drain_timeout_ms + stop_grace: something is stuck that
-// the drain deadline could not end. Stop the threads; the process exits with an error.
-void gateway::force_stop() {
-  if (stopped_) return;
-  forced_ = true;
-  GW_LOG(error) << "the stop did not end within lame_duck_ms + drain_timeout_ms + "
-                << std::chrono::duration_cast<std::chrono::milliseconds>(stop_grace).count()
-                << " ms (" << draining_ << " consumer(s) still draining); forcing it";
+// On the deadline's thread: the stop is not over by lame_duck_ms + drain_timeout_ms and most of
+// stop_grace, so something holds the pool that the drain deadline could not end. What was left
+// is read from atomics only (the strands' state may be held by a stuck thread); then the pool
+// is stopped. The stop was asked for, so the exit status stays 0; the error says it was forced.
+void gateway::force_stop(const std::vector<std::shared_ptr<consumers::consumer>>& consumers) {
+  std::uint64_t queued = 0;
+  for (const auto& c : consumers) {
+    const auto n = c->stats().queued_frames.load();
+    queued += n;
+    if (n) {
+      GW_LOG(error) << "stop forced: consumer " << c->name() << ": " << n << " frames queued";
+    }
+  }
+  GW_LOG(error) << "stop forced: not over within lame_duck_ms + drain_timeout_ms + "
+                << (stop_grace - stop_leave_grace).count() << " ms; left: " << queued
+                << " frames queued for " << consumers.size() << " consumer(s), "
+                << supplier_stats_.connections.load()
+                << " supplier connection(s) open; stopping the threads (exit status 0)";
   model_->stop();
 }
 
+// On the deadline's thread: stop_leave_grace after force_stop() a pool thread is still inside
+// a handler that does not return (blocked in a system call, say). Nothing is left to wait for.
+void gateway::abandon_stop() {
+  GW_LOG(error) << "stop forced: the threads did not leave within " << stop_leave_grace.count()
+                << " ms (one is blocked); exiting now (exit status 0)";
+  log::flush_suppressed(log::rate_limit::clock::time_point::max());
+  ::_exit(0);
+}
+
 void gateway::finish_shutdown() {
-  stopped_ = true;
   GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
   // The counters' last values, which no scrape can read once the process is gone: with the
   // other nodes' and the consumers', they account for every frame a fleet was sent.
@@ -176,7 +202,6 @@ void gateway::finish_shutdown() {
     GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
                  << " frames, dropped " << c->stats().dropped_total();
   }
-  stop_deadline_.cancel();
   stop_timer_.cancel();
   // On the signal strand: on_signal re-arms the wait there after posting a stop, and a cancel
   // from here could come first and find nothing to cancel, leaving the pool a wait that never
