@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -42,6 +43,19 @@ void send_frames(test_supplier& s, int first, int count) {
     }
   }
   if (!batch.empty()) s.send(batch);
+}
+
+// Where each of the process's threads sleeps in the kernel (/proc/PID/task/*/wchan): a daemon
+// that does not stop shows why ("unix_wait_for_peer": a send waiting for the notify reader).
+std::string wait_channels(pid_t pid) {
+  std::string out;
+  std::error_code ec;
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
+    out +=
+        task.path().filename().string() + ":" + read_text((task.path() / "wchan").string()) + " ";
+  }
+  return out;
 }
 
 // Every frame the consumer got, checked for order: none lost, reordered or twice.
@@ -102,7 +116,9 @@ BOOST_AUTO_TEST_CASE(a_stop_ends_in_time_and_delivers_everything_while_systemd_r
   // lame_duck_ms (0) + drain_timeout_ms (5000) + stop_grace (2000).
   const auto code = gw.daemon->wait_exit(7s);
   const auto took = clock_type::now() - t0;
-  BOOST_TEST_REQUIRE(code.has_value(), "still running 7 s after SIGTERM:\n" << gw.daemon->log());
+  BOOST_TEST_REQUIRE(code.has_value(), "still running 7 s after SIGTERM; threads waiting in "
+                                           << wait_channels(gw.daemon->pid()) << "\n"
+                                           << gw.daemon->log());
   BOOST_TEST(*code == 0);
   BOOST_TEST((took < 7s), "stop took " << ms(took) << " ms");
   BOOST_TEST_MESSAGE("stopped " << ms(took) << " ms after SIGTERM");
