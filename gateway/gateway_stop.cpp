@@ -64,10 +64,14 @@ void gateway::begin_shutdown() {
   std::vector<std::shared_ptr<consumers::consumer>> left;
   for (const auto& [name, c] : consumers_)
     left.push_back(c);
-  deadline_.arm(steady_clock::now() + service_.lame_duck + service_.drain_timeout + stop_grace -
-                    stop_leave_grace,
-                stop_leave_grace,
-                {[this, left = std::move(left)] { force_stop(left); }, [this] { abandon_stop(); }});
+  const bool armed = deadline_.arm(
+      steady_clock::now() + service_.lame_duck + service_.drain_timeout + stop_grace -
+          stop_leave_grace,
+      stop_leave_grace,
+      {[this, left = std::move(left)] { force_stop(left); }, [this] { abandon_stop(); }});
+  if (!armed) {
+    GW_LOG(error) << "cannot start the stop deadline's thread: this stop has no hard deadline";
+  }
   const auto lame_duck = service_.lame_duck;
   if (lame_duck.count() == 0) return drain_consumers(service_.drain_timeout);
   GW_LOG(info) << "lame duck for " << lame_duck.count()

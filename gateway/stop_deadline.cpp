@@ -1,5 +1,7 @@
 #include "gateway/stop_deadline.hpp"
 
+#include <system_error>
+
 namespace gatewayd::gateway {
 
 stop_deadline::~stop_deadline() {
@@ -7,12 +9,17 @@ stop_deadline::~stop_deadline() {
   if (thread_.joinable()) thread_.join();
 }
 
-void stop_deadline::arm(clock::time_point at, clock::duration leave_grace, actions what) {
+bool stop_deadline::arm(clock::time_point at, clock::duration leave_grace, actions what) {
   std::lock_guard lock(mutex_);
-  if (phase_ != phase::idle) return;
+  if (phase_ != phase::idle) return true;
+  try {
+    thread_ = std::thread(
+        [this, at, leave_grace, what = std::move(what)] { run(at, leave_grace, what); });
+  } catch (const std::system_error&) {
+    return false;
+  }
   phase_ = phase::waiting;
-  thread_ =
-      std::thread([this, at, leave_grace, what = std::move(what)] { run(at, leave_grace, what); });
+  return true;
 }
 
 void stop_deadline::ended() {
@@ -24,7 +31,7 @@ void stop_deadline::ended() {
 }
 
 // The actions run without the lock: force() stops the pool, whose leaving calls ended().
-void stop_deadline::run(clock::time_point at, clock::duration leave_grace, actions what) {
+void stop_deadline::run(clock::time_point at, clock::duration leave_grace, const actions& what) {
   std::unique_lock lock(mutex_);
   if (changed_.wait_until(lock, at, [this] { return phase_ == phase::ended; })) return;
   phase_ = phase::forced;

@@ -25,8 +25,9 @@ class stop_deadline {
   stop_deadline(const stop_deadline&) = delete;
   stop_deadline& operator=(const stop_deadline&) = delete;
 
-  // Starts the thread, once (a later call is ignored): it waits until `at` for ended().
-  void arm(clock::time_point at, clock::duration leave_grace, actions what);
+  // Starts the thread, once (a later call is ignored): it waits until `at` for ended(). False
+  // when no thread could be started (the process is out of threads): there is no deadline.
+  bool arm(clock::time_point at, clock::duration leave_grace, actions what);
   // The pool's threads have left: the stop is over, in time or forced. Any thread.
   void ended();
 
@@ -34,7 +35,7 @@ class stop_deadline {
   // What the deadline's thread is doing; changed under mutex_ only.
   enum class phase : unsigned char { idle, waiting, forced, ended };
 
-  void run(clock::time_point at, clock::duration leave_grace, actions what);
+  void run(clock::time_point at, clock::duration leave_grace, const actions& what);
 
   std::mutex mutex_;
   std::condition_variable changed_;
