@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/service_config.hpp"
 #include "harness_consumer.hpp"
@@ -69,6 +70,11 @@ std::optional<options> parse(int argc, char** argv) {
 std::optional<std::string> unsupported(const config::full_config& c) {
   if (c.service.tls_files()) return "[tls] on the supplier listener";
   if (c.service.proxy_protocol) return "proxy_protocol";
+  if (!c.service.allow.empty()) return "allow (the harness accepts every supplier)";
+  if (!c.routing.suppliers.empty() ||
+      c.routing.suppliers_default.publish != std::vector<std::string>{">"} ||
+      !c.routing.suppliers_default.deny.empty())
+    return "publish permissions (the harness lets every supplier publish anything)";
   for (const auto& spec : c.routing.consumers) {
     if (spec.tls) return "consumer " + spec.name + ": tls";
     if (spec.overflow == consumers::overflow_policy::disconnect)
