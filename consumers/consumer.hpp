@@ -112,6 +112,15 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // Frames the socket took whole: sent, and their budget given back.
   void count_sent(frame_counts sent) noexcept;
   void publish_depth_locked() noexcept;
+  // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
+  // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
+  // queue, so that its limits are what a dashboard shows. Returns the connection the disconnect
+  // policy gave up (0: none), for settle_policy() to drop.
+  std::uint64_t hold_to_limits_locked(admission& a, protocol::release_batch& released);
+  // The disconnect policy fired with the link up: no write may start on it from here on.
+  std::uint64_t give_up_link_locked() noexcept;
+  // Outside the lock: counts what the policy dropped and has the strand drop `slow_conn`.
+  void settle_policy(const admission& a, std::uint64_t slow_conn);
 
   // Backpressure: suppliers paused on this consumer leave the list under the lock and are
   // resumed outside it.

@@ -229,3 +229,112 @@ BOOST_FIXTURE_TEST_CASE(a_pause_at_the_high_water_mark_ends_when_the_socket_refu
   BOOST_REQUIRE(r->wait_frames(big.count(), 10s));
   BOOST_TEST(close_consumer(*c, 1s) == 0u);
 }
+
+// What a consumer queued while it still counted as keeping up (every frame, past its limits)
+// meets its policy the moment it becomes congested, not only what comes after: the queue is
+// within its limits within slow_after of the stall even when nothing more is put (the issue
+// saw 5.8x queue_capacity held for as long as the consumer stalled).
+namespace {
+
+constexpr std::uint32_t overshoot_capacity = 500;
+constexpr std::size_t overshoot_frames = 2000;
+
+// The frames of `r` sent to `address`, by their numbers.
+std::vector<std::size_t> seqs_to(const receiver& r, std::string_view address) {
+  std::vector<std::size_t> out;
+  for (const auto& f : r.frames()) {
+    const auto p = gs::parse_frame(f, gs::default_max_payload);
+    if (p.state == gs::parse_result::status::frame && p.frame.address == address)
+      out.push_back(seq_of(f));
+  }
+  return out;
+}
+
+struct overshoot {
+  io_fixture& io;
+  peer p{0, 4096};
+  std::shared_ptr<gc::consumer> c;
+  std::optional<receiver> r;
+  frame_source big{big_payload, "t.fill"};
+  frame_source small{64, "t.small"};
+
+  // A consumer with `policy` whose socket stopped taking bytes, given 1 s to catch up, is put
+  // 2,000 small frames within that grace: all of them queue, 4x its capacity of 500.
+  overshoot(io_fixture& fixture, gc::overflow_policy policy) : io(fixture) {
+    c = io.make(spec(p.address(), overshoot_capacity, policy), nullptr, {}, 1s);
+    r = p.accept(2s);
+    BOOST_REQUIRE(r);
+    BOOST_REQUIRE(wait_until([&] { return !c->stats().congested.load(); }, 2s));
+    fill_until_stuck(*c, big);
+    auto listener = std::make_shared<test_listener>();
+    put_all(*c, small.make(overshoot_frames), listener);
+    BOOST_TEST_REQUIRE(c->stats().queued_frames.load() == overshoot_frames);
+    BOOST_TEST_REQUIRE(!c->stats().congested.load());
+    BOOST_TEST_REQUIRE(c->stats().dropped_total() == 0u);
+  }
+  // True once the queue is within its capacity (after the grace: nothing else trims it).
+  bool held_to_capacity() {
+    return wait_until([&] { return c->stats().queued_frames.load() <= overshoot_capacity; }, 4s);
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_drop_oldest_trims_the_oldest_of_what_it_holds, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::drop_oldest);
+  BOOST_TEST_REQUIRE(o.held_to_capacity());
+  BOOST_TEST(o.c->stats().congested.load());
+  BOOST_TEST(o.c->stats().queued_frames.load() == overshoot_capacity);
+  BOOST_TEST(dropped(*o.c, gc::drop_reason::queue_full) == overshoot_frames - overshoot_capacity);
+  BOOST_TEST(o.c->stats().dropped_total() == overshoot_frames - overshoot_capacity);
+  // Once the peer reads: every fill frame, then the 500 newest small ones, in order.
+  BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_capacity, 10s));
+  const auto s = seqs_to(*o.r, "t.small");
+  BOOST_TEST_REQUIRE(s.size() == overshoot_capacity);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    BOOST_TEST_REQUIRE(s[i] == overshoot_frames - overshoot_capacity + i);
+  BOOST_TEST(seqs_to(*o.r, "t.fill").size() == o.big.count());
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_drop_newest_trims_the_newest_of_what_it_holds, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::drop_newest);
+  BOOST_TEST_REQUIRE(o.held_to_capacity());
+  BOOST_TEST(o.c->stats().queued_frames.load() == overshoot_capacity);
+  BOOST_TEST(dropped(*o.c, gc::drop_reason::queue_full) == overshoot_frames - overshoot_capacity);
+  BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_capacity, 10s));
+  const auto s = seqs_to(*o.r, "t.small");
+  BOOST_TEST_REQUIRE(s.size() == overshoot_capacity);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    BOOST_TEST_REQUIRE(s[i] == i);  // the oldest, without a gap
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_disconnect_discards_a_backlog_over_its_limits, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::disconnect);
+  BOOST_TEST_REQUIRE(o.held_to_capacity());
+  BOOST_TEST(o.c->stats().queued_frames.load() == 0u);
+  BOOST_TEST(dropped(*o.c, gc::drop_reason::slow_consumer) >= overshoot_frames);
+  // The link is dropped as a put that did not fit drops it, and redialled.
+  BOOST_TEST(wait_until(
+      [&] {
+        return o.c->stats()
+                   .disconnects[static_cast<std::size_t>(gc::disconnect_reason::slow_consumer)]
+                   .load() == 1;
+      },
+      2s));
+  BOOST_REQUIRE(o.r->wait_eof(5s));
+  BOOST_TEST(seqs_to(*o.r, "t.small").empty());
+  BOOST_TEST(o.p.accept(3s).has_value());
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_backpressure_keeps_what_it_holds, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::backpressure);
+  BOOST_TEST_REQUIRE(wait_until([&] { return o.c->stats().congested.load(); }, 3s));
+  BOOST_TEST(o.c->stats().queued_frames.load() >= overshoot_frames);
+  BOOST_TEST(o.c->stats().dropped_total() == 0u);
+  BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_frames, 10s));
+  BOOST_TEST(seqs_to(*o.r, "t.small").size() == overshoot_frames);
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}

@@ -1,5 +1,6 @@
 // Starts the real gatewayd on generated configs (ports chosen by the kernel) and tells the
-// test where it listens, from the daemon's --ports-file.
+// test where it listens, from the daemon's --ports-file. GATEWAYD_TEST_BINARY=PATH runs another
+// build of it instead (a "before" figure: the same test against main's binary).
 #pragma once
 
 #include <chrono>
