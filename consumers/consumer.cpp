@@ -105,6 +105,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // table that no longer names it.
       if (!closing_ && (backpressure || gateway_behind)) {
         result.pause_supplier = true;
+        result.paused_by_consumer = backpressure;
         paused_.add(listener);
       }
       if (connected_ && !queue_.empty() && (drain_->writer_per_caller() || !writing_)) {

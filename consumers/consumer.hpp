@@ -50,7 +50,12 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   struct put_result {
     std::uint32_t queued = 0;     // frames accepted into the queue
     bool pause_supplier = false;  // backpressure: the caller should stop reading until resumed
-    bool wrote = false;           // the caller's thread wrote the frames (or writes them now)
+    // The pause is the consumer's own: a backpressure consumer at its limits, which resumes the
+    // caller only once it has drained, however long that takes. Not a pause at the gateway's
+    // high-water mark (the gateway behind a consumer that keeps up), which ends in moments. The
+    // supplier connection cap reclaims only sessions paused so.
+    bool paused_by_consumer = false;
+    bool wrote = false;  // the caller's thread wrote the frames (or writes them now)
   };
 
   consumer(const runtime::executor& ex, consumer_spec spec, options opts);

@@ -105,6 +105,7 @@ class frame_source {
 struct put_totals {
   std::uint64_t queued = 0;
   bool paused = false;
+  bool paused_by_consumer = false;  // a backpressure consumer's own pause (put_result)
 };
 
 inline put_totals put_all(gc::consumer& c, const std::vector<std::vector<gs::frame_slice>>& groups,
@@ -114,6 +115,7 @@ inline put_totals put_all(gc::consumer& c, const std::vector<std::vector<gs::fra
     const auto r = c.put(g, listener);
     t.queued += r.queued;
     t.paused = t.paused || r.pause_supplier;
+    t.paused_by_consumer = t.paused_by_consumer || r.paused_by_consumer;
   }
   return t;
 }
