@@ -47,7 +47,8 @@ void supplier_session::begin_reading() {
 }
 
 void supplier_session::stop() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close(); });
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this()] { self->close(partial_discard::shutdown); });
 }
 
 void supplier_session::expel(close_reason why) {
@@ -57,7 +58,7 @@ void supplier_session::expel(close_reason why) {
     GW_LOG_LIMITED(warning, "supplier connections expelled")
         << "supplier " << self->peer_ << ": closing the connection (" << to_string(why)
         << "): the reloaded allow list no longer admits it";
-    self->close();
+    self->close(partial_discard::not_allowed);
   });
 }
 
@@ -111,7 +112,7 @@ void supplier_session::on_readable(std::error_code ec) {
   waiting_ = false;
   if (closed_) return;
   if (ec) {
-    if (ec != asio::error::operation_aborted) close();
+    if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
   if (paused_) return;
@@ -250,7 +251,10 @@ void supplier_session::on_handoff_done() {
   // A consumer that resumed us while the worker ran cancels the pause it asked for.
   if (resumed_while_handed_off_) r.pause = false;
   resumed_while_handed_off_ = false;
-  if (closed_) return stream_.release_if_idle();
+  if (closed_) {
+    if (closed_for_) count_partial(*closed_for_);
+    return stream_.release_if_idle();
+  }
   after_routing(r);
 }
 
@@ -272,7 +276,7 @@ void supplier_session::closed_by_peer() {
         << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
         << stream_.buffered() << " bytes of a partial frame discarded)";
   }
-  close();
+  close(partial_discard::peer_closed);
 }
 
 // Every connection may hold a standard chunk; what a larger frame needs beyond it while it
@@ -288,7 +292,7 @@ void supplier_session::refuse_growth() {
       << stream_.buffered()
       << " bytes in): max_partial_frame_bytes is in use by frames still arriving; closing "
          "(partial_frame_budget)";
-  close();
+  close(partial_discard::partial_frame_budget);
 }
 
 void supplier_session::fail_protocol(const protocol::frame_stream::stream_error& e) {
@@ -297,10 +301,10 @@ void supplier_session::fail_protocol(const protocol::frame_stream::stream_error&
   GW_LOG_LIMITED(warning, "supplier protocol errors")
       << "supplier " << peer_ << ": protocol error " << to_string(e.reason) << " at byte offset "
       << e.offset << "; closing the connection";
-  close();
+  close(not_a_frame);
 }
 
-void supplier_session::close() {
+void supplier_session::close(std::optional<partial_discard> partial) {
   if (closed_) return;
   closed_ = true;
   std::error_code ignored;
@@ -308,7 +312,21 @@ void supplier_session::close() {
   if (tls_ && !handshaking_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  if (!handed_off_) stream_.release_if_idle();  // else a worker still parses it
+  if (handed_off_) {
+    closed_for_ = partial;  // a worker still parses the stream: counted when it hands it back
+    return;
+  }
+  if (partial) count_partial(*partial);
+  stream_.release_if_idle();
+}
+
+// Whole frames were routed as they arrived; only a frame still arriving is lost with the
+// connection, and it is counted, frames and bytes, by why the connection ended.
+void supplier_session::count_partial(partial_discard why) noexcept {
+  if (!stream_.has_partial()) return;
+  const auto i = static_cast<std::size_t>(why);
+  ctx_.stats.partial_frames_discarded[i].fetch_add(1, std::memory_order_relaxed);
+  ctx_.stats.partial_bytes_discarded[i].fetch_add(stream_.buffered(), std::memory_order_relaxed);
 }
 
 // A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
@@ -362,7 +380,7 @@ void supplier_session::on_idle_timer(std::error_code ec) {
       << "supplier " << peer_ << ": no whole frame for "
       << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
       << " ms; closing (idle timeout)";
-  close();
+  close(partial_discard::idle_timeout);
 }
 
 }  // namespace gatewayd::suppliers

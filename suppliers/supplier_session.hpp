@@ -133,7 +133,11 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   // The frame being received cannot grow within max_partial_frame_bytes: close and count.
   void refuse_growth();
-  void close();
+  // `partial`: why a frame received in part is thrown away with the connection, to count it by;
+  // not_a_frame when what the stream holds is no frame (after a protocol error, or before any).
+  static constexpr std::optional<partial_discard> not_a_frame = std::nullopt;
+  void close(std::optional<partial_discard> partial);
+  void count_partial(partial_discard why) noexcept;
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
 
@@ -154,6 +158,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::atomic<bool> paused_{false};
   bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
+  // Closed while a worker held the stream (Half-Sync/Half-Async): why, for the partial frame the
+  // worker hands back.
+  std::optional<partial_discard> closed_for_;
   bool handshaking_ = false;  // TLS: the handshake deadline runs on idle_timer_
   bool tls_drained_ = true;   // TLS: the last read ended in "would block"
   bool departing_ = false;    // the peer left while paused: reading to EOF, never pausing again
