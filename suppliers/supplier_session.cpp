@@ -28,6 +28,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
 }
 
 supplier_session::~supplier_session() {
+  set_paused_by_consumer(false);  // the registry's count of paused sessions, if not closed
   ctx_.registry.remove(this);
   ctx_.stats.connections.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -62,9 +63,29 @@ void supplier_session::expel(close_reason why) {
   });
 }
 
+void supplier_session::reclaim() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_) return;  // gone meanwhile: its place is free all the same
+    self->ctx_.stats.closed[static_cast<std::size_t>(close_reason::reclaimed)].fetch_add(
+        1, std::memory_order_relaxed);
+    const auto since = self->paused_by_consumer_since();
+    GW_LOG_LIMITED(warning, "supplier connections reclaimed")
+        << "supplier " << self->peer_ << ": closing the connection (reclaimed): "
+        << (since ? "paused behind a full consumer for " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - *since)
+                                           .count()) +
+                        " ms, the longest"
+                  : std::string("the session paused longest"))
+        << "; its place at max_supplier_connections goes to a new connection";
+    self->close(partial_discard::reclaimed);
+  });
+}
+
 void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     self->held_ = true;
+    self->set_paused_by_consumer(false);  // the gateway's own stop holds it now: not reclaimable
     if (!self->paused_) self->pause();
   });
 }
@@ -90,6 +111,7 @@ void supplier_session::resume_reading() {
     }
     if (!self->paused_) return;
     self->paused_ = false;
+    self->set_paused_by_consumer(false);
     if (!self->waiting_) self->do_wait();
   });
 }
@@ -156,6 +178,7 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
       shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
   const auto flushed = router.flush(listener, busy);
   r.pause = r.pause || flushed.pause;
+  r.paused_by_consumer = r.paused_by_consumer || flushed.paused_by_consumer;
   r.handed_off = flushed.handed_off;
 }
 
@@ -263,6 +286,9 @@ void supplier_session::after_routing(const routed& r) {
   if (r.error) return fail_protocol(r.error);
   if (r.pause && !departing_) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
+    // Behind a full backpressure consumer it may wait for long: the connection cap may reclaim
+    // it. A pause at the gateway's own high-water mark ends in moments and does not count.
+    if (!held_ && r.paused_by_consumer) set_paused_by_consumer(true);
     return pause();
   }
   if (paused_) return;  // held by the gateway (drain) meanwhile
@@ -307,6 +333,7 @@ void supplier_session::fail_protocol(const protocol::frame_stream::stream_error&
 void supplier_session::close(std::optional<partial_discard> partial) {
   if (closed_) return;
   closed_ = true;
+  set_paused_by_consumer(false);
   std::error_code ignored;
   idle_timer_.cancel();
   if (tls_ && !handshaking_) tls_->close_notify();  // the supplier sees our close, not a cut
@@ -329,6 +356,13 @@ void supplier_session::count_partial(partial_discard why) noexcept {
   ctx_.stats.partial_bytes_discarded[i].fetch_add(stream_.buffered(), std::memory_order_relaxed);
 }
 
+void supplier_session::set_paused_by_consumer(bool on) noexcept {
+  const auto before = paused_by_consumer_at_.exchange(
+      on ? std::chrono::steady_clock::now().time_since_epoch().count() : not_paused,
+      std::memory_order_relaxed);
+  if ((before != not_paused) != on) ctx_.registry.count_paused(on);
+}
+
 // A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
 // until a consumer resumed it. The kernel knows at once (POLLRDHUP) even with data unread, so
 // the session asks it now, and the session's timer asks again every pause_check while paused.
@@ -346,6 +380,7 @@ void supplier_session::depart() {
   if (held_) return closed_by_peer();
   departing_ = true;
   paused_ = false;
+  set_paused_by_consumer(false);
   if (!waiting_) do_wait();
 }
 

@@ -6,6 +6,7 @@
 #include <asio/ssl.hpp>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,8 +75,21 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   const asio::ip::address& peer_address() const noexcept { return peer_address_; }
   // Closes the connection for `why` (the allow list changed), counted and logged.
   void expel(close_reason why);
+  // Closes the connection to give its place to a new one (max_supplier_connections: the
+  // registry chose it as the session paused longest), counted and logged as reclaimed. Its whole
+  // frames are in the consumers' queues already; a frame it had only begun to receive is
+  // discarded and counted.
+  void reclaim();
   const session_stats& stats() const noexcept { return stats_; }
   bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
+  // When its current pause behind a full backpressure consumer began, on the steady clock;
+  // nothing when it is reading, departing, closed, held by the gateway's own stop, or paused
+  // only for a moment at the gateway's high-water mark (consumer::put_result). Any thread.
+  std::optional<std::chrono::steady_clock::time_point> paused_by_consumer_since() const noexcept {
+    const auto at = paused_by_consumer_at_.load(std::memory_order_relaxed);
+    if (at == not_paused) return std::nullopt;
+    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
+  }
   // The verified client certificate's identity (subject CN, else first SAN DNS name); empty
   // for plaintext and for TLS without client_ca. Set before the first frame is read.
   const std::string& identity() const noexcept { return identity_; }
@@ -88,8 +102,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // What routing the bytes of one or more reads came to.
   struct routed {
     std::uint64_t frames = 0;
-    bool pause = false;       // a backpressure consumer asked us to stop reading
-    bool handed_off = false;  // another thread writes what the pass routed
+    bool pause = false;               // a consumer asked us to stop reading
+    bool paused_by_consumer = false;  // a full backpressure consumer did (reclaimable at the cap)
+    bool handed_off = false;          // another thread writes what the pass routed
     protocol::frame_stream::stream_error error;
   };
   // How a read pass ended besides what it routed.
@@ -138,6 +153,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::optional<partial_discard> not_a_frame = std::nullopt;
   void close(std::optional<partial_discard> partial);
   void count_partial(partial_discard why) noexcept;
+  void set_paused_by_consumer(bool on) noexcept;
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
 
@@ -156,6 +172,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Backpressure or drain: no new wait until resumed. Written on the strand only; atomic so
   // /connz may read it from its own thread.
   std::atomic<bool> paused_{false};
+  // While paused_ by a full backpressure consumer (not held_): when that pause began,
+  // steady-clock ticks, for the connection cap to reclaim the one paused longest (the registry
+  // reads it at the cap, /connz shows it). Written on the strand only.
+  static constexpr std::chrono::steady_clock::rep not_paused =
+      std::numeric_limits<std::chrono::steady_clock::rep>::min();
+  std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
   bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
   // Closed while a worker held the stream (Half-Sync/Half-Async): why, for the partial frame the

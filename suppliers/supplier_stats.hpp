@@ -16,16 +16,20 @@
 namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
-// proxy_header: a proxy_from source sent no valid PROXY v2 header in time.
+// proxy_header: a proxy_from source sent no valid PROXY v2 header in time. reclaimed: at
+// max_supplier_connections, the session paused longest behind a full backpressure consumer
+// gave its place to a new connection.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
   idle_timeout,
   proxy_header,
-  partial_frame_budget
+  partial_frame_budget,
+  reclaimed
 };
-inline constexpr runtime::enum_names<close_reason, 5> close_reason_names{
-    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget"}};
+inline constexpr runtime::enum_names<close_reason, 6> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget",
+     "reclaimed"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
@@ -39,10 +43,12 @@ enum class partial_discard : std::uint8_t {
   idle_timeout,          // no whole frame for idle_timeout_ms (a trickle)
   partial_frame_budget,  // the frame could not grow within max_partial_frame_bytes
   not_allowed,           // a reloaded allow list expelled the supplier
+  reclaimed,             // the connection cap gave its place to a new connection
   shutdown,              // the gateway stopped
 };
-inline constexpr runtime::enum_names<partial_discard, 5> partial_discard_names{
-    {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "shutdown"}};
+inline constexpr runtime::enum_names<partial_discard, 6> partial_discard_names{
+    {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "reclaimed",
+     "shutdown"}};
 inline constexpr std::size_t partial_discard_count = partial_discard_names.count;
 inline std::string_view to_string(partial_discard r) noexcept {
   return partial_discard_names(r);

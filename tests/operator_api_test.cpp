@@ -171,7 +171,15 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   BOOST_TEST(first["frames"] == 40);
   BOOST_TEST(first["bytes"] == 40 * frame.size());
   BOOST_TEST(first["paused"] == false);
+  BOOST_TEST(first["paused_since"].is_null());
   BOOST_TEST(!first["since"].get<std::string>().empty());
+  // The paused one says since when it waits for the full consumer (what the connection cap
+  // compares to reclaim the longest-paused): after it connected, before this answer.
+  const auto& second = connz["suppliers"]["connections"][1];
+  BOOST_TEST(second["paused"] == true);
+  BOOST_TEST_REQUIRE(second["paused_since"].is_string(), second.dump());
+  BOOST_TEST(second["paused_since"].get<std::string>() >= second["since"].get<std::string>());
+  BOOST_TEST(second["paused_since"].get<std::string>() <= connz["now"].get<std::string>());
 
   const json* c_up = consumer_named(connz, "up");
   BOOST_TEST_REQUIRE(c_up);
