@@ -30,10 +30,14 @@ struct connection {
     session->start();
   }
   // Two frames for the backpressure consumer (capacity 1): the session pauses after reading them.
+  // 8 KB each, so that the consumer queues them as they lie instead of copying them into chunks
+  // of its own (frame_packer): those it would hold until it is destroyed, which the io threads'
+  // routers (thread-locals holding the table) do only as the threads exit, after their chunk
+  // caches are gone.
   void send_frames() {
     std::string bytes;
     for (int i = 0; i < 2; ++i)
-      bytes += gs::encode_frame("t.x", gatewayd::traffic::numbered_payload(0, i, 100));
+      bytes += gs::encode_frame("t.x", gatewayd::traffic::numbered_payload(0, i, 8000));
     asio::write(client, asio::buffer(bytes));
   }
   bool paused_by_consumer() const { return session->paused_by_consumer_since().has_value(); }
