@@ -105,7 +105,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // table that no longer names it.
       if (!closing_ && (backpressure || gateway_behind)) {
         result.pause_supplier = true;
-        result.paused_by_consumer = backpressure;
+        result.paused_by_consumer = backpressure && congested_;
         paused_.add(listener);
       }
       if (connected_ && !queue_.empty() && (drain_->writer_per_caller() || !writing_)) {
@@ -174,6 +174,7 @@ void consumer::fell_behind() {
   protocol::release_batch released;  // released after the unlock
   admission trimmed;
   std::uint64_t slow_conn = 0;
+  std::vector<std::weak_ptr<flow_control_listener>> held;
   {
     std::lock_guard lock(mutex_);
     congested_ = true;
@@ -186,10 +187,15 @@ void consumer::fell_behind() {
     publish_depth_locked();
     // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
     // one, and its overflow policy deals with it from here on (backpressure keeps its own).
-    if (below_low_water_locked()) paused_.release_locked();
+    if (below_low_water_locked()) {
+      paused_.release_locked();
+    } else if (limits_.policy == overflow_policy::backpressure) {
+      paused_.copy_waiting_locked(held);
+    }
   }
   settle_policy(trimmed, slow_conn);
   paused_.resume_released();
+  tell_held(held);
 }
 
 void consumer::settle_rest(write_batch& batch) {
@@ -282,6 +288,7 @@ void consumer::on_link_up(std::uint64_t conn) {
 void consumer::on_link_down() {
   protocol::release_batch released;
   admission trimmed;
+  std::vector<std::weak_ptr<flow_control_listener>> held;
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
@@ -291,9 +298,12 @@ void consumer::on_link_down() {
     // close's reason.
     if (!closed_for_puts_) hold_to_limits_locked(trimmed, released);
     publish_depth_locked();
+    if (limits_.policy == overflow_policy::backpressure && !closing_)
+      paused_.copy_waiting_locked(held);
   }
   stats_.congested.store(true, std::memory_order_relaxed);
   settle_policy(trimmed, 0);
+  tell_held(held);
   drain_->release_socket();
 }
 
@@ -335,6 +345,12 @@ bool consumer::below_low_water_locked() const noexcept {
                                                   : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
   return caught_up && below_half_limits(queue_, limits_);
+}
+
+void consumer::tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held) {
+  for (const auto& w : held) {
+    if (auto l = w.lock()) l->held_by_stalled_consumer();
+  }
 }
 
 void consumer::resume_if_below_low_water() {

@@ -50,9 +50,11 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   struct put_result {
     std::uint32_t queued = 0;     // frames accepted into the queue
     bool pause_supplier = false;  // backpressure: the caller should stop reading until resumed
-    // The pause is the consumer's own: a backpressure consumer at its limits, which resumes the
-    // caller only once it has drained, however long that takes. Not a pause at the gateway's
-    // high-water mark (the gateway behind a consumer that keeps up), which ends in moments. The
+    // The pause lasts as long as the consumer stalls: a backpressure consumer that has fallen
+    // behind (congested) resumes its suppliers only once it has drained to half its limits. Not
+    // a pause by one that keeps up (the gateway's high-water mark: moments), nor by one of
+    // another policy, which lets them go within slow_after at the latest. Suppliers it paused
+    // before it fell behind and still holds are told then (held_by_stalled_consumer). The
     // supplier connection cap reclaims only sessions paused so.
     bool paused_by_consumer = false;
     bool wrote = false;  // the caller's thread wrote the frames (or writes them now)
@@ -131,6 +133,9 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // resumed outside it.
   bool below_low_water_locked() const noexcept;
   void resume_if_below_low_water();
+  // Strand, outside the lock: a backpressure consumer that became congested tells the suppliers
+  // it still holds (collected under the lock into `held`) that their pause is now its own.
+  void tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held);
 
   // drain_and_close (strand), in consumer_close.cpp.
   void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,

@@ -46,7 +46,7 @@ class frame_router {
 
   struct flush_result {
     bool pause = false;               // some consumer asked the supplier to stop reading
-    bool paused_by_consumer = false;  // one of them a full backpressure consumer (put_result)
+    bool paused_by_consumer = false;  // one a stalled backpressure consumer (put_result)
     bool handed_off = false;          // the writes were left to another thread
   };
   // Takes the references still pending and hands every consumer its batch: one put() per

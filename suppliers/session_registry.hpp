@@ -40,14 +40,16 @@ class session_registry {
     std::lock_guard lock(mutex_);
     return sessions_.size() - reclaimed_;
   }
-  // At the cap: chooses the session paused longest behind a full consumer (flow control; not
-  // one held by the gateway's stop, nor one still in its handshake, which reads nothing yet),
-  // counts its place as free and closes it (supplier_session::reclaim). False when no session
-  // is so paused. Each session is chosen once, so connections arriving together take different
-  // places. A scan of every live session under the lock, only at the cap and only when a
-  // session is paused: a flood of connections at a cap of sessions being read costs no scan.
+  // At the cap: chooses the session that has waited longest for a stalled backpressure consumer
+  // (supplier_session::paused_by_consumer_since: not one paused for a moment, held by the
+  // gateway's stop, or still in its handshake), counts its place as free and closes it
+  // (supplier_session::reclaim). False when no session waits so. Each session is chosen once,
+  // so connections arriving together take different places. A scan of every live session under
+  // the lock, only at the cap and only while one waits so: a flood of connections at a cap of
+  // sessions being read costs no scan.
   bool reclaim_longest_paused();
-  // A session's pause behind a consumer began (+1) or ended (-1): once per pause, not per frame.
+  // A session's wait for a stalled consumer began (+1) or ended (-1): once per pause, not per
+  // frame.
   void count_paused(bool began) noexcept {
     if (began) {
       paused_.fetch_add(1, std::memory_order_relaxed);
@@ -77,7 +79,7 @@ class session_registry {
   mutable std::mutex mutex_;
   std::unordered_map<const supplier_session*, entry> sessions_;
   std::size_t reclaimed_ = 0;              // entries with `reclaimed` set
-  std::atomic<std::ptrdiff_t> paused_{0};  // sessions paused behind a consumer now
+  std::atomic<std::ptrdiff_t> paused_{0};  // sessions waiting for a stalled consumer now
 };
 
 }  // namespace gatewayd::suppliers

@@ -149,8 +149,8 @@ void supplier_acceptor::admit(asio::ip::tcp::socket socket, const asio::ip::tcp:
   std::make_shared<supplier_session>(std::move(socket), ctx_, proxied)->start();
 }
 
-// At the cap a session paused behind a full backpressure consumer holds a place that a supplier
-// of another consumer may need: the one paused longest gives it up (as a web server reclaims
+// At the cap a session waiting for a stalled backpressure consumer holds a place that a supplier
+// of another consumer may need: the one waiting longest gives it up (as a web server reclaims
 // idle keep-alive connections when it runs out), and only when none is paused so is the new
 // connection refused. One stalled consumer cannot shut every other consumer's suppliers out.
 bool supplier_acceptor::room_for_one() {

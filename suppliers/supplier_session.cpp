@@ -116,6 +116,15 @@ void supplier_session::resume_reading() {
   });
 }
 
+void supplier_session::held_by_stalled_consumer() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    // Still paused, and by a consumer (not the gateway's stop, not reading to its peer's end).
+    // A pause already counted keeps its start.
+    if (self->closed_ || !self->paused_ || self->held_ || self->departing_) return;
+    if (!self->paused_by_consumer_since()) self->set_paused_by_consumer(true);
+  });
+}
+
 void supplier_session::do_wait() {
   waiting_ = true;
   if (!tls_drained_) {
@@ -286,8 +295,8 @@ void supplier_session::after_routing(const routed& r) {
   if (r.error) return fail_protocol(r.error);
   if (r.pause && !departing_) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
-    // Behind a full backpressure consumer it may wait for long: the connection cap may reclaim
-    // it. A pause at the gateway's own high-water mark ends in moments and does not count.
+    // Behind a stalled backpressure consumer it waits for as long as that consumer stalls: the
+    // connection cap may reclaim it. Other pauses end in moments, or within slow_consumer_ms.
     if (!held_ && r.paused_by_consumer) set_paused_by_consumer(true);
     return pause();
   }

@@ -67,6 +67,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Stops reading but keeps the connection (graceful drain: no new frames come in).
   void pause_reading();
   void resume_reading() override;
+  // The backpressure consumer that paused it fell behind: from now on the connection cap may
+  // reclaim it (paused_by_consumer_since() counts from here).
+  void held_by_stalled_consumer() override;
   // Lame-duck stop: half-closes the connection (the supplier reads end-of-file: asked to leave)
   // and goes on reading what it still sends until it closes its side.
   void ask_to_leave();
@@ -82,9 +85,10 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void reclaim();
   const session_stats& stats() const noexcept { return stats_; }
   bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
-  // When its current pause behind a full backpressure consumer began, on the steady clock;
-  // nothing when it is reading, departing, closed, held by the gateway's own stop, or paused
-  // only for a moment at the gateway's high-water mark (consumer::put_result). Any thread.
+  // Since when it waits for a stalled backpressure consumer (paused by one that had fallen
+  // behind, or told that the one that paused it has since), on the steady clock; nothing when it
+  // is reading, departing, closed, held by the gateway's own stop, or paused only for a moment
+  // (a consumer that keeps up, or one of another policy: consumer::put_result). Any thread.
   std::optional<std::chrono::steady_clock::time_point> paused_by_consumer_since() const noexcept {
     const auto at = paused_by_consumer_at_.load(std::memory_order_relaxed);
     if (at == not_paused) return std::nullopt;
@@ -103,7 +107,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   struct routed {
     std::uint64_t frames = 0;
     bool pause = false;               // a consumer asked us to stop reading
-    bool paused_by_consumer = false;  // a full backpressure consumer did (reclaimable at the cap)
+    bool paused_by_consumer = false;  // a stalled backpressure consumer (reclaimable at the cap)
     bool handed_off = false;          // another thread writes what the pass routed
     protocol::frame_stream::stream_error error;
   };
@@ -172,7 +176,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Backpressure or drain: no new wait until resumed. Written on the strand only; atomic so
   // /connz may read it from its own thread.
   std::atomic<bool> paused_{false};
-  // While paused_ by a full backpressure consumer (not held_): when that pause began,
+  // While paused_ by a stalled backpressure consumer (not held_): since when,
   // steady-clock ticks, for the connection cap to reclaim the one paused longest (the registry
   // reads it at the cap, /connz shows it). Written on the strand only.
   static constexpr std::chrono::steady_clock::rep not_paused =

@@ -17,8 +17,8 @@ namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
 // proxy_header: a proxy_from source sent no valid PROXY v2 header in time. reclaimed: at
-// max_supplier_connections, the session paused longest behind a full backpressure consumer
-// gave its place to a new connection.
+// max_supplier_connections, the session that had waited longest for a stalled backpressure
+// consumer gave its place to a new connection.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,

@@ -94,11 +94,12 @@ BOOST_FIXTURE_TEST_CASE(backpressure_drops_nothing_pauses_and_resumes, io_fixtur
   auto listener = std::make_shared<test_listener>();
   frame_source src(big_payload);
   fill_until_stuck(*c, src);
+  BOOST_REQUIRE(wait_until([&] { return c->stats().congested.load(); }, 2s));  // it stalled
   const auto before = c->stats().queued_frames.load();
   const auto t = put_all(*c, src.make(64), listener);
   BOOST_TEST(t.queued == 64u);
   BOOST_TEST(t.paused);
-  BOOST_TEST(t.paused_by_consumer);  // its own pause: the connection cap may reclaim the supplier
+  BOOST_TEST(t.paused_by_consumer);  // a stalled consumer's: the connection cap may reclaim it
   BOOST_TEST(c->stats().queued_frames.load() == before + 64);  // beyond capacity, bounded
   BOOST_TEST(c->stats().dropped_total() == 0u);
   BOOST_TEST(listener->resumed.load() == 0);
@@ -226,7 +227,8 @@ BOOST_FIXTURE_TEST_CASE(a_pause_at_the_high_water_mark_ends_when_the_socket_refu
   // socket refuses once the drain writes.
   const auto t = with_io_held([&] { return put_all(*c, big.make(640), listener); });
   BOOST_TEST_REQUIRE(t.paused);
-  // The gateway's own lag, not the consumer's: the connection cap never reclaims the supplier.
+  // A drop-oldest consumer lets it go within its grace at the latest: the connection cap never
+  // reclaims a supplier it paused.
   BOOST_TEST(!t.paused_by_consumer);
   BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 3s));
   BOOST_TEST(c->stats().dropped_total() == 0u);
@@ -341,4 +343,35 @@ BOOST_FIXTURE_TEST_CASE(falling_behind_backpressure_keeps_what_it_holds, io_fixt
   BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_frames, 10s));
   BOOST_TEST(seqs_to(*o.r, "t.small").size() == overshoot_frames);
   BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+// A backpressure consumer that keeps up pauses its supplier at the gateway's high-water mark, a
+// pause of moments that the connection cap must not reclaim (a busy honest supplier would lose
+// its connection to a flood). When that consumer then stalls, it holds the supplier until it has
+// drained to half its limits, however long that takes: it tells it so when it falls behind, and
+// from then on the cap may reclaim it. Once the peer reads, the supplier is resumed.
+BOOST_FIXTURE_TEST_CASE(a_backpressure_consumer_that_falls_behind_tells_the_suppliers_it_holds,
+                        io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 300, gc::overflow_policy::backpressure));
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE(wait_until([&] { return !c->stats().congested.load(); }, 2s));
+  auto listener = std::make_shared<test_listener>();
+  frame_source big(big_payload);
+  // 640 frames of 16 KiB (10 MB) while the io threads are held: past the limit before the drain
+  // writes, and so much more than the socket buffers take (a few MB) that the queue is still
+  // above half its capacity when the socket refuses: the supplier stays paused.
+  const auto t = with_io_held([&] { return put_all(*c, big.make(640), listener); });
+  BOOST_TEST_REQUIRE(t.paused);
+  BOOST_TEST(!t.paused_by_consumer);  // it still keeps up: a pause of moments
+  BOOST_TEST(wait_until([&] { return c->stats().congested.load(); }, 3s));
+  BOOST_TEST(wait_until([&] { return listener->held.load() >= 1; }, 2s));
+  BOOST_TEST(listener->resumed.load() == 0);
+  // A put now, while it is congested and full, says so itself.
+  BOOST_TEST(put_all(*c, big.make(1), listener).paused_by_consumer);
+  BOOST_REQUIRE(r->wait_frames(big.count(), 10s));
+  BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 3s));
+  BOOST_TEST(c->stats().dropped_total() == 0u);
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
 }

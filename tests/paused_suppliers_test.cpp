@@ -177,9 +177,10 @@ BOOST_AUTO_TEST_CASE(at_the_cap_a_new_supplier_reclaims_the_session_paused_longe
     for (auto& t : suppliers)
       t.join();
   }
-  // More suppliers that stay connected, until the cap holds 40 sessions, all paused (a session
-  // of the burst that is reading to its supplier's FIN cannot be reclaimed, and frees its place
-  // when it ends, so one more may be needed).
+  // More suppliers that stay connected, until the cap holds 40 sessions, all paused behind bp
+  // (a session of the burst that is reading to its supplier's FIN cannot be reclaimed, and
+  // frees its place when it ends, so one more may be needed; and until bp counts as congested a
+  // session may be paused at the gateway's own high-water mark, not by bp: not reclaimable).
   std::vector<int> staying;
   struct closing {
     std::vector<int>& fds;
@@ -189,8 +190,10 @@ BOOST_AUTO_TEST_CASE(at_the_cap_a_new_supplier_reclaims_the_session_paused_longe
   const auto full_of_paused = [&] {
     connz = get_json(gw.metrics_port, "/connz?limit=0");
     std::size_t paused = 0;
-    for (const auto& c : connz["suppliers"]["connections"])
-      paused += c["paused"] == true;
+    for (const auto& c : connz["suppliers"]["connections"]) {
+      // A build without paused_since (main's, for the "before" figure) says only "paused".
+      paused += c.contains("paused_since") ? c["paused_since"].is_string() : c["paused"] == true;
+    }
     return connz["suppliers"]["total"] == 40 && paused == 40;
   };
   bool full = false;
