@@ -110,6 +110,20 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
              "Supplier connections the gateway refused or closed, by reason.", MetricType::Counter);
   add_by_reason<suppliers::close_reason>(closed, st.closed);
   out.push_back(std::move(closed));
+  auto partial_frames = family(
+      "gatewayd_supplier_partial_frames_discarded_total",
+      "Frames a supplier connection had received only in part when it ended, thrown away, by "
+      "why it ended.",
+      MetricType::Counter);
+  add_by_reason<suppliers::partial_discard>(partial_frames, st.partial_frames_discarded);
+  out.push_back(std::move(partial_frames));
+  auto partial_bytes =
+      family("gatewayd_supplier_partial_frame_bytes_discarded_total",
+             "Bytes received of those frames: with the whole frames' bytes they make up "
+             "gatewayd_supplier_bytes_received_total.",
+             MetricType::Counter);
+  add_by_reason<suppliers::partial_discard>(partial_bytes, st.partial_bytes_discarded);
+  out.push_back(std::move(partial_bytes));
   out.push_back(family_of_one("gatewayd_supplier_messages_received_total",
                               "Whole frames received from suppliers.", MetricType::Counter,
                               value(st.frames_received)));

@@ -39,7 +39,7 @@ void supplier_session::fail_handshake(net::tls_failure why, const std::error_cod
   GW_LOG_LIMITED(warning, "supplier TLS handshake failures")
       << "supplier " << peer_ << ": TLS handshake failed (" << net::to_string(why) << ")"
       << (ec ? ": " + ec.message() : std::string{}) << "; closing";
-  close();
+  close(not_a_frame);
 }
 
 }  // namespace gatewayd::suppliers

@@ -16,19 +16,42 @@
 namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
-// proxy_header: a proxy_from source sent no valid PROXY v2 header in time.
+// proxy_header: a proxy_from source sent no valid PROXY v2 header in time. reclaimed: at
+// max_supplier_connections, the session that had waited longest for a stalled backpressure
+// consumer gave its place to a new connection.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
   idle_timeout,
   proxy_header,
-  partial_frame_budget
+  partial_frame_budget,
+  reclaimed
 };
-inline constexpr runtime::enum_names<close_reason, 5> close_reason_names{
-    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget"}};
+inline constexpr runtime::enum_names<close_reason, 6> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget",
+     "reclaimed"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
+}
+
+// Why a frame a supplier connection had received only in part was thrown away: how the
+// connection ended. The names are the metric's `reason` label. (What follows a malformed frame
+// is not a frame: a protocol error counts it, not this.)
+enum class partial_discard : std::uint8_t {
+  peer_closed,           // the supplier closed or reset its connection mid-frame
+  idle_timeout,          // no whole frame for idle_timeout_ms (a trickle)
+  partial_frame_budget,  // the frame could not grow within max_partial_frame_bytes
+  not_allowed,           // a reloaded allow list expelled the supplier
+  reclaimed,             // the connection cap gave its place to a new connection
+  shutdown,              // the gateway stopped
+};
+inline constexpr runtime::enum_names<partial_discard, 6> partial_discard_names{
+    {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "reclaimed",
+     "shutdown"}};
+inline constexpr std::size_t partial_discard_count = partial_discard_names.count;
+inline std::string_view to_string(partial_discard r) noexcept {
+  return partial_discard_names(r);
 }
 
 struct supplier_stats {
@@ -44,6 +67,10 @@ struct supplier_stats {
   std::atomic<std::uint64_t> backpressure_pauses{0};
   std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
+  // Frames received only in part when their connection ended, and their bytes received, by why
+  // it ended: with the whole frames' bytes they add up to bytes_received.
+  std::array<std::atomic<std::uint64_t>, partial_discard_count> partial_frames_discarded{};
+  std::array<std::atomic<std::uint64_t>, partial_discard_count> partial_bytes_discarded{};
   // TLS handshakes that failed, by reason (net::tls_failure).
   std::array<std::atomic<std::uint64_t>, net::tls_failure_count> tls_failures{};
   std::atomic<std::uint64_t> tls_handshakes{0};  // completed
