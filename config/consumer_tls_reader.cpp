@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "config/file_digest.hpp"
+#include "config/ktls_mode.hpp"
 
 namespace gatewayd::config {
 namespace {
@@ -49,7 +50,7 @@ std::optional<consumers::consumer_tls> read_consumer_tls(toml_checker& check,
   const auto* tls = check.table(consumer, consumer_path, "tls");
   if (!tls) return std::nullopt;
   const std::string path = consumer_path + ".tls";
-  check.reject_unknown_keys(*tls, path, {"ca", "server_name", "cert", "key"});
+  check.reject_unknown_keys(*tls, path, {"ca", "server_name", "cert", "key", "ktls"});
   consumers::consumer_tls out;
   out.line = tls->source().begin.line;
   out.column = tls->source().begin.column;
@@ -81,6 +82,15 @@ std::optional<consumers::consumer_tls> read_consumer_tls(toml_checker& check,
     out.files.key = *key;
   } else if (tls->contains("cert") || tls->contains("key")) {
     ok = false;
+  }
+  if (auto mode = check.string(*tls, path, "ktls")) {
+    if (const auto m = ktls_mode_names.parse(*mode)) {
+      out.kernel_tls = *m == ktls_mode::automatic;
+    } else {
+      check.error(*tls->get("ktls"), path + ".ktls: unknown mode \"" + *mode + "\" (expected " +
+                                         ktls_mode_names.choices() + ")");
+      ok = false;
+    }
   }
   if (!ok || out.files.server_name.empty()) return std::nullopt;
 

@@ -229,6 +229,14 @@ class service_reader {
     tls_file(t, "cert", presence::required, config_.tls_cert);
     tls_file(t, "key", presence::required, config_.tls_key);
     tls_file(t, "client_ca", presence::optional, config_.tls_client_ca);
+    if (auto mode = check_.string(t, "tls", "ktls")) {
+      if (auto m = ktls_mode_names.parse(*mode)) {
+        config_.tls_ktls = *m;
+      } else {
+        check_.error(*t.get("ktls"), "tls.ktls: unknown mode " + in_quotes(*mode) + " (expected " +
+                                         ktls_mode_names.choices() + ")");
+      }
+    }
     if (auto v = check_.integer(t, "tls", "handshake_timeout_ms", 1, max_milliseconds)) {
       config_.tls_handshake_timeout = std::chrono::milliseconds{*v};
     }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config_error.hpp"
+#include "config/ktls_mode.hpp"
 #include "config/routes_config.hpp"
 #include "consumers/drain_model.hpp"
 #include "net/cidr_block.hpp"
@@ -59,6 +60,7 @@ struct service_config {
   std::filesystem::path tls_key;
   std::filesystem::path tls_client_ca;  // empty = suppliers present no certificate
   std::chrono::milliseconds tls_handshake_timeout{10000};
+  ktls_mode tls_ktls = ktls_mode::automatic;  // the kernel's record layer where the host has it
   // The [tls] files, when the table is there.
   std::optional<net::tls_server_files> tls_files() const {
     if (tls_cert.empty()) return std::nullopt;
