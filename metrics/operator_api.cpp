@@ -38,6 +38,12 @@ std::uint64_t value(const std::atomic<std::uint64_t>& a) {
   return a.load(std::memory_order_relaxed);
 }
 
+// Who seals and opens a TLS connection's records, or null for plaintext (0: no TLS).
+json records_json(std::uint8_t tls_records) {
+  if (tls_records == 0) return nullptr;
+  return std::string(net::to_string(static_cast<net::tls_records>(tls_records - 1)));
+}
+
 // `limit=N` from a query string, or `fallback`.
 std::size_t limit_of(std::string_view query, std::size_t fallback) {
   for (std::size_t at = 0; at < query.size();) {
@@ -67,6 +73,7 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
       {"name", c.name()},
       {"endpoint", spec ? spec->address.to_string() : std::string{}},
       {"state", st.connected.load(std::memory_order_relaxed) ? "connected" : "disconnected"},
+      {"tls_records", records_json(st.tls_records.load(std::memory_order_relaxed))},
       {"congested", st.congested.load(std::memory_order_relaxed)},
       {"overflow", std::string(to_string(c.policy()))},
       {"queue",
@@ -117,11 +124,12 @@ metrics_server::response operator_api::connz(std::string_view query) const {
     clock::time_point since;
     std::uint64_t frames, bytes;
     bool paused;
+    std::uint8_t tls_records;
   };
   std::vector<supplier_row> rows;
   s_.sessions.for_each([&rows](const suppliers::supplier_session& s) {
-    rows.push_back(
-        {s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes), s.paused()});
+    rows.push_back({s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes),
+                    s.paused(), s.stats().tls_records.load(std::memory_order_relaxed)});
   });
   // Oldest first: the list is stable between two looks, and the limit keeps the longest-lived.
   std::sort(rows.begin(), rows.end(),
@@ -135,7 +143,8 @@ metrics_server::response operator_api::connz(std::string_view query) const {
                            {"since", timestamp(r.since)},
                            {"frames", r.frames},
                            {"bytes", r.bytes},
-                           {"paused", r.paused}});
+                           {"paused", r.paused},
+                           {"tls_records", records_json(r.tls_records)}});
   }
   json consumers_out = json::array();
   if (const auto snap = s_.routes.load()) {
