@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -380,6 +381,88 @@ BOOST_AUTO_TEST_CASE(broken_service_file_stops_there) {
   BOOST_REQUIRE(result.errors.size() == 1u);
   BOOST_TEST(result.errors[0].file == config.string());
   BOOST_TEST(result.errors[0].line == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// [tls] file names may start with ${CREDENTIALS_DIRECTORY}/, where systemd's LoadCredential= puts
+// the unit's copies; nothing else is expanded, and the prefix needs the variable.
+BOOST_AUTO_TEST_SUITE(credentials_directory)
+
+const std::string tls_in_credentials =
+    "[gateway]\nroutes_file = \"r\"\n[tls]\n"
+    "cert = \"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\"\n"
+    "key = \"${CREDENTIALS_DIRECTORY}/tls_gateway.key\"\n"
+    "client_ca = \"tls/ca.crt\"\n";
+
+BOOST_AUTO_TEST_CASE(the_prefix_becomes_the_directory) {
+  credentials creds;
+  creds.directory = "/run/credentials/gatewayd.service";
+  const auto r = parse_service_config(tls_in_credentials, "/etc/gatewayd/gatewayd.toml", creds);
+  for (const auto& e : r.errors)
+    BOOST_TEST_MESSAGE(e.to_string());
+  BOOST_REQUIRE(r.config.has_value());
+  BOOST_TEST(r.config->tls_cert == fs::path{"/run/credentials/gatewayd.service/tls_gateway.crt"});
+  BOOST_TEST(r.config->tls_key == fs::path{"/run/credentials/gatewayd.service/tls_gateway.key"});
+  BOOST_TEST(r.config->tls_client_ca == fs::path{"/etc/gatewayd/tls/ca.crt"});  // as before
+  BOOST_TEST(creds.holds(r.config->tls_key));
+  BOOST_TEST(!creds.holds(r.config->tls_client_ca));
+  BOOST_TEST(!creds.holds("/run/credentials/gatewayd.service2/tls_gateway.key"));
+  BOOST_TEST(!creds.holds("/run/credentials/gatewayd.service"));
+  creds.directory = "/run/credentials/gatewayd.service/";  // a trailing slash changes nothing
+  BOOST_TEST(creds.holds(r.config->tls_key));
+}
+
+BOOST_AUTO_TEST_CASE(the_variable_comes_from_the_environment) {
+  temp_dir dir;
+  BOOST_REQUIRE(::setenv("CREDENTIALS_DIRECTORY", dir.path().c_str(), 1) == 0);
+  const auto r = parse(tls_in_credentials);
+  const auto unset = ::unsetenv("CREDENTIALS_DIRECTORY");
+  BOOST_REQUIRE(unset == 0);
+  BOOST_REQUIRE(r.config.has_value());
+  BOOST_TEST(r.config->tls_key == dir.path() / "tls_gateway.key");
+  const auto without = parse(tls_in_credentials);
+  BOOST_TEST(!without.config.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(unset_it_is_an_error_at_each_key_naming_it) {
+  const auto r = parse_service_config(tls_in_credentials, "/etc/gatewayd/gatewayd.toml", {});
+  BOOST_TEST(!r.config.has_value());
+  BOOST_REQUIRE(r.errors.size() == 2u);
+  BOOST_TEST(r.errors[0].to_string() ==
+             "/etc/gatewayd/gatewayd.toml:4:8: tls.cert: "
+             "\"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\" names a systemd credential, but "
+             "CREDENTIALS_DIRECTORY is not set: gatewayd is not running under a unit that passes "
+             "it with LoadCredential= (docs/security.md)");
+  BOOST_TEST(r.errors[1].to_string().find(":5:7: tls.key: \"${CREDENTIALS_DIRECTORY}/") !=
+                 std::string::npos,
+             r.errors[1].to_string());
+}
+
+BOOST_AUTO_TEST_CASE(only_that_variable_and_only_as_a_prefix) {
+  credentials creds;
+  creds.directory = "/run/credentials/gatewayd.service";
+  const std::pair<std::string, std::string> bad[] = {
+      {"${HOME}/gateway.key",
+       "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded; no other "
+       "variable is"},
+      {"tls/${CREDENTIALS_DIRECTORY}/gateway.key",
+       "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded; no other variable is"},
+      {"${CREDENTIALS_DIRECTORY}/${X}", "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded"},
+      {"${CREDENTIALS_DIRECTORY}/", "names no file after ${CREDENTIALS_DIRECTORY}/"},
+      {"${CREDENTIALS_DIRECTORY}",
+       "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded; no "
+       "other variable is"},
+      {"$CREDENTIALS_DIRECTORY/tls_gateway.key",
+       "is not expanded: write ${CREDENTIALS_DIRECTORY}/, with the braces"},
+  };
+  for (const auto& [name, why] : bad) {
+    const auto r = parse_service_config(
+        "[gateway]\nroutes_file = \"r\"\n[tls]\ncert = \"g.crt\"\nkey = \"" + name + "\"\n",
+        "/etc/gatewayd/gatewayd.toml", creds);
+    BOOST_REQUIRE(r.errors.size() == 1u);
+    BOOST_TEST(r.errors[0].message == "tls.key: \"" + name + "\" " + why);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
