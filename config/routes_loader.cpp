@@ -79,6 +79,7 @@ class routing_reader {
     }
     if (const auto* suppliers = check_.table(root, "", "suppliers")) read_suppliers(*suppliers);
     if (const auto* fallback = check_.table(root, "", "suppliers_default")) {
+      config_.suppliers_default_written = true;
       check_.reject_unknown_keys(*fallback, "suppliers_default", {"publish", "deny"});
       config_.suppliers_default.publish =
           patterns(*fallback, "suppliers_default", "publish", {">"});
