@@ -159,7 +159,7 @@ class service_reader {
     byte_cap(t, "max_partial_frame_bytes", max_payload_ok, "received",
              config_.max_partial_frame_bytes);
     if (const auto* allow = check_.array(t, "gateway", "allow")) {
-      read_blocks(*allow, "allow", config_.allow);
+      read_blocks(*allow, "gateway.allow", config_.allow);
     }
     read_proxy_protocol(t);
   }
@@ -177,11 +177,11 @@ class service_reader {
                                   "): the largest frame could never be " + std::string{what});
   }
 
-  // A list of CIDR blocks (allow, proxy_from).
+  // A list of CIDR blocks (gateway.allow, gateway.proxy_from, metrics.allow); `key` is its path.
   void read_blocks(const toml::array& list, std::string_view key,
                    std::vector<net::cidr_block>& out) {
     for (std::size_t i = 0; i < list.size(); ++i) {
-      const std::string path = "gateway." + std::string{key} + '[' + std::to_string(i) + ']';
+      const std::string path = std::string{key} + '[' + std::to_string(i) + ']';
       const auto* text = list[i].as_string();
       if (!text) {
         check_.error(list[i], path + ": expected a CIDR block (a string), got " +
@@ -205,7 +205,7 @@ class service_reader {
     }
     if (const auto* from = check_.array(t, "gateway", "proxy_from")) {
       config_.proxy_from.clear();
-      read_blocks(*from, "proxy_from", config_.proxy_from);
+      read_blocks(*from, "gateway.proxy_from", config_.proxy_from);
       if (from->empty() && config_.proxy_protocol) {
         check_.error(*from, "gateway.proxy_from: empty, so no balancer may send the PROXY header");
       }
@@ -246,6 +246,17 @@ class service_reader {
     check_.reject_unknown_keys(t, "metrics", keys_of("metrics"));
     if (auto e = listen_endpoint(t, "metrics", "listen")) config_.metrics_listen = *e;
     if (auto enabled = check_.boolean(t, "metrics", "enabled")) config_.metrics_enabled = *enabled;
+    if (const auto* allow = check_.array(t, "metrics", "allow")) {
+      // Empty would admit nobody (or, read as gateway.allow is, everybody): say which is meant.
+      if (allow->empty()) {
+        check_.error(*allow,
+                     "metrics.allow: empty; list the networks that may reach the metrics "
+                     "listener (\"0.0.0.0/0\" admits every IPv4 client)");
+        return;
+      }
+      config_.metrics_allow.clear();
+      read_blocks(*allow, "metrics.allow", config_.metrics_allow);
+    }
   }
 
   void read_log(const toml::table& t) {

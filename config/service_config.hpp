@@ -69,6 +69,8 @@ struct service_config {
   // [metrics]
   net::endpoint metrics_listen{"127.0.0.1", 9464};
   bool metrics_enabled = true;
+  // Who may connect to the metrics listener (/metrics and the operator endpoints): never empty.
+  std::vector<net::cidr_block> metrics_allow = loopback_blocks();
 
   // [log]
   gatewayd::log::level log_level = gatewayd::log::level::info;

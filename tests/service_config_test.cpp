@@ -73,6 +73,7 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST((c.lame_duck.count() == 0 && !c.proxy_protocol && c.proxy_from == loopback_blocks()));
   BOOST_TEST(c.metrics_listen.to_string() == "127.0.0.1:9464");
   BOOST_TEST(c.metrics_enabled);
+  BOOST_TEST((c.metrics_allow == loopback_blocks()));
   BOOST_TEST((c.log_level == gatewayd::log::level::info));
 }
 
@@ -97,6 +98,7 @@ proxy_from = ["10.1.0.7"]
 [metrics]
 listen = "0.0.0.0:9100"
 enabled = false
+allow = ["192.0.2.7", "10.20.0.0/16", "fd00::/8"]
 
 [log]
 level = "warning"
@@ -125,6 +127,10 @@ level = "warning"
               c.proxy_from == std::vector{*gatewayd::net::parse_cidr("10.1.0.7")}));
   BOOST_TEST(c.metrics_listen.to_string() == "0.0.0.0:9100");
   BOOST_TEST(!c.metrics_enabled);
+  BOOST_REQUIRE(c.metrics_allow.size() == 3u);
+  BOOST_TEST(c.metrics_allow[0].to_string() == "192.0.2.7/32");
+  BOOST_TEST(c.metrics_allow[1].to_string() == "10.20.0.0/16");
+  BOOST_TEST(c.metrics_allow[2].to_string() == "fd00::/8");
   BOOST_TEST((c.log_level == gatewayd::log::level::warning));
 }
 
@@ -203,6 +209,7 @@ allow = ["10.0.0.1/8", 7, "1.2.3.4/33", "nonsense"]
 listen = "127.0.0.1"
 enabled = "yes"
 port = 1
+allow = ["127.0.0.1", "10.0.0.1/8"]
 
 [log]
 level = "verbose"
@@ -243,9 +250,21 @@ level = "verbose"
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
        {18, 11, "metrics.enabled: expected a boolean (true or false), got a string"},
-       {19, 1, "metrics.port: unknown key (expected listen, enabled)"},
-       {22, 9, "log.level: unknown level \"verbose\" (expected debug, info, warning or error)"},
-       {24, 2, "logging: unknown key (expected gateway, tls, metrics, log)"}});
+       {19, 1, "metrics.port: unknown key (expected listen, enabled, allow)"},
+       {20, 23,
+        "metrics.allow[1]: \"10.0.0.1/8\": host bits are set after the /8 prefix (did you "
+        "mean 10.0.0.0/8?)"},
+       {23, 9, "log.level: unknown level \"verbose\" (expected debug, info, warning or error)"},
+       {25, 2, "logging: unknown key (expected gateway, tls, metrics, log)"}});
+}
+
+// An empty metrics.allow would mean nobody, or (read as gateway.allow is) everybody: neither is
+// taken silently.
+BOOST_AUTO_TEST_CASE(metrics_allow_may_not_be_empty) {
+  expect_errors("[gateway]\nroutes_file = \"r\"\n[metrics]\nallow = []\n",
+                {{4, 9,
+                  "metrics.allow: empty; list the networks that may reach the metrics listener "
+                  "(\"0.0.0.0/0\" admits every IPv4 client)"}});
 }
 
 BOOST_AUTO_TEST_CASE(missing_routes_file_points_at_gateway_table) {
