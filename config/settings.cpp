@@ -95,6 +95,8 @@ constexpr std::array table{
     field<&c::tls_ktls>("tls", "ktls", live),
     field<&c::metrics_listen>("metrics", "listen", restart),
     field<&c::metrics_enabled>("metrics", "enabled", restart),
+    // civetweb reads its access list once, at start: a new one would take a new server.
+    field<&c::metrics_allow>("metrics", "allow", restart),
     field<&c::log_level>("log", "level", live),
 };
 

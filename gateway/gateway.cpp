@@ -123,7 +123,8 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
 }
 
 void gateway::start_metrics() {
-  metrics_ = std::make_unique<metrics::metrics_server>(service_.metrics_listen);
+  metrics_ =
+      std::make_unique<metrics::metrics_server>(service_.metrics_listen, service_.metrics_allow);
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
       supplier_stats_, routes_, promotion_, reloads_, budget_,
       [this] {

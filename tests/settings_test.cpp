@@ -49,6 +49,7 @@ const std::map<std::string, std::string> non_default = {
     {"tls.ktls", "cert = \"g.crt\"\nkey = \"g.key\"\nktls = \"off\""},
     {"metrics.listen", "listen = \"127.0.0.1:9999\""},
     {"metrics.enabled", "enabled = false"},
+    {"metrics.allow", "allow = [\"10.1.2.3\", \"127.0.0.1\"]"},
     {"log.level", "level = \"debug\""},
 };
 
