@@ -99,7 +99,6 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
  private:
   friend class strand_drain;
   friend class mutex_drain;
-  friend class tls_writer;
 
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;

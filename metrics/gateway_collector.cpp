@@ -16,6 +16,7 @@ std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   collect_consumers(out);
   collect_suppliers(out);
+  collect_tls(out);
   collect_runtime(out);
   return out;
 }
@@ -172,6 +173,45 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                               "Frames whose address no route matched (sent to the dead-letter "
                               "consumer if one is configured).",
                               MetricType::Counter, value(st.unroutable)));
+}
+
+void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) const {
+  std::array<double, net::tls_records_count> consumer_connections{};
+  std::array<double, net::tls_error_count> consumer_errors{};
+  const auto snap = s_.routes.load();
+  for (const auto* list : {snap ? &snap->consumers : nullptr, snap ? &snap->retired : nullptr}) {
+    if (!list) continue;
+    for (const auto& c : *list) {
+      if (const auto r = c->stats().tls_records.load(std::memory_order_relaxed))
+        consumer_connections[r - 1] += 1;
+      for (std::size_t e = 0; e < net::tls_error_count; ++e)
+        consumer_errors[e] += value(c->stats().tls_errors[e]);
+    }
+  }
+  auto connections =
+      family("gatewayd_tls_connections",
+             "Open TLS connections by leg (supplier, consumer) and by who seals and opens their "
+             "records: openssl, kernel-send (the kernel seals, OpenSSL opens), kernel.",
+             MetricType::Gauge);
+  auto errors = family("gatewayd_tls_errors_total",
+                       "TLS connections that ended after their handshake other than by an "
+                       "orderly close, by leg and reason.",
+                       MetricType::Counter);
+  const auto& st = s_.suppliers;
+  for (std::size_t r = 0; r < net::tls_records_count; ++r) {
+    const std::string records{net::to_string(static_cast<net::tls_records>(r))};
+    add_sample(connections,
+               static_cast<double>(st.tls_connections[r].load(std::memory_order_relaxed)),
+               {{"leg", "supplier"}, {"records", records}});
+    add_sample(connections, consumer_connections[r], {{"leg", "consumer"}, {"records", records}});
+  }
+  for (std::size_t e = 0; e < net::tls_error_count; ++e) {
+    const std::string reason{net::to_string(static_cast<net::tls_error>(e))};
+    add_sample(errors, value(st.tls_errors[e]), {{"leg", "supplier"}, {"reason", reason}});
+    add_sample(errors, consumer_errors[e], {{"leg", "consumer"}, {"reason", reason}});
+  }
+  out.push_back(std::move(connections));
+  out.push_back(std::move(errors));
 }
 
 void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& out) const {

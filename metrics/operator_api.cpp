@@ -39,6 +39,12 @@ std::uint64_t value(const std::atomic<std::uint64_t>& a) {
   return a.load(std::memory_order_relaxed);
 }
 
+// Who seals and opens a TLS connection's records, or null for plaintext (0: no TLS).
+json records_json(std::uint8_t tls_records) {
+  if (tls_records == 0) return nullptr;
+  return std::string(net::to_string(static_cast<net::tls_records>(tls_records - 1)));
+}
+
 // `limit=N` from a query string, or `fallback`.
 std::size_t limit_of(std::string_view query, std::size_t fallback) {
   for (std::size_t at = 0; at < query.size();) {
@@ -68,6 +74,7 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
       {"name", c.name()},
       {"endpoint", spec ? spec->address.to_string() : std::string{}},
       {"state", st.connected.load(std::memory_order_relaxed) ? "connected" : "disconnected"},
+      {"tls_records", records_json(st.tls_records.load(std::memory_order_relaxed))},
       {"congested", st.congested.load(std::memory_order_relaxed)},
       {"overflow", std::string(to_string(c.policy()))},
       {"queue",
@@ -119,6 +126,7 @@ metrics_server::response operator_api::connz(std::string_view query) const {
     std::uint64_t frames, bytes;
     bool paused;
     std::optional<clock::time_point> paused_since;  // behind a full consumer
+    std::uint8_t tls_records;
   };
   std::vector<supplier_row> rows;
   // The pause began on the steady clock (what the connection cap compares); shown on the wall
@@ -131,7 +139,8 @@ metrics_server::response operator_api::connz(std::string_view query) const {
       paused_since = now - std::chrono::duration_cast<clock::duration>(steady_now - *p);
     }
     rows.push_back({s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes),
-                    s.paused(), paused_since});
+                    s.paused(), paused_since,
+                    s.stats().tls_records.load(std::memory_order_relaxed)});
   });
   // Oldest first: the list is stable between two looks, and the limit keeps the longest-lived.
   std::sort(rows.begin(), rows.end(),
@@ -147,7 +156,8 @@ metrics_server::response operator_api::connz(std::string_view query) const {
          {"frames", r.frames},
          {"bytes", r.bytes},
          {"paused", r.paused},
-         {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)}});
+         {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)},
+         {"tls_records", records_json(r.tls_records)}});
   }
   json consumers_out = json::array();
   if (const auto snap = s_.routes.load()) {

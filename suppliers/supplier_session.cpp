@@ -14,6 +14,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
                                    std::optional<asio::ip::tcp::endpoint> peer)
     : socket_(std::move(socket)),
       idle_timer_(socket_.get_executor()),
+      send_deadline_(socket_.get_executor()),
       ctx_(ctx),
       stream_(ctx.max_payload, ctx.partial_budget) {
   std::error_code ec;
@@ -29,6 +30,8 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
 
 supplier_session::~supplier_session() {
   set_paused_by_consumer(false);  // the registry's count of paused sessions, if not closed
+  if (const auto r = stats_.tls_records.load(std::memory_order_relaxed))
+    ctx_.stats.tls_connections[r - 1].fetch_sub(1, std::memory_order_relaxed);
   ctx_.registry.remove(this);
   ctx_.stats.connections.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -94,7 +97,7 @@ void supplier_session::ask_to_leave() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
     // TLS: close_notify before the FIN, or the supplier sees a cut stream, not a goodbye.
-    if (self->tls_ && !self->handshaking_) self->tls_->close_notify();
+    if (self->tls_) self->tls_->close_notify();
     std::error_code ignored;
     self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   });
@@ -134,13 +137,17 @@ void supplier_session::do_wait() {
                [self = shared_from_this()] { self->on_readable(std::error_code{}); });
     return;
   }
-  // Wait for readability without a buffer: an idle connection holds no read memory.
-  socket_.async_wait(asio::ip::tcp::socket::wait_read,
+  // Wait for readability without a buffer: an idle connection holds no read memory. (TLS: or
+  // for room to send what OpenSSL must send before it reads on.)
+  const auto wait = tls_ ? tls_->wait_for() : asio::ip::tcp::socket::wait_read;
+  if (wait == asio::ip::tcp::socket::wait_write) arm_send_deadline();
+  socket_.async_wait(wait,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
 }
 
 void supplier_session::on_readable(std::error_code ec) {
   waiting_ = false;
+  send_deadline_.cancel();
   if (closed_) return;
   if (ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
@@ -175,7 +182,7 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
     router.count_not_permitted(denied);
     // The connection stays (as nats-server does): the frames are dropped, counted and logged.
     GW_LOG_LIMITED(warning, "supplier frames not permitted")
-        << "supplier " << peer_ << " (identity \"" << identity_ << "\"): " << denied
+        << "supplier " << peer_ << " (identity \"" << log::escaped(identity_) << "\"): " << denied
         << " frame(s) to addresses it may not publish to, the first " << first_denied
         << "; dropped (not_permitted)";
   }
@@ -232,6 +239,7 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
     }
     if (ec) {
       end = pass_end::peer_gone;
+      read_error_ = ec;
       break;
     }
     stream_.commit(n);
@@ -306,6 +314,7 @@ void supplier_session::after_routing(const routed& r) {
 }
 
 void supplier_session::closed_by_peer() {
+  if (tls_ && read_error_ && read_error_ != asio::error::eof) return fail_tls(read_error_);
   if (stream_.has_partial()) {
     GW_LOG_LIMITED(info, "supplier connections closed mid-frame")
         << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
@@ -345,7 +354,8 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   set_paused_by_consumer(false);
   std::error_code ignored;
   idle_timer_.cancel();
-  if (tls_ && !handshaking_) tls_->close_notify();  // the supplier sees our close, not a cut
+  send_deadline_.cancel();
+  if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   if (handed_off_) {

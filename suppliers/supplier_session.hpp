@@ -39,7 +39,12 @@ struct session_context {
   // [tls]: every connection does a server handshake with the holder's context before its first
   // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
   const net::tls_context_holder* tls = nullptr;
+  // How long a TLS handshake may take, and how long a supplier may leave unread what OpenSSL
+  // must send it (a KeyUpdate answer) before it is closed as slow.
   std::chrono::milliseconds handshake_timeout{10000};
+  // [tls] ktls = "auto": offer OpenSSL the kernel's record layer. A reload may change it; new
+  // connections take the value of their accept.
+  std::atomic<bool> kernel_tls{true};
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
@@ -124,10 +129,16 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::size_t read_some(asio::mutable_buffer into, std::error_code& ec) {
     if (!tls_) return socket_.read_some(into, ec);
     const std::size_t n = tls_->read_some(into, ec);
-    // Only "would block" proves that OpenSSL holds no whole record the socket no longer shows.
+    // Only "would block" proves that OpenSSL holds no bytes the socket no longer shows.
     tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
     return n;
   }
+  // TLS: the connection ended other than by close_notify after its handshake: counted by
+  // reason and logged, then closed.
+  void fail_tls(const std::error_code& ec);
+  // TLS: OpenSSL must send before it can read on (a KeyUpdate answer) and the socket is full:
+  // the supplier has handshake_timeout to take it, or it is closed as slow.
+  void arm_send_deadline();
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
@@ -166,6 +177,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::shared_ptr<net::tls_channel> tls_;            // null = plaintext
   std::string identity_;
   asio::steady_timer idle_timer_;
+  asio::steady_timer send_deadline_;  // TLS: while a wait is for room to send
+  std::error_code read_error_;        // what ended the last read pass, if it was not the socket
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;

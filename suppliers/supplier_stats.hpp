@@ -8,6 +8,7 @@
 #include <memory>
 #include <string_view>
 
+#include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/publish_drop_counters.hpp"
@@ -45,10 +46,11 @@ enum class partial_discard : std::uint8_t {
   not_allowed,           // a reloaded allow list expelled the supplier
   reclaimed,             // the connection cap gave its place to a new connection
   shutdown,              // the gateway stopped
+  tls_error,             // its TLS connection failed (gatewayd_tls_errors_total says why)
 };
-inline constexpr runtime::enum_names<partial_discard, 6> partial_discard_names{
+inline constexpr runtime::enum_names<partial_discard, 7> partial_discard_names{
     {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "reclaimed",
-     "shutdown"}};
+     "shutdown", "tls_error"}};
 inline constexpr std::size_t partial_discard_count = partial_discard_names.count;
 inline std::string_view to_string(partial_discard r) noexcept {
   return partial_discard_names(r);
@@ -74,6 +76,10 @@ struct supplier_stats {
   // TLS handshakes that failed, by reason (net::tls_failure).
   std::array<std::atomic<std::uint64_t>, net::tls_failure_count> tls_failures{};
   std::atomic<std::uint64_t> tls_handshakes{0};  // completed
+  // Established TLS connections that ended other than by close_notify, by reason.
+  std::array<std::atomic<std::uint64_t>, net::tls_error_count> tls_errors{};
+  // Open TLS connections by who seals and opens their records (net::tls_records).
+  std::array<std::atomic<std::int64_t>, net::tls_records_count> tls_connections{};
 };
 
 // One session's share of the above, for /connz: added to where the session adds to
@@ -82,6 +88,8 @@ struct session_stats {
   const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
   std::atomic<std::uint64_t> frames{0};
   std::atomic<std::uint64_t> bytes{0};
+  // 0: plaintext, or TLS not yet handshaken; else 1 + the net::tls_records of the connection.
+  std::atomic<std::uint8_t> tls_records{0};
 };
 
 }  // namespace gatewayd::suppliers
