@@ -1,5 +1,6 @@
 # Runs at install time (from cmake/install.cmake): installs the systemd unit with its paths
-# fitted to the prefix, and the sample configuration unless an operator's copy is there.
+# fitted to the prefix, the sample configuration unless an operator's copy is there, and the
+# (empty) directory the unit's LoadCredential= reads.
 # Inputs: gatewayd_unit_source, gatewayd_unit_staging (a directory), gatewayd_config_sources,
 # gatewayd_system_unit_dir, gatewayd_sbindir, gatewayd_sysconfdir, gatewayd_docdir.
 
@@ -58,3 +59,11 @@ foreach(source IN LISTS gatewayd_config_sources)
          OWNER_WRITE GROUP_READ WORLD_READ FILES "${source}")
   endif()
 endforeach()
+
+# Where the unit's LoadCredential= takes the TLS keys and certificates from: root's alone (0700),
+# shipped empty (TLS off), so that the unit starts (systemd fails a start whose credential
+# directory is missing). Files an operator put there are kept.
+set(empty_credentials "${gatewayd_unit_staging}/${destination}/credentials")
+file(MAKE_DIRECTORY "${empty_credentials}")
+file(INSTALL DESTINATION "${sysconfdir}/gatewayd" TYPE DIRECTORY DIR_PERMISSIONS OWNER_READ
+     OWNER_WRITE OWNER_EXECUTE FILES "${empty_credentials}")

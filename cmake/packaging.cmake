@@ -26,6 +26,9 @@ set(gatewayd_doc_dir ${CMAKE_INSTALL_DATADIR}/doc/gatewayd)
 install(FILES ${gatewayd_pkg_dir}/copyright ${gatewayd_pkg_out}/changelog.gz
         DESTINATION ${gatewayd_doc_dir})
 install(FILES ${gatewayd_pkg_out}/gatewayd.8.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+# /etc/gatewayd/credentials is 0700 on purpose (it holds private keys): say so to lintian.
+install(FILES ${gatewayd_pkg_dir}/lintian-overrides DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+        RENAME gatewayd)
 # Documentation goes where Debian policy puts it, /usr/share/doc/gatewayd (no man pages
 # there: they are installed above).
 file(GLOB gatewayd_docs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "config/file_digest.hpp"
+#include "config/ktls_mode.hpp"
 
 namespace gatewayd::config {
 namespace {
@@ -12,17 +13,24 @@ namespace {
 namespace fs = std::filesystem;
 using presence = toml_checker::presence;
 
-// A file name from the table: not empty, made absolute against `base`.
+// A file name from the table: not empty, a leading ${CREDENTIALS_DIRECTORY}/ expanded, made
+// absolute against `base`.
 std::optional<fs::path> file_name(toml_checker& check, const toml::table& tls,
                                   const std::string& path, std::string_view key, presence needed,
-                                  const fs::path& base) {
+                                  const fs::path& base, const credentials& creds) {
   auto name = check.string(tls, path, key, needed);
   if (!name) return std::nullopt;
+  const std::string key_path = path + "." + std::string{key};
   if (name->empty()) {
-    check.error(*tls.get(key), path + "." + std::string{key} + ": must not be empty");
+    check.error(*tls.get(key), key_path + ": must not be empty");
     return std::nullopt;
   }
-  const fs::path named{*name};
+  auto expanded = expand_file_name(*name, creds);
+  if (!expanded.path) {
+    check.error(*tls.get(key), key_path + ": \"" + *name + "\" " + expanded.error);
+    return std::nullopt;
+  }
+  const fs::path& named = *expanded.path;
   return (named.is_absolute() ? named : base / named).lexically_normal();
 }
 
@@ -41,20 +49,18 @@ std::optional<std::string> contents(toml_checker& check, const toml::node& where
 
 }  // namespace
 
-std::optional<consumers::consumer_tls> read_consumer_tls(toml_checker& check,
-                                                         const toml::table& consumer,
-                                                         const std::string& consumer_path,
-                                                         const fs::path& base,
-                                                         const std::string& endpoint_host) {
+std::optional<consumers::consumer_tls> read_consumer_tls(
+    toml_checker& check, const toml::table& consumer, const std::string& consumer_path,
+    const fs::path& base, const credentials& creds, const std::string& endpoint_host) {
   const auto* tls = check.table(consumer, consumer_path, "tls");
   if (!tls) return std::nullopt;
   const std::string path = consumer_path + ".tls";
-  check.reject_unknown_keys(*tls, path, {"ca", "server_name", "cert", "key"});
+  check.reject_unknown_keys(*tls, path, {"ca", "server_name", "cert", "key", "ktls"});
   consumers::consumer_tls out;
   out.line = tls->source().begin.line;
   out.column = tls->source().begin.column;
   bool ok = true;
-  if (auto ca = file_name(check, *tls, path, "ca", presence::required, base)) {
+  if (auto ca = file_name(check, *tls, path, "ca", presence::required, base, creds)) {
     out.files.ca = std::move(*ca);
   } else {
     ok = false;
@@ -69,8 +75,8 @@ std::optional<consumers::consumer_tls> read_consumer_tls(toml_checker& check,
     }
     out.files.server_name = std::move(*name);
   }
-  const auto cert = file_name(check, *tls, path, "cert", presence::optional, base);
-  const auto key = file_name(check, *tls, path, "key", presence::optional, base);
+  const auto cert = file_name(check, *tls, path, "cert", presence::optional, base, creds);
+  const auto key = file_name(check, *tls, path, "key", presence::optional, base, creds);
   if (tls->contains("cert") != tls->contains("key")) {
     check.error(*tls, path + ": cert and key go together (a client certificate needs its key); " +
                           (tls->contains("cert") ? "key" : "cert") + " is missing");
@@ -82,7 +88,20 @@ std::optional<consumers::consumer_tls> read_consumer_tls(toml_checker& check,
   } else if (tls->contains("cert") || tls->contains("key")) {
     ok = false;
   }
+  if (auto mode = check.string(*tls, path, "ktls")) {
+    if (const auto m = ktls_mode_names.parse(*mode)) {
+      out.kernel_tls = *m == ktls_mode::automatic;
+    } else {
+      check.error(*tls->get("ktls"), path + ".ktls: unknown mode \"" + *mode + "\" (expected " +
+                                         ktls_mode_names.choices() + ")");
+      ok = false;
+    }
+  }
   if (!ok || out.files.server_name.empty()) return std::nullopt;
+  if (!creds.readable &&
+      (creds.holds(out.files.ca) || creds.holds(out.files.cert) || creds.holds(out.files.key))) {
+    return out;  // checked as far as names go; the running gateway holds the files
+  }
 
   // The digest is taken before the context is built: a file replaced in between shows as a
   // change at the next reload, never as a context the digest does not describe.

@@ -19,6 +19,9 @@ struct routes_config {
   // publish = [">"], everyone everything, as before permissions existed).
   std::vector<routing::publish_rule> suppliers;
   routing::publish_rule suppliers_default{"", "", {">"}, {}};
+  // Whether the file has a [suppliers_default] table, or the rule above is the implicit one
+  // (with TLS identities in use, --check warns that unlisted ones may then publish anywhere).
+  bool suppliers_default_written = false;
 
   // What the routing table is built from (consumer names in the same order).
   routing::routing_rules rules() const;

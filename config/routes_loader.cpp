@@ -64,9 +64,10 @@ std::size_t edit_distance_within(std::string_view a, std::string_view b, std::si
 // Reads one routes.toml document into `config`, reporting every problem to `check`.
 class routing_reader {
  public:
-  // `base`: the routes file's folder, against which the consumers' TLS file names resolve.
-  routing_reader(toml_checker& check, std::filesystem::path base)
-      : check_(check), base_(std::move(base)) {}
+  // `base`: the routes file's folder, against which the consumers' TLS file names resolve
+  // (`creds`: where those starting with ${CREDENTIALS_DIRECTORY}/ do).
+  routing_reader(toml_checker& check, std::filesystem::path base, const credentials& creds)
+      : check_(check), base_(std::move(base)), creds_(creds) {}
 
   routes_config read(const toml::table& root) {
     check_.reject_unknown_keys(
@@ -78,6 +79,7 @@ class routing_reader {
     }
     if (const auto* suppliers = check_.table(root, "", "suppliers")) read_suppliers(*suppliers);
     if (const auto* fallback = check_.table(root, "", "suppliers_default")) {
+      config_.suppliers_default_written = true;
       check_.reject_unknown_keys(*fallback, "suppliers_default", {"publish", "deny"});
       config_.suppliers_default.publish =
           patterns(*fallback, "suppliers_default", "publish", {">"});
@@ -147,7 +149,7 @@ class routing_reader {
                                                  consumers::overflow_policy_names.choices() + ")");
       }
     }
-    spec.tls = read_consumer_tls(check_, table, path, base_, spec.address.host);
+    spec.tls = read_consumer_tls(check_, table, path, base_, creds_, spec.address.host);
     return spec;
   }
 
@@ -300,6 +302,7 @@ class routing_reader {
 
   toml_checker& check_;
   std::filesystem::path base_;
+  const credentials& creds_;
   routes_config config_;
   std::set<std::string, std::less<>> known_consumers_;
   std::uint64_t suggestion_cells_ = 0;
@@ -315,13 +318,15 @@ bool valid_consumer_name(std::string_view name) noexcept {
   });
 }
 
-routes_load_result parse_routes_config(std::string_view toml_text, const std::string& source_name) {
+routes_load_result parse_routes_config(std::string_view toml_text, const std::string& source_name,
+                                       const credentials& creds) {
   toml_checker check{source_name};
   routes_load_result result;
   if (auto root = check.parse(toml_text)) {
     std::error_code ec;
     const auto file = std::filesystem::absolute(source_name, ec);
-    routing_reader reader{check, (ec ? std::filesystem::path{source_name} : file).parent_path()};
+    routing_reader reader{check, (ec ? std::filesystem::path{source_name} : file).parent_path(),
+                          creds};
     auto config = reader.read(*root);
     if (!check.has_errors()) result.config = std::move(config);
   }
@@ -329,10 +334,10 @@ routes_load_result parse_routes_config(std::string_view toml_text, const std::st
   return result;
 }
 
-routes_load_result load_routes_file(const std::filesystem::path& file) {
+routes_load_result load_routes_file(const std::filesystem::path& file, const credentials& creds) {
   toml_checker check{file.string()};
   if (auto text = read_config_text(file, check)) {
-    auto result = parse_routes_config(*text, file.string());
+    auto result = parse_routes_config(*text, file.string(), creds);
     result.sha256 = sha256_hex(*text);  // the bytes parsed, not a second read that may differ
     return result;
   }

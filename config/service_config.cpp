@@ -43,7 +43,8 @@ struct service_reading {
 
 class service_reader {
  public:
-  service_reader(toml_checker& check, const fs::path& file) : check_(check), file_(file) {
+  service_reader(toml_checker& check, const fs::path& file, const credentials& creds)
+      : check_(check), file_(file), creds_(creds) {
     config_.config_file = absolute_normal(file);
   }
 
@@ -158,7 +159,7 @@ class service_reader {
     byte_cap(t, "max_partial_frame_bytes", max_payload_ok, "received",
              config_.max_partial_frame_bytes);
     if (const auto* allow = check_.array(t, "gateway", "allow")) {
-      read_blocks(*allow, "allow", config_.allow);
+      read_blocks(*allow, "gateway.allow", config_.allow);
     }
     read_proxy_protocol(t);
   }
@@ -176,11 +177,11 @@ class service_reader {
                                   "): the largest frame could never be " + std::string{what});
   }
 
-  // A list of CIDR blocks (allow, proxy_from).
+  // A list of CIDR blocks (gateway.allow, gateway.proxy_from, metrics.allow); `key` is its path.
   void read_blocks(const toml::array& list, std::string_view key,
                    std::vector<net::cidr_block>& out) {
     for (std::size_t i = 0; i < list.size(); ++i) {
-      const std::string path = "gateway." + std::string{key} + '[' + std::to_string(i) + ']';
+      const std::string path = std::string{key} + '[' + std::to_string(i) + ']';
       const auto* text = list[i].as_string();
       if (!text) {
         check_.error(list[i], path + ": expected a CIDR block (a string), got " +
@@ -204,23 +205,30 @@ class service_reader {
     }
     if (const auto* from = check_.array(t, "gateway", "proxy_from")) {
       config_.proxy_from.clear();
-      read_blocks(*from, "proxy_from", config_.proxy_from);
+      read_blocks(*from, "gateway.proxy_from", config_.proxy_from);
       if (from->empty() && config_.proxy_protocol) {
         check_.error(*from, "gateway.proxy_from: empty, so no balancer may send the PROXY header");
       }
     }
   }
 
-  // A [tls] file name: not empty, relative to gatewayd.toml. Whether it loads is checked where
-  // the context is built (net/tls_context), by --check and at start-up alike.
+  // A [tls] file name: not empty, relative to gatewayd.toml or under
+  // ${CREDENTIALS_DIRECTORY}/. Whether it loads is checked where the context is built
+  // (net/tls_context), by --check and at start-up alike.
   void tls_file(const toml::table& t, std::string_view key, presence needed, fs::path& out) {
     auto name = check_.string(t, "tls", key, needed);
     if (!name) return;
+    const std::string path = "tls." + std::string{key};
     if (name->empty()) {
-      check_.error(*t.get(key), "tls." + std::string{key} + ": must not be empty");
+      check_.error(*t.get(key), path + ": must not be empty");
       return;
     }
-    const fs::path named{*name};
+    auto expanded = expand_file_name(*name, creds_);
+    if (!expanded.path) {
+      check_.error(*t.get(key), path + ": " + in_quotes(*name) + " " + expanded.error);
+      return;
+    }
+    const fs::path& named = *expanded.path;
     out = absolute_normal(named.is_absolute() ? named : file_.parent_path() / named);
   }
 
@@ -229,6 +237,14 @@ class service_reader {
     tls_file(t, "cert", presence::required, config_.tls_cert);
     tls_file(t, "key", presence::required, config_.tls_key);
     tls_file(t, "client_ca", presence::optional, config_.tls_client_ca);
+    if (auto mode = check_.string(t, "tls", "ktls")) {
+      if (auto m = ktls_mode_names.parse(*mode)) {
+        config_.tls_ktls = *m;
+      } else {
+        check_.error(*t.get("ktls"), "tls.ktls: unknown mode " + in_quotes(*mode) + " (expected " +
+                                         ktls_mode_names.choices() + ")");
+      }
+    }
     if (auto v = check_.integer(t, "tls", "handshake_timeout_ms", 1, max_milliseconds)) {
       config_.tls_handshake_timeout = std::chrono::milliseconds{*v};
     }
@@ -238,6 +254,17 @@ class service_reader {
     check_.reject_unknown_keys(t, "metrics", keys_of("metrics"));
     if (auto e = listen_endpoint(t, "metrics", "listen")) config_.metrics_listen = *e;
     if (auto enabled = check_.boolean(t, "metrics", "enabled")) config_.metrics_enabled = *enabled;
+    if (const auto* allow = check_.array(t, "metrics", "allow")) {
+      // Empty would admit nobody (or, read as gateway.allow is, everybody): say which is meant.
+      if (allow->empty()) {
+        check_.error(*allow,
+                     "metrics.allow: empty; list the networks that may reach the metrics "
+                     "listener (\"0.0.0.0/0\" admits every IPv4 client)");
+        return;
+      }
+      config_.metrics_allow.clear();
+      read_blocks(*allow, "metrics.allow", config_.metrics_allow);
+    }
   }
 
   void read_log(const toml::table& t) {
@@ -267,6 +294,7 @@ class service_reader {
 
   toml_checker& check_;
   const fs::path& file_;
+  const credentials& creds_;
   service_config config_;
   std::optional<fs::path> routes_file_;
 };
@@ -279,11 +307,12 @@ std::vector<net::cidr_block> loopback_blocks() {
 
 namespace {
 
-service_reading read_service_text(std::string_view text, const fs::path& file) {
+service_reading read_service_text(std::string_view text, const fs::path& file,
+                                  const credentials& creds) {
   toml_checker check{file.string()};
   service_reading reading;
   if (auto root = check.parse(text)) {
-    service_reader reader{check, file};
+    service_reader reader{check, file, creds};
     reading = reader.read(*root);
   }
   reading.errors = check.take_errors();
@@ -292,21 +321,22 @@ service_reading read_service_text(std::string_view text, const fs::path& file) {
 
 }  // namespace
 
-service_load_result parse_service_config(std::string_view toml_text, const fs::path& file) {
-  auto reading = read_service_text(toml_text, file);
+service_load_result parse_service_config(std::string_view toml_text, const fs::path& file,
+                                         const credentials& creds) {
+  auto reading = read_service_text(toml_text, file, creds);
   service_load_result result;
   result.errors = std::move(reading.errors);
   if (result.errors.empty()) result.config = std::move(reading.config);
   return result;
 }
 
-service_load_result load_service_config(const fs::path& file) {
+service_load_result load_service_config(const fs::path& file, const credentials& creds) {
   toml_checker check{file.string()};
-  if (auto text = read_config_text(file, check)) return parse_service_config(*text, file);
+  if (auto text = read_config_text(file, check)) return parse_service_config(*text, file, creds);
   return {std::nullopt, check.take_errors()};
 }
 
-full_load_result load_full_config(const fs::path& file) {
+full_load_result load_full_config(const fs::path& file, const credentials& creds) {
   full_load_result result;
   toml_checker check{file.string()};
   const auto text = read_config_text(file, check);
@@ -314,10 +344,10 @@ full_load_result load_full_config(const fs::path& file) {
     result.errors = check.take_errors();
     return result;
   }
-  auto service = read_service_text(*text, file);
+  auto service = read_service_text(*text, file, creds);
   result.errors = std::move(service.errors);
   if (!service.routes_file_as_named) return result;
-  auto routes = load_routes_file(*service.routes_file_as_named);
+  auto routes = load_routes_file(*service.routes_file_as_named, creds);
   result.errors.insert(result.errors.end(), routes.errors.begin(), routes.errors.end());
   // The mutex drain writes from the queuing threads with blocking writes: there is no TLS
   // writer for that baseline model, so TLS consumers need the strand drain.

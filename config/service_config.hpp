@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "config/config_error.hpp"
+#include "config/credentials.hpp"
+#include "config/ktls_mode.hpp"
 #include "config/routes_config.hpp"
 #include "consumers/drain_model.hpp"
 #include "net/cidr_block.hpp"
@@ -59,6 +61,7 @@ struct service_config {
   std::filesystem::path tls_key;
   std::filesystem::path tls_client_ca;  // empty = suppliers present no certificate
   std::chrono::milliseconds tls_handshake_timeout{10000};
+  ktls_mode tls_ktls = ktls_mode::automatic;  // the kernel's record layer where the host has it
   // The [tls] files, when the table is there.
   std::optional<net::tls_server_files> tls_files() const {
     if (tls_cert.empty()) return std::nullopt;
@@ -68,6 +71,8 @@ struct service_config {
   // [metrics]
   net::endpoint metrics_listen{"127.0.0.1", 9464};
   bool metrics_enabled = true;
+  // Who may connect to the metrics listener (/metrics and the operator endpoints): never empty.
+  std::vector<net::cidr_block> metrics_allow = loopback_blocks();
 
   // [log]
   gatewayd::log::level log_level = gatewayd::log::level::info;
@@ -81,11 +86,14 @@ struct service_load_result {
 };
 
 // Reads and validates gatewayd.toml; routes_file is resolved against its directory but the
-// routes file itself is not read (see load_full_config).
-service_load_result load_service_config(const std::filesystem::path& file);
+// routes file itself is not read (see load_full_config). [tls] file names starting with
+// ${CREDENTIALS_DIRECTORY}/ are expanded with `creds`.
+service_load_result load_service_config(const std::filesystem::path& file,
+                                        const credentials& creds = credentials::from_environment());
 // The same from text in memory; `file` names it in errors and anchors routes_file.
-service_load_result parse_service_config(std::string_view toml_text,
-                                         const std::filesystem::path& file);
+service_load_result parse_service_config(
+    std::string_view toml_text, const std::filesystem::path& file,
+    const credentials& creds = credentials::from_environment());
 
 struct full_config {
   service_config service;
@@ -100,6 +108,7 @@ struct full_load_result {
 
 // Loads gatewayd.toml and the routes file it names, reporting the errors of both. When
 // gatewayd.toml is too broken to say where the routes file is, only its own errors come back.
-full_load_result load_full_config(const std::filesystem::path& file);
+full_load_result load_full_config(const std::filesystem::path& file,
+                                  const credentials& creds = credentials::from_environment());
 
 }  // namespace gatewayd::config

@@ -32,6 +32,9 @@ std::string text_of(runtime::concurrency_model m) {
 std::string text_of(consumers::drain_model m) {
   return std::string{consumers::to_string(m)};
 }
+std::string text_of(ktls_mode m) {
+  return std::string{to_string(m)};
+}
 std::string text_of(log::level l) {
   return std::string{log::to_string(l)};
 }
@@ -89,8 +92,11 @@ constexpr std::array table{
     field<&c::tls_key>("tls", "key", live_while_tls),
     field<&c::tls_client_ca>("tls", "client_ca", live_while_tls),
     field<&c::tls_handshake_timeout>("tls", "handshake_timeout_ms", restart),
+    field<&c::tls_ktls>("tls", "ktls", live),
     field<&c::metrics_listen>("metrics", "listen", restart),
     field<&c::metrics_enabled>("metrics", "enabled", restart),
+    // civetweb reads its access list once, at start: a new one would take a new server.
+    field<&c::metrics_allow>("metrics", "allow", restart),
     field<&c::log_level>("log", "level", live),
 };
 

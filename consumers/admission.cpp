@@ -175,6 +175,46 @@ admission admit(frame_queue& queue, std::span<const frame_slice> frames, const q
   return a.result();
 }
 
+admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* budget,
+               protocol::release_batch& released) {
+  admission a;
+  std::uint64_t freed = 0;
+  const auto over_frames = [&] { return queue.size() > limits.capacity; };
+  const auto over_bytes = [&] { return limits.byte_cap && queue.bytes() > limits.byte_cap; };
+  const auto drop = [&](const frame_slice& f, drop_reason why) {
+    released.add(f.chunk);
+    ++a.drops[static_cast<std::size_t>(why)];
+    freed += f.size;
+  };
+  switch (limits.policy) {
+    case overflow_policy::drop_oldest:
+      while (over_frames())
+        drop(queue.pop_front(), drop_reason::queue_full);
+      while (over_bytes())
+        drop(queue.pop_front(), drop_reason::queue_bytes);
+      break;
+    case overflow_policy::drop_newest:
+      while (over_frames())
+        drop(queue.pop_back(), drop_reason::queue_full);
+      while (over_bytes())
+        drop(queue.pop_back(), drop_reason::queue_bytes);
+      break;
+    case overflow_policy::disconnect:
+      if (over_frames() || over_bytes()) {
+        const frame_counts gone = queue.clear();
+        a.drops[static_cast<std::size_t>(drop_reason::slow_consumer)] += gone.frames;
+        a.discarded = gone.frames;
+        a.slow = true;
+        freed += gone.bytes;
+      }
+      break;
+    case overflow_policy::backpressure:
+      break;
+  }
+  if (budget) budget->release(freed);
+  return a;
+}
+
 bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept {
   return queue.size() >= limits.capacity || (limits.byte_cap && queue.bytes() >= limits.byte_cap);
 }

@@ -22,7 +22,7 @@ struct queue_limits {
   overflow_policy policy = overflow_policy::drop_oldest;
 };
 
-// What admitting one batch came to.
+// What admitting one batch (or trimming a queue, below) came to.
 struct admission {
   std::uint32_t queued = 0;                              // frames of the batch now in the queue
   std::array<std::uint64_t, drop_reason_count> drops{};  // by reason, evictions included
@@ -49,6 +49,18 @@ struct admission {
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
                 queue_budget* budget, bool congested, frame_packer* packer,
                 protocol::release_batch& refused);
+
+// Applies the policy to what `queue` already holds, when its consumer becomes congested: while
+// it kept up every frame was queued, past the limits if need be (above), and from now on the
+// limits are the bound a dashboard shows. drop-oldest evicts from the front and drop-newest
+// from the back until the queue is within `queue_capacity` and `queue_bytes` (counted as
+// queue_full, then queue_bytes, as admit() counts them); disconnect, if the queue is over
+// either, throws all of it away (slow_consumer, and `slow`: the caller drops the link);
+// backpressure keeps everything. Each frame that goes hands its reference to `released` and its
+// bytes back to `budget` (may be null). The gateway-wide budget is not a limit here: the next
+// put() applies it, as it does to any consumer.
+admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* budget,
+               protocol::release_batch& released);
 
 // True when the queue is at its frame or byte limit (backpressure then pauses suppliers).
 bool at_limit(const frame_queue& queue, const queue_limits& limits) noexcept;

@@ -90,13 +90,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // bounded by its limits rather than by the read chunks its frames pin.
       a = admit(queue_, frames, limits_, opts_.budget, congested_,
                 congested_ || refusing_ ? &packer_ : nullptr, refused);
-      if (a.slow && connected_) {
-        // No write may start on the doomed connection from here on; the strand drops it, and
-        // a batch being written is discarded when it comes back.
-        connected_ = false;
-        slow_conn = conn_;
-        if (writing_) discard_in_flight_ = true;
-      }
+      if (a.slow) slow_conn = give_up_link_locked();
       // Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the
       // gateway's own high-water mark, where the gateway, not the consumer, is behind. One
       // whose socket refuses bytes is in its grace (slow_after): its queue may fill to its own
@@ -111,6 +105,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // table that no longer names it.
       if (!closing_ && (backpressure || gateway_behind)) {
         result.pause_supplier = true;
+        result.paused_by_consumer = backpressure && congested_;
         paused_.add(listener);
       }
       if (connected_ && !queue_.empty() && (drain_->writer_per_caller() || !writing_)) {
@@ -121,14 +116,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
     }
   }
   result.queued = a.queued;
-  for (std::size_t i = 0; i < drop_reason_count; ++i) {
-    if (a.drops[i]) stats_.dropped[i].fetch_add(a.drops[i], std::memory_order_relaxed);
-  }
-  if (slow_conn) {
-    asio::post(strand_, [self = shared_from_this(), slow_conn, n = a.discarded] {
-      self->link_.drop_slow(slow_conn, n);
-    });
-  }
+  settle_policy(a, slow_conn);
   // The mutex model writes in the caller whatever it was asked.
   result.wrote = start_drain && (drain_here || drain_->writer_per_caller());
   if (start_drain) drain_->start(drain_here);
@@ -183,9 +171,15 @@ void consumer::caught_up() {
 
 void consumer::fell_behind() {
   stats_.congested.store(true, std::memory_order_relaxed);
+  protocol::release_batch released;  // released after the unlock
+  admission trimmed;
+  std::uint64_t slow_conn = 0;
+  std::vector<std::weak_ptr<flow_control_listener>> held;
   {
     std::lock_guard lock(mutex_);
     congested_ = true;
+    // What queued while it kept up meets its policy now, not only what comes next.
+    slow_conn = hold_to_limits_locked(trimmed, released);
     // It will hold what it has for long: frames pinning mostly unused read chunks are copied
     // out of them (what follows is copied as it comes, in put()).
     queue_.compact(packer_);
@@ -193,13 +187,22 @@ void consumer::fell_behind() {
     publish_depth_locked();
     // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
     // one, and its overflow policy deals with it from here on (backpressure keeps its own).
-    if (below_low_water_locked()) paused_.release_locked();
+    if (below_low_water_locked()) {
+      paused_.release_locked();
+    } else if (limits_.policy == overflow_policy::backpressure) {
+      paused_.copy_waiting_locked(held);
+    }
   }
+  settle_policy(trimmed, slow_conn);
   paused_.resume_released();
+  tell_held(held);
 }
 
 void consumer::settle_rest(write_batch& batch) {
   frame_counts discarded;
+  protocol::release_batch released;
+  admission trimmed;
+  std::uint64_t slow_conn = 0;
   {
     std::lock_guard lock(mutex_);
     if (!batch.empty()) {
@@ -207,11 +210,14 @@ void consumer::settle_rest(write_batch& batch) {
         discarded = batch.discard();
       } else {
         batch.return_to(queue_);  // sent whole on the next connection
+        // A congested queue stays within its limits with the batch back in it too.
+        if (congested_) slow_conn = hold_to_limits_locked(trimmed, released);
       }
     }
     discard_in_flight_ = false;
     publish_depth_locked();
   }
+  settle_policy(trimmed, slow_conn);
   if (discarded.frames) {
     if (opts_.budget) opts_.budget->release(discarded.bytes);
     stats_.dropped[static_cast<std::size_t>(drop_reason::slow_consumer)].fetch_add(
@@ -224,6 +230,31 @@ void consumer::count_sent(frame_counts sent) noexcept {
   if (opts_.budget) opts_.budget->release(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
   stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
+}
+
+std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
+  a = trim(queue_, limits_, opts_.budget, released);
+  return a.slow ? give_up_link_locked() : 0;
+}
+
+std::uint64_t consumer::give_up_link_locked() noexcept {
+  if (!connected_) return 0;
+  // No write may start on the doomed connection from here on; the strand drops it, and a
+  // batch being written is discarded when it comes back.
+  connected_ = false;
+  if (writing_) discard_in_flight_ = true;
+  return conn_;
+}
+
+void consumer::settle_policy(const admission& a, std::uint64_t slow_conn) {
+  for (std::size_t i = 0; i < drop_reason_count; ++i) {
+    if (a.drops[i]) stats_.dropped[i].fetch_add(a.drops[i], std::memory_order_relaxed);
+  }
+  if (slow_conn) {
+    asio::post(strand_, [self = shared_from_this(), slow_conn, n = a.discarded] {
+      self->link_.drop_slow(slow_conn, n);
+    });
+  }
 }
 
 void consumer::publish_depth_locked() noexcept {
@@ -255,12 +286,24 @@ void consumer::on_link_up(std::uint64_t conn) {
 }
 
 void consumer::on_link_down() {
+  protocol::release_batch released;
+  admission trimmed;
+  std::vector<std::weak_ptr<flow_control_listener>> held;
   {
     std::lock_guard lock(mutex_);
     connected_ = false;
     congested_ = true;
+    // Its policy applies to what it holds from now on (the link is down already: a disconnect
+    // only discards). Not once its drain has ended: what is left then is counted as the
+    // close's reason.
+    if (!closed_for_puts_) hold_to_limits_locked(trimmed, released);
+    publish_depth_locked();
+    if (limits_.policy == overflow_policy::backpressure && !closing_)
+      paused_.copy_waiting_locked(held);
   }
   stats_.congested.store(true, std::memory_order_relaxed);
+  settle_policy(trimmed, 0);
+  tell_held(held);
   drain_->release_socket();
 }
 
@@ -302,6 +345,12 @@ bool consumer::below_low_water_locked() const noexcept {
                                                   : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
   return caught_up && below_half_limits(queue_, limits_);
+}
+
+void consumer::tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held) {
+  for (const auto& w : held) {
+    if (auto l = w.lock()) l->held_by_stalled_consumer();
+  }
 }
 
 void consumer::resume_if_below_low_water() {

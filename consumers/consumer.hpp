@@ -50,7 +50,14 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   struct put_result {
     std::uint32_t queued = 0;     // frames accepted into the queue
     bool pause_supplier = false;  // backpressure: the caller should stop reading until resumed
-    bool wrote = false;           // the caller's thread wrote the frames (or writes them now)
+    // The pause lasts as long as the consumer stalls: a backpressure consumer that has fallen
+    // behind (congested) resumes its suppliers only once it has drained to half its limits. Not
+    // a pause by one that keeps up (the gateway's high-water mark: moments), nor by one of
+    // another policy, which lets them go within slow_after at the latest. Suppliers it paused
+    // before it fell behind and still holds are told then (held_by_stalled_consumer). The
+    // supplier connection cap reclaims only sessions paused so.
+    bool paused_by_consumer = false;
+    bool wrote = false;  // the caller's thread wrote the frames (or writes them now)
   };
 
   consumer(const runtime::executor& ex, consumer_spec spec, options opts);
@@ -92,7 +99,6 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
  private:
   friend class strand_drain;
   friend class mutex_drain;
-  friend class tls_writer;
 
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;
@@ -112,11 +118,23 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // Frames the socket took whole: sent, and their budget given back.
   void count_sent(frame_counts sent) noexcept;
   void publish_depth_locked() noexcept;
+  // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
+  // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
+  // queue, so that its limits are what a dashboard shows. Returns the connection the disconnect
+  // policy gave up (0: none), for settle_policy() to drop.
+  std::uint64_t hold_to_limits_locked(admission& a, protocol::release_batch& released);
+  // The disconnect policy fired with the link up: no write may start on it from here on.
+  std::uint64_t give_up_link_locked() noexcept;
+  // Outside the lock: counts what the policy dropped and has the strand drop `slow_conn`.
+  void settle_policy(const admission& a, std::uint64_t slow_conn);
 
   // Backpressure: suppliers paused on this consumer leave the list under the lock and are
   // resumed outside it.
   bool below_low_water_locked() const noexcept;
   void resume_if_below_low_water();
+  // Strand, outside the lock: a backpressure consumer that became congested tells the suppliers
+  // it still holds (collected under the lock into `held`) that their pause is now its own.
+  void tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held);
 
   // drain_and_close (strand), in consumer_close.cpp.
   void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,

@@ -146,7 +146,7 @@ void consumer_link::handshake(std::uint64_t dial) {
   handshake_timed_out_ = false;
   std::error_code ec;
   stream_ = net::tls_channel::make(socket_, tls_->context->native_handle(),
-                                   net::tls_channel::side::client, ec);
+                                   net::tls_channel::side::client, tls_->kernel_tls, ec);
   if (!stream_) return handshake_failed(connect_failure::tls_protocol, ec.message());
   if (auto why = net::prepare_tls_client(stream_->native_handle(), tls_->files.server_name);
       !why.empty()) {
@@ -219,8 +219,18 @@ void consumer_link::come_up(bool read_pending) {
   state_ = state::up;
   const std::uint64_t conn = ++conn_;
   stats_.connected.store(true, std::memory_order_relaxed);
-  GW_LOG_LIMITED(info, "consumer connections made")
-      << "consumer " << name_ << " connected to " << endpoint_.to_string();
+  if (stream_) {
+    const net::tls_records records = stream_->records();
+    stats_.tls_records.store(static_cast<std::uint8_t>(1 + static_cast<unsigned>(records)),
+                             std::memory_order_relaxed);
+    GW_LOG_LIMITED(info, "consumer connections made")
+        << "consumer " << name_ << " connected to " << endpoint_.to_string() << " ("
+        << SSL_get_version(stream_->native_handle()) << ", records: " << net::to_string(records)
+        << ")";
+  } else {
+    GW_LOG_LIMITED(info, "consumer connections made")
+        << "consumer " << name_ << " connected to " << endpoint_.to_string();
+  }
   if (!read_pending) read_until_closed(conn);
   events_.on_link_up(conn);
 }
@@ -277,9 +287,11 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
 }
 
 // TLS 1.3: the consumer judged our certificate (or its absence) after our side of the handshake
-// was done, and said no with an alert. A failed dial, not a lost connection.
+// was done, and said no with an alert. A failed dial, not a lost connection (the alert ended a
+// TLS connection: it counts as a TLS error too).
 void consumer_link::refused_after_handshake(std::uint64_t conn, std::error_code ec) {
   if (!up(conn)) return;
+  count_tls_error(ec);
   take_down();
   handshake_failed(connect_failure::tls_rejected, "it refused the TLS handshake (" + ec.message() +
                                                       "; does it want a client certificate?)");
@@ -287,6 +299,7 @@ void consumer_link::refused_after_handshake(std::uint64_t conn, std::error_code 
 
 void consumer_link::lost(std::uint64_t conn, std::error_code ec) {
   if (!up(conn)) return;  // already handled
+  if (stream_ && ec != asio::error::eof) count_tls_error(ec);
   if (errno_of(ec) != EPIPE) {
     drop(reason_of(ec), ec);
   } else {
@@ -298,6 +311,15 @@ void consumer_link::lost(std::uint64_t conn, std::error_code ec) {
     take_down();
   }
   wait_to_redial();
+}
+
+// One counter by reason and one rate-limited line of this consumer's own.
+void consumer_link::count_tls_error(std::error_code ec) {
+  const net::tls_error why = net::classify_tls_error(ec);
+  stats_.tls_errors[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  GW_LOG_LIMITED_BY(warning, failure_log_)
+      << "consumer " << name_ << ": TLS connection to " << endpoint_.to_string() << " failed ("
+      << net::to_string(why) << "): " << ec.message();
 }
 
 void consumer_link::explain(std::error_code read_error) {
@@ -359,6 +381,7 @@ void consumer_link::take_down() {
   if (stream_) stream_->close_notify();  // a TLS consumer sees our close, not a cut
   close_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
+  stats_.tls_records.store(0, std::memory_order_relaxed);
   was_up_ = true;
   state_ = state::waiting;
   dial_failures_ = 0;

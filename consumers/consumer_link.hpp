@@ -91,6 +91,8 @@ class consumer_link {
   void wait_to_redial();
   void read_until_closed(std::uint64_t conn);
   void refused_after_handshake(std::uint64_t conn, std::error_code ec);
+  // A TLS connection that was up ended other than by the consumer's close_notify.
+  void count_tls_error(std::error_code ec);
   void drop(disconnect_reason reason, std::error_code ec = {});
   void take_down();
   void account(disconnect_reason reason, std::error_code ec, std::uint64_t unacknowledged);

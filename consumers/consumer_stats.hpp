@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "consumers/last_error.hpp"
+#include "net/tls_channel.hpp"
 #include "runtime/enum_names.hpp"
 
 namespace gatewayd::consumers {
@@ -83,6 +84,10 @@ struct consumer_stats {
   std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped{};
   std::array<std::atomic<std::uint64_t>, disconnect_reason_count> disconnects{};
   std::array<std::atomic<std::uint64_t>, connect_failure_count> connect_failures{};
+  // 0: no TLS connection up; else 1 + the net::tls_records of the one that is.
+  std::atomic<std::uint8_t> tls_records{0};
+  // TLS connections that ended other than by an orderly close, by reason (net::tls_error).
+  std::array<std::atomic<std::uint64_t>, net::tls_error_count> tls_errors{};
   // Counted as sent, but not acknowledged by the consumer's host when its connection failed.
   std::atomic<std::uint64_t> unacknowledged_bytes{0};
   // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total):

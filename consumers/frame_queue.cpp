@@ -36,6 +36,15 @@ frame_slice frame_queue::pop_front() noexcept {
   return f;
 }
 
+frame_slice frame_queue::pop_back() noexcept {
+  const frame_slice f = ring_[index(size_ - 1)];
+  --size_;
+  bytes_ -= f.size;
+  if (size_ == 0 || ring_[index(size_ - 1)].chunk != f.chunk) pinned_ -= chunk_bytes(f);
+  if (size_ == 0) maybe_shrink();
+  return f;
+}
+
 std::uint32_t frame_queue::drop_front() noexcept {
   const frame_slice f = pop_front();
   f.chunk->release();

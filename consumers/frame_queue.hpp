@@ -51,6 +51,9 @@ class frame_queue {
   frame_slice pop_front() noexcept;
   // Releases the oldest frame; returns its size in bytes.
   std::uint32_t drop_front() noexcept;
+  // Hands the newest frame and its reference to the caller (drop-newest trimming a queue that
+  // grew past its limits while its consumer kept up).
+  frame_slice pop_back() noexcept;
 
   // Moves up to `max_frames` oldest frames, and no more than `max_bytes` unless the first
   // frame alone is larger (a batch is never empty while the queue is not), to the end of `out`

@@ -5,7 +5,7 @@
 #include <chrono>
 
 #include "consumers/consumer.hpp"
-#include "consumers/gathered_send.hpp"
+#include "net/gathered_send.hpp"
 
 namespace gatewayd::consumers {
 namespace {
@@ -40,7 +40,7 @@ void mutex_drain::start(bool /*here*/) {
     // Blocks until the kernel took it all (waiting for writability on a full buffer), or
     // fails when the strand shuts the socket down (release_socket).
     const std::size_t n =
-        gathered_send_all(c_.link_.socket().native_handle(), batch_.unwritten(), ec);
+        net::gathered_send_all(c_.link_.socket().native_handle(), batch_.unwritten(), ec);
     write_ns += nanoseconds_since(t0);
     c_.count_sent(batch_.written(n));
     c_.settle_rest(batch_);

@@ -21,6 +21,11 @@ class paused_suppliers {
     waiting_.push_back(l);
   }
   bool empty_locked() const noexcept { return waiting_.empty(); }
+  // Under the consumer's lock: who is waiting (repeats included), for the caller to tell them
+  // something outside it. Only when the consumer falls behind: it may allocate.
+  void copy_waiting_locked(std::vector<std::weak_ptr<flow_control_listener>>& out) const {
+    out.insert(out.end(), waiting_.begin(), waiting_.end());
+  }
 
   // Under the consumer's lock, on its strand: everyone waiting becomes due for resuming. Both
   // vectors keep their capacity, so pausing and resuming allocate nothing once warm.

@@ -1,7 +1,7 @@
 #include "consumers/strand_drain.hpp"
 
 #include "consumers/consumer.hpp"
-#include "consumers/gathered_send.hpp"
+#include "net/gathered_send.hpp"
 
 namespace gatewayd::consumers {
 
@@ -22,16 +22,15 @@ void strand_drain::run() {
   std::uint64_t turn = 0;
   for (;;) {
     if (batch_.empty() && !next_batch()) return;
-    if (c_.link_.secure_stream()) return tls_.write();  // tls_writer.cpp: it runs this again
     std::error_code ec;
     const std::uint64_t offered = batch_.unwritten_bytes();
-    const std::size_t n = gathered_send(c_.link_.socket().native_handle(), batch_.unwritten(), ec);
+    const std::size_t n = write(batch_.unwritten(), ec);
     turn += n;
     c_.count_sent(batch_.written(n));
     // A full socket takes part of a write, then nothing: either way, wait until the kernel
     // says there is room (a third of the buffer) instead of writing it a few KiB at a time,
     // each write waking the reader for a sliver. Nothing taken is not a lost connection.
-    if (socket_full(ec) || (!ec && n < offered)) {
+    if (net::socket_full(ec) || (!ec && n < offered)) {
       c_.socket_refused();
       return wait_writable();
     }
@@ -50,6 +49,11 @@ void strand_drain::run() {
   }
 }
 
+std::size_t strand_drain::write(std::span<const iovec> pieces, std::error_code& ec) {
+  if (const auto& tls = c_.link_.secure_stream()) return tls->write_some(pieces, ec);
+  return net::gathered_send(c_.link_.socket().native_handle(), pieces, ec);
+}
+
 bool strand_drain::next_batch() {
   bool more = false;
   bool caught_up = false;
@@ -60,13 +64,17 @@ bool strand_drain::next_batch() {
     if (c_.below_low_water_locked()) c_.paused_.release_locked();
   }
   if (caught_up) c_.caught_up();
+  // Nothing to send: a TLS connection gives its staging buffer back while it idles.
+  if (!more && c_.link_.secure_stream()) c_.link_.secure_stream()->release_buffers();
   c_.paused_.resume_released();
   if (!more) c_.check_drain();
   return more;
 }
 
 void strand_drain::wait_writable() {
-  c_.link_.socket().async_wait(asio::ip::tcp::socket::wait_write,
+  // TLS: whatever OpenSSL's last call waits for (room to send, as a rule).
+  const auto& tls = c_.link_.secure_stream();
+  c_.link_.socket().async_wait(tls ? tls->wait_for() : asio::ip::tcp::socket::wait_write,
                                [self = c_.shared_from_this(), this](std::error_code ec) {
                                  if (!ec) return run();
                                  if (ec != asio::error::operation_aborted) c_.link_.lost(conn_, ec);

@@ -1,13 +1,13 @@
 // The strand drain model (the design): one writer at a time, on the consumer's strand, writes the
-// queue with gathered non-blocking writes; when the strand is idle it runs at once in the thread
-// that queued the frames.
+// queue with gathered non-blocking writes, to the socket or through its TLS channel; when the
+// strand is idle it runs at once in the thread that queued the frames.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <system_error>
 
 #include "consumers/drain.hpp"
-#include "consumers/tls_writer.hpp"
 #include "consumers/write_batch.hpp"
 
 namespace gatewayd::consumers {
@@ -34,11 +34,13 @@ class strand_drain final : public drain {
   void compact(frame_packer& packer) override { batch_.compact(packer); }
 
  private:
-  friend class tls_writer;
-
   // Strand, with the writer role: writes until the queue is empty, the socket refuses more
   // (then waits for it to be writable) or the turn is spent.
   void run();
+  // One non-blocking write of `pieces` to the connection: a gathered sendmsg on a plaintext
+  // socket (or one whose records the kernel seals), OpenSSL's records on a TLS one. The bytes
+  // taken; the error as the socket or the channel reports it.
+  std::size_t write(std::span<const iovec> pieces, std::error_code& ec);
   // The next batch, or false after giving the writer role up.
   bool next_batch();
   void wait_writable();
@@ -46,8 +48,6 @@ class strand_drain final : public drain {
   consumer& c_;
   write_batch batch_;       // strand-only
   std::uint64_t conn_ = 0;  // the connection batch_ is written to
-  // Writes batch_ instead when the connection is TLS.
-  tls_writer tls_{c_, *this};
 };
 
 }  // namespace gatewayd::consumers

@@ -54,6 +54,7 @@ bool parse_stop_timeout(std::string_view text, std::optional<std::chrono::second
 command_line_result parse_command_line(std::span<const std::string_view> args) {
   command_line line;
   bool check = false;
+  bool skip_credentials = false;
   bool version = false;
   bool help = false;
   option_value config{"--config", "a file path", {}};
@@ -71,6 +72,8 @@ command_line_result parse_command_line(std::span<const std::string_view> args) {
       version = true;
     } else if (arg == "--check") {
       check = true;
+    } else if (arg == "--skip-credentials") {
+      skip_credentials = true;
     } else if ((taken = config.take(args, i, error)) || (taken = ports_file.take(args, i, error)) ||
                (taken = stop_timeout.take(args, i, error))) {
       if (taken < 0) return fail(error);
@@ -89,10 +92,12 @@ command_line_result parse_command_line(std::span<const std::string_view> args) {
     if (!config.value) return fail("--config PATH is required");
     if (check && ports_file.value) return fail("--ports-file is for running, not with --check");
     if (!check && stop_timeout.value) return fail("--stop-timeout is only used with --check");
+    if (!check && skip_credentials) return fail("--skip-credentials is only used with --check");
     if (stop_timeout.value && !parse_stop_timeout(*stop_timeout.value, line.stop_timeout)) {
       return fail("--stop-timeout needs " + std::string{stop_timeout_needs});
     }
     line.what = check ? command_line::mode::check : command_line::mode::run;
+    line.skip_credentials = skip_credentials;
     line.config = std::filesystem::path{*config.value};
     if (ports_file.value) line.ports_file = std::filesystem::path{*ports_file.value};
   }
@@ -114,6 +119,9 @@ std::string usage(std::string_view program) {
          "                                  the same, and refuse a lame_duck_ms +\n"
          "                                  drain_timeout_ms that TimeoutStopSec=SECONDS\n"
          "                                  would cut short\n" +
+         "       " + p + " --check --skip-credentials ... --config PATH\n" +
+         "                                  the same, without reading the files in\n"
+         "                                  $CREDENTIALS_DIRECTORY (the unit's reload check)\n" +
          "       " + p + " --version                print the version and exit\n" + "       " + p +
          " --help                   print this help and exit\n" +
          "\n"
@@ -125,7 +133,12 @@ std::string usage(std::string_view program) {
          "{\"pid\": N, \"supplier\": \"HOST:PORT\", \"metrics\": \"HOST:PORT\" or null}.\n"
          "The file is removed when gatewayd exits.\n"
          "--stop-timeout SECONDS (or infinity): the unit's TimeoutStopSec; --check then also\n"
-         "refuses a lame_duck_ms + drain_timeout_ms that does not leave 2 s of it to exit in.\n";
+         "refuses a lame_duck_ms + drain_timeout_ms that does not leave 2 s of it to exit in.\n"
+         "--skip-credentials: TLS files named ${CREDENTIALS_DIRECTORY}/... are taken as the\n"
+         "running gateway has them, not read: systemd copies them once, at start, and shows\n"
+         "them to no ExecReload= command (the unit's reload check passes this).\n"
+         "--check also warns (on stderr, exit status unchanged) of a private key its group or\n"
+         "others may read, and of TLS identities no publish rule names.\n";
 }
 
 }  // namespace gatewayd::gateway

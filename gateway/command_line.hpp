@@ -18,6 +18,9 @@ struct command_line {
   // check only: how long systemd waits after SIGTERM before it kills (the unit's
   // TimeoutStopSec, which systemd does not export; the unit passes it). None: no limit.
   std::optional<std::chrono::seconds> stop_timeout;
+  // check only (the unit's ExecReload=): files in $CREDENTIALS_DIRECTORY are not read. systemd
+  // 252 shows that directory to no ExecReload= process, and a reload cannot change it.
+  bool skip_credentials = false;
 };
 
 struct command_line_result {
@@ -26,9 +29,9 @@ struct command_line_result {
 };
 
 // Parses the arguments after the program name: `--config PATH` (or `--config=PATH`),
-// `--ports-file PATH` (or `=PATH`), `--check`, `--stop-timeout SECONDS|infinity` (with
-// --check), `--version`, `--help` / `-h`. --version and --help win over everything else, as
-// GNU tools do, so `gatewayd --config x --version` prints the version.
+// `--ports-file PATH` (or `=PATH`), `--check`, `--stop-timeout SECONDS|infinity` and
+// `--skip-credentials` (with --check), `--version`, `--help` / `-h`. --version and --help win over
+// everything else, as GNU tools do, so `gatewayd --config x --version` prints the version.
 command_line_result parse_command_line(std::span<const std::string_view> args);
 command_line_result parse_command_line(int argc, const char* const* argv);
 

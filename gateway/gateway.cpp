@@ -45,7 +45,9 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
     tls_.store(std::move(built));
     session_ctx_.tls = &tls_;
     session_ctx_.handshake_timeout = service_.tls_handshake_timeout;
+    session_ctx_.kernel_tls.store(service_.tls_ktls == config::ktls_mode::automatic);
   }
+  log_kernel_tls(routes);
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
@@ -121,7 +123,8 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
 }
 
 void gateway::start_metrics() {
-  metrics_ = std::make_unique<metrics::metrics_server>(service_.metrics_listen);
+  metrics_ =
+      std::make_unique<metrics::metrics_server>(service_.metrics_listen, service_.metrics_allow);
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
       supplier_stats_, routes_, promotion_, reloads_, budget_,
       [this] {
@@ -317,6 +320,7 @@ void gateway::apply_settings(const config::service_config& next) {
   for (const config::setting* s : plan.live)
     s->copy(service_, next);
   log::set_level(service_.log_level);
+  session_ctx_.kernel_tls.store(service_.tls_ktls == config::ktls_mode::automatic);
   if (allow_changed) apply_allow_list();
 }
 
@@ -332,6 +336,22 @@ void gateway::apply_allow_list() {
   });
   GW_LOG(info) << "allow list changed to " << service_.allow.size() << " block(s); closing "
                << expelled << " supplier connection(s) it no longer admits";
+}
+
+// Kernel TLS is used only where the kernel has the TLS module loaded, which an unprivileged
+// daemon cannot do: say once which record layer TLS connections will get, and how to change it.
+void gateway::log_kernel_tls(const config::routes_config& routes) const {
+  bool asked = session_ctx_.tls && service_.tls_ktls == config::ktls_mode::automatic;
+  for (const auto& c : routes.consumers)
+    asked = asked || (c.tls && c.tls->kernel_tls);
+  if (!asked) return;
+  if (net::kernel_tls_loaded()) {
+    GW_LOG(info) << "kernel TLS: loaded; TLS connections with ktls = \"auto\" let the kernel "
+                    "seal their records where the suite allows (gatewayd_tls_connections)";
+  } else {
+    GW_LOG(info) << "kernel TLS: not loaded (no \"tls\" in /proc/sys/net/ipv4/tcp_available_ulp); "
+                    "OpenSSL seals and opens every record. `modprobe tls` offloads them";
+  }
 }
 
 std::string gateway::serving_status() const {

@@ -97,6 +97,7 @@ class gateway {
   void publish_routing(const config::routes_config& routes, std::string routes_sha256,
                        std::shared_ptr<const routing::routing_table> table);
   std::string serving_status() const;
+  void log_kernel_tls(const config::routes_config& routes) const;
   // The files a change of which reloads: both configuration files and the [tls] PEM files.
   // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
   std::vector<std::filesystem::path> watched_files(

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <optional>
 
+#include "config/config_warnings.hpp"
 #include "config/service_config.hpp"
 #include "gateway/command_line.hpp"
 #include "gateway/gateway.hpp"
@@ -28,10 +29,12 @@ constexpr std::chrono::seconds time_to_exit{2};
 
 // `gatewayd --check`: the same loading and table building as a start or a reload, so a
 // configuration that passes here is one the daemon accepts. With the unit's stop timeout, it
-// also refuses a drain that systemd would kill before it ends.
-int check_configuration(const std::filesystem::path& config,
-                        std::optional<std::chrono::seconds> stop_timeout) {
-  auto loaded = config::load_full_config(config);
+// also refuses a drain that systemd would kill before it ends. Warnings go to stderr and leave
+// the exit status alone.
+int check_configuration(const gateway::command_line& line) {
+  auto creds = config::credentials::from_environment();
+  creds.readable = !line.skip_credentials;
+  auto loaded = config::load_full_config(line.config, creds);
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       std::cerr << e.to_string() << '\n';
@@ -40,6 +43,7 @@ int check_configuration(const std::filesystem::path& config,
   // A lame duck comes before the drain: both must end before systemd's timeout.
   const auto& service = loaded.config->service;
   const auto stop = service.lame_duck + service.drain_timeout;
+  const auto stop_timeout = line.stop_timeout;
   if (stop_timeout && stop + time_to_exit > *stop_timeout) {
     std::cerr << service.config_file.string() << ": gateway."
               << (service.lame_duck.count() ? "lame_duck_ms + drain_timeout_ms = " +
@@ -58,15 +62,30 @@ int check_configuration(const std::filesystem::path& config,
     std::cerr << loaded.config->service.routes_file.string() << ": " << e.what() << '\n';
     return 1;
   }
-  if (const auto files = loaded.config->service.tls_files()) {
+  // With --skip-credentials, files in the credentials directory are left to the running gateway.
+  const auto held = [&](const std::filesystem::path& a, const std::filesystem::path& b,
+                        const std::filesystem::path& c) {
+    return !creds.readable && (creds.holds(a) || creds.holds(b) || creds.holds(c));
+  };
+  const auto files = service.tls_files();
+  bool skipped = files && held(files->cert, files->key, files->client_ca);
+  if (files && !skipped) {
     const auto built = net::make_tls_server_context(*files);
     if (!built.context) {
-      std::cerr << loaded.config->service.config_file.string() << ": [tls] " << built.error << '\n';
+      std::cerr << service.config_file.string() << ": [tls] " << built.error << '\n';
       return 1;
     }
   }
+  for (const auto& c : loaded.config->routing.consumers) {
+    if (c.tls && held(c.tls->files.ca, c.tls->files.cert, c.tls->files.key)) skipped = true;
+  }
+  for (const auto& w : config::configuration_warnings(*loaded.config, creds))
+    std::cerr << w.to_string() << '\n';
   std::cout << "configuration OK: " << loaded.config->routing.consumers.size() << " consumers, "
-            << loaded.config->routing.routes.size() << " routes\n";
+            << loaded.config->routing.routes.size() << " routes"
+            << (skipped ? " (the TLS files in " + creds.directory->string() + " not read)"
+                        : std::string{})
+            << '\n';
   return 0;
 }
 
@@ -90,6 +109,9 @@ int run_daemon(const std::filesystem::path& config, const std::filesystem::path&
     return 1;
   }
   log::set_level(loaded.config->service.log_level);
+  for (const auto& w :
+       config::configuration_warnings(*loaded.config, config::credentials::from_environment()))
+    GW_LOG(warning) << w.to_string();
   try {
     GW_LOG(info) << "gatewayd " << GATEWAYD_VERSION << " starting with " << config.string();
     gateway::gateway gw(std::move(loaded.config->service), loaded.config->routing,
@@ -122,7 +144,7 @@ int main(int argc, char** argv) {
       std::cout << "gatewayd " << GATEWAYD_VERSION << '\n';
       return 0;
     case gateway::command_line::mode::check:
-      return check_configuration(parsed.line->config, parsed.line->stop_timeout);
+      return check_configuration(*parsed.line);
     case gateway::command_line::mode::run:
       break;
   }

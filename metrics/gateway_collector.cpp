@@ -16,6 +16,7 @@ std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   collect_consumers(out);
   collect_suppliers(out);
+  collect_tls(out);
   collect_runtime(out);
   return out;
 }
@@ -110,6 +111,20 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
              "Supplier connections the gateway refused or closed, by reason.", MetricType::Counter);
   add_by_reason<suppliers::close_reason>(closed, st.closed);
   out.push_back(std::move(closed));
+  auto partial_frames = family(
+      "gatewayd_supplier_partial_frames_discarded_total",
+      "Frames a supplier connection had received only in part when it ended, thrown away, by "
+      "why it ended.",
+      MetricType::Counter);
+  add_by_reason<suppliers::partial_discard>(partial_frames, st.partial_frames_discarded);
+  out.push_back(std::move(partial_frames));
+  auto partial_bytes =
+      family("gatewayd_supplier_partial_frame_bytes_discarded_total",
+             "Bytes received of those frames: with the whole frames' bytes they make up "
+             "gatewayd_supplier_bytes_received_total.",
+             MetricType::Counter);
+  add_by_reason<suppliers::partial_discard>(partial_bytes, st.partial_bytes_discarded);
+  out.push_back(std::move(partial_bytes));
   out.push_back(family_of_one("gatewayd_supplier_messages_received_total",
                               "Whole frames received from suppliers.", MetricType::Counter,
                               value(st.frames_received)));
@@ -158,6 +173,45 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                               "Frames whose address no route matched (sent to the dead-letter "
                               "consumer if one is configured).",
                               MetricType::Counter, value(st.unroutable)));
+}
+
+void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) const {
+  std::array<double, net::tls_records_count> consumer_connections{};
+  std::array<double, net::tls_error_count> consumer_errors{};
+  const auto snap = s_.routes.load();
+  for (const auto* list : {snap ? &snap->consumers : nullptr, snap ? &snap->retired : nullptr}) {
+    if (!list) continue;
+    for (const auto& c : *list) {
+      if (const auto r = c->stats().tls_records.load(std::memory_order_relaxed))
+        consumer_connections[r - 1] += 1;
+      for (std::size_t e = 0; e < net::tls_error_count; ++e)
+        consumer_errors[e] += value(c->stats().tls_errors[e]);
+    }
+  }
+  auto connections =
+      family("gatewayd_tls_connections",
+             "Open TLS connections by leg (supplier, consumer) and by who seals and opens their "
+             "records: openssl, kernel-send (the kernel seals, OpenSSL opens), kernel.",
+             MetricType::Gauge);
+  auto errors = family("gatewayd_tls_errors_total",
+                       "TLS connections that ended after their handshake other than by an "
+                       "orderly close, by leg and reason.",
+                       MetricType::Counter);
+  const auto& st = s_.suppliers;
+  for (std::size_t r = 0; r < net::tls_records_count; ++r) {
+    const std::string records{net::to_string(static_cast<net::tls_records>(r))};
+    add_sample(connections,
+               static_cast<double>(st.tls_connections[r].load(std::memory_order_relaxed)),
+               {{"leg", "supplier"}, {"records", records}});
+    add_sample(connections, consumer_connections[r], {{"leg", "consumer"}, {"records", records}});
+  }
+  for (std::size_t e = 0; e < net::tls_error_count; ++e) {
+    const std::string reason{net::to_string(static_cast<net::tls_error>(e))};
+    add_sample(errors, value(st.tls_errors[e]), {{"leg", "supplier"}, {"reason", reason}});
+    add_sample(errors, consumer_errors[e], {{"leg", "consumer"}, {"reason", reason}});
+  }
+  out.push_back(std::move(connections));
+  out.push_back(std::move(errors));
 }
 
 void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& out) const {

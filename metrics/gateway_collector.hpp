@@ -44,6 +44,8 @@ class gateway_collector : public prometheus::Collectable {
  private:
   void collect_consumers(std::vector<prometheus::MetricFamily>& out) const;
   void collect_suppliers(std::vector<prometheus::MetricFamily>& out) const;
+  // Both legs' TLS connections by record layer, and what ended them abnormally.
+  void collect_tls(std::vector<prometheus::MetricFamily>& out) const;
   void collect_runtime(std::vector<prometheus::MetricFamily>& out) const;
 
   sources s_;

@@ -12,6 +12,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/log.hpp"
+
 namespace gatewayd::metrics {
 namespace {
 
@@ -24,6 +26,31 @@ namespace {
 constexpr int server_threads = 16;
 // Prometheus and health checks send a request in one write; 2 s for its headers is plenty.
 constexpr int request_timeout_ms = 2000;
+// Every endpoint here is a GET without a body: a request is its request line and headers, a few
+// hundred bytes from Prometheus, curl or a balancer's check (a bearer token adds a few hundred
+// more). civetweb reads a request into one buffer of this size and refuses anything larger
+// (civetweb 1.15 answers 400 "Malformed message") and closes, so no client makes it read or
+// parse more (its default is 16 KiB; 1 KiB is its least).
+constexpr int max_request_bytes = 4096;
+
+// civetweb's own messages (a client refused by the allow list, say) into the gateway's log, at
+// most one line a second: clients may cause them. Bytes a client may have put in them are shown
+// as '?' unless printable. Silent while the server closes (the user context, a flag): its own
+// knocks (below) come from loopback, which `allow` may refuse.
+int log_civetweb_message(const mg_connection* conn, const char* message) {
+  const auto* server = static_cast<const CivetServer*>(mg_get_user_data(mg_get_context(conn)));
+  const auto* closing =
+      server ? static_cast<const std::atomic<bool>*>(server->getUserContext()) : nullptr;
+  if (closing && closing->load()) return 1;
+  std::string text{message ? message : ""};
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
+    text.pop_back();
+  for (char& c : text) {
+    if (c < 0x20 || c == 0x7f) c = '?';
+  }
+  GW_LOG_LIMITED(warning, "metrics server messages") << "metrics server: " << text;
+  return 1;  // logged: civetweb writes it nowhere else
+}
 
 // Opens and closes one connection to the listener at `at` (a wildcard address is reached on
 // loopback). Plain sockets: this runs on a thread of its own, outside every event loop.
@@ -54,6 +81,17 @@ void knock(const net::endpoint& at, unsigned short port) noexcept {
 
 }  // namespace
 
+std::string civetweb_access_list(std::span<const net::cidr_block> allow, bool ipv6) {
+  std::string list = "-0.0.0.0/0";
+  for (const auto& block : allow) {
+    if (block.ipv6 && !ipv6) continue;
+    const auto text = block.to_string();  // "10.0.0.0/8", "fd00::/8"
+    const auto slash = text.rfind('/');
+    list += block.ipv6 ? ",+[" + text.substr(0, slash) + "]" + text.substr(slash) : ",+" + text;
+  }
+  return list;
+}
+
 class metrics_server::endpoint : public CivetHandler {
  public:
   endpoint(std::string path, handler h) : path_(std::move(path)), handler_(std::move(h)) {}
@@ -81,14 +119,20 @@ class metrics_server::endpoint : public CivetHandler {
   const handler handler_;
 };
 
-metrics_server::metrics_server(const net::endpoint& listen) : listen_(listen) {
+metrics_server::metrics_server(const net::endpoint& listen, std::span<const net::cidr_block> allow)
+    : listen_(listen) {
   // civetweb wants "[v6]:port" or "v4:port"; the endpoint's own text form is exactly that.
+  // Feature 8 is IPv6 (civetweb.h, mg_check_feature).
   const std::vector<std::string> options = {
-      "listening_ports",    listen.to_string(),
-      "num_threads",        std::to_string(server_threads),
-      "request_timeout_ms", std::to_string(request_timeout_ms)};
+      "listening_ports",     listen.to_string(),
+      "num_threads",         std::to_string(server_threads),
+      "request_timeout_ms",  std::to_string(request_timeout_ms),
+      "max_request_size",    std::to_string(max_request_bytes),
+      "access_control_list", civetweb_access_list(allow, mg_check_feature(8) != 0)};
+  CivetCallbacks callbacks;
+  callbacks.log_message = log_civetweb_message;
   try {
-    server_ = std::make_unique<CivetServer>(options);
+    server_ = std::make_unique<CivetServer>(options, &callbacks, &closing_);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot serve metrics on " + listen.to_string() + ": " + e.what());
   }
@@ -101,6 +145,7 @@ metrics_server::metrics_server(const net::endpoint& listen) : listen_(listen) {
 // server closes a helper knocks on it every 20 ms until close() returns. No request runs once
 // the handlers go.
 metrics_server::~metrics_server() {
+  closing_.store(true);
   const unsigned short bound = port();
   std::atomic<bool> stopped{false};
   std::thread knocker([&] {

@@ -3,18 +3,26 @@
 
 #include <prometheus/collectable.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "net/cidr_block.hpp"
 #include "net/endpoint.hpp"
 
 class CivetServer;
 
 namespace gatewayd::metrics {
+
+// civetweb's access_control_list for `allow`: every address refused, then each block admitted
+// (its last match wins). IPv6 blocks only when `ipv6` (civetweb built with IPv6; Debian 12's is
+// not, and refuses an IPv6 entry, while no IPv6 client can reach it either).
+std::string civetweb_access_list(std::span<const net::cidr_block> allow, bool ipv6);
 
 // prometheus-cpp's Exposer owns its civetweb server privately and can serve nothing but
 // /metrics; this owns the civetweb server itself (the same Debian library the Exposer runs on)
@@ -31,8 +39,10 @@ class metrics_server {
   // Answers a GET; `query` is the part after '?' (may be empty). Runs on a civetweb thread.
   using handler = std::function<response(std::string_view query)>;
 
-  // Binds at once; a bind error throws (start-up), naming the address.
-  explicit metrics_server(const net::endpoint& listen);
+  // Binds at once; a bind error throws (start-up), naming the address. Only clients from
+  // `allow` (never empty) are served: civetweb closes any other connection as it accepts it,
+  // before reading a byte.
+  metrics_server(const net::endpoint& listen, std::span<const net::cidr_block> allow);
   // Stops the server without waiting out civetweb's 2 s listening poll (see the .cpp).
   ~metrics_server();
   metrics_server(const metrics_server&) = delete;
@@ -49,7 +59,8 @@ class metrics_server {
   response scrape() const;
 
   net::endpoint listen_;
-  mutable std::mutex mutex_;  // the collectables: added at start-up, read by every scrape
+  std::atomic<bool> closing_{false};  // civetweb's messages are not logged once set
+  mutable std::mutex mutex_;          // the collectables: added at start-up, read by every scrape
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   std::vector<std::unique_ptr<endpoint>> endpoints_;  // outlive server_ (declared before it)
   std::unique_ptr<CivetServer> server_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <ctime>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <vector>
 
 #include "suppliers/supplier_session.hpp"
@@ -38,6 +39,12 @@ std::uint64_t value(const std::atomic<std::uint64_t>& a) {
   return a.load(std::memory_order_relaxed);
 }
 
+// Who seals and opens a TLS connection's records, or null for plaintext (0: no TLS).
+json records_json(std::uint8_t tls_records) {
+  if (tls_records == 0) return nullptr;
+  return std::string(net::to_string(static_cast<net::tls_records>(tls_records - 1)));
+}
+
 // `limit=N` from a query string, or `fallback`.
 std::size_t limit_of(std::string_view query, std::size_t fallback) {
   for (std::size_t at = 0; at < query.size();) {
@@ -67,6 +74,7 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
       {"name", c.name()},
       {"endpoint", spec ? spec->address.to_string() : std::string{}},
       {"state", st.connected.load(std::memory_order_relaxed) ? "connected" : "disconnected"},
+      {"tls_records", records_json(st.tls_records.load(std::memory_order_relaxed))},
       {"congested", st.congested.load(std::memory_order_relaxed)},
       {"overflow", std::string(to_string(c.policy()))},
       {"queue",
@@ -117,11 +125,22 @@ metrics_server::response operator_api::connz(std::string_view query) const {
     clock::time_point since;
     std::uint64_t frames, bytes;
     bool paused;
+    std::optional<clock::time_point> paused_since;  // behind a full consumer
+    std::uint8_t tls_records;
   };
   std::vector<supplier_row> rows;
-  s_.sessions.for_each([&rows](const suppliers::supplier_session& s) {
-    rows.push_back(
-        {s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes), s.paused()});
+  // The pause began on the steady clock (what the connection cap compares); shown on the wall
+  // clock, as long ago as it is now.
+  const auto now = clock::now();
+  const auto steady_now = std::chrono::steady_clock::now();
+  s_.sessions.for_each([&](const suppliers::supplier_session& s) {
+    std::optional<clock::time_point> paused_since;
+    if (const auto p = s.paused_by_consumer_since()) {
+      paused_since = now - std::chrono::duration_cast<clock::duration>(steady_now - *p);
+    }
+    rows.push_back({s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes),
+                    s.paused(), paused_since,
+                    s.stats().tls_records.load(std::memory_order_relaxed)});
   });
   // Oldest first: the list is stable between two looks, and the limit keeps the longest-lived.
   std::sort(rows.begin(), rows.end(),
@@ -131,11 +150,14 @@ metrics_server::response operator_api::connz(std::string_view query) const {
   json connections = json::array();
   for (std::size_t i = 0; i < listed; ++i) {
     const auto& r = rows[i];
-    connections.push_back({{"peer", r.peer},
-                           {"since", timestamp(r.since)},
-                           {"frames", r.frames},
-                           {"bytes", r.bytes},
-                           {"paused", r.paused}});
+    connections.push_back(
+        {{"peer", r.peer},
+         {"since", timestamp(r.since)},
+         {"frames", r.frames},
+         {"bytes", r.bytes},
+         {"paused", r.paused},
+         {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)},
+         {"tls_records", records_json(r.tls_records)}});
   }
   json consumers_out = json::array();
   if (const auto snap = s_.routes.load()) {
@@ -144,7 +166,7 @@ metrics_server::response operator_api::connz(std::string_view query) const {
           consumer_json(*snap->consumers[i], i < snap->specs.size() ? &snap->specs[i] : nullptr));
     }
   }
-  return reply(200, {{"now", timestamp(clock::now())},
+  return reply(200, {{"now", timestamp(now)},
                      {"suppliers",
                       {{"total", rows.size()}, {"listed", listed}, {"connections", connections}}},
                      {"consumers", consumers_out}});

@@ -1,18 +1,48 @@
 #include "net/tls_channel.hpp"
 
-#include <openssl/bio.h>
 #include <openssl/err.h>
 
-#include <sys/socket.h>
 #include <asio/ssl/error.hpp>
 
-#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "net/gathered_send.hpp"
 
 namespace gatewayd::net {
 
 namespace {
+
+constexpr std::array<std::string_view, tls_records_count> records_names{"openssl", "kernel-send",
+                                                                        "kernel"};
+constexpr std::array<std::string_view, tls_error_count> error_names{
+    "bad_record_mac", "record_overflow", "unexpected_message", "peer_alert",
+    "truncated",      "slow_peer",       "kernel_key_update",  "other"};
+
+class tls_error_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "gatewayd.tls"; }
+  std::string message(int value) const override {
+    switch (static_cast<tls_error>(value)) {
+      case tls_error::slow_peer:
+        return "the peer did not take what TLS had to send in time";
+      case tls_error::kernel_key_update:
+        return "a TLS 1.3 KeyUpdate on a connection the kernel seals (OpenSSL 3.0 cannot move "
+               "the kernel's key)";
+      default:
+        return std::string(to_string(static_cast<tls_error>(value)));
+    }
+  }
+};
+
+const tls_error_category& category() noexcept {
+  static const tls_error_category c;
+  return c;
+}
 
 // OpenSSL's answer to the call that returned `result`, as Asio would report it (see the class
 // comment). `sys_errno`: errno right after the call.
@@ -46,65 +76,105 @@ std::error_code perform(SSL* ssl, Call call) {
   errno = 0;
   const int r = call();
   const int sys_errno = errno;
-  return r == 1 ? std::error_code{} : error_of(ssl, r, sys_errno);
+  const std::error_code ec = r == 1 ? std::error_code{} : error_of(ssl, r, sys_errno);
+  ERR_clear_error();  // what error_of did not take must not mislead the next call
+  return ec;
 }
 
 }  // namespace
 
-// The write side's BIO: appends what OpenSSL writes to the channel's out_ (never blocks, so
-// SSL_write takes a whole batch in one call).
-struct output_sink {
-  static int write(BIO* b, const char* data, std::size_t n, std::size_t* written) {
-    auto* channel = static_cast<tls_channel*>(BIO_get_data(b));
-    channel->out_.append(data, n);
-    *written = n;
-    return 1;
+std::string_view to_string(tls_records r) noexcept {
+  return records_names[static_cast<std::size_t>(r)];
+}
+
+std::string_view to_string(tls_error e) noexcept {
+  return error_names[static_cast<std::size_t>(e)];
+}
+
+std::error_code make_error_code(tls_error e) noexcept {
+  return {static_cast<int>(e), category()};
+}
+
+tls_error classify_tls_error(const std::error_code& ec) noexcept {
+  if (ec.category() == category()) return static_cast<tls_error>(ec.value());
+  if (ec == asio::ssl::error::stream_truncated || ec == asio::error::connection_reset ||
+      ec == asio::error::broken_pipe || ec == asio::error::eof) {
+    return tls_error::truncated;
   }
-  static long control(BIO*, int cmd, long, void*) {
-    return cmd == BIO_CTRL_FLUSH ? 1 : 0;  // flushed by the channel, after each call
+  if (ec.category() == asio::error::get_system_category()) {
+    return ec.value() == ECONNRESET || ec.value() == EPIPE ? tls_error::truncated
+                                                           : tls_error::other;
   }
-  static int create(BIO* b) {
-    BIO_set_init(b, 1);
-    return 1;
+  if (ec.category() != asio::error::get_ssl_category()) return tls_error::other;
+  const int reason = ERR_GET_REASON(static_cast<unsigned long>(ec.value()));
+  // OpenSSL reports a received alert as SSL_AD_REASON_OFFSET + the alert's code.
+  if (reason >= SSL_AD_REASON_OFFSET) return tls_error::peer_alert;
+  switch (reason) {
+    case SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC:
+    case SSL_R_DECRYPTION_FAILED:
+      return tls_error::bad_record_mac;
+    case SSL_R_PACKET_LENGTH_TOO_LONG:
+    case SSL_R_ENCRYPTED_LENGTH_TOO_LONG:
+    case SSL_R_DATA_LENGTH_TOO_LONG:
+    case SSL_R_RECORD_LENGTH_MISMATCH:
+    case SSL_R_EXCESSIVE_MESSAGE_SIZE:
+      return tls_error::record_overflow;
+    case SSL_R_RECORD_TOO_SMALL:
+    case SSL_R_TOO_MANY_WARN_ALERTS:
+    case SSL_R_UNEXPECTED_MESSAGE:
+    case SSL_R_UNEXPECTED_RECORD:
+    case SSL_R_UNEXPECTED_CCS_MESSAGE:
+    case SSL_R_BAD_RECORD_TYPE:
+    case SSL_R_WRONG_VERSION_NUMBER:
+    case SSL_R_UNKNOWN_ALERT_TYPE:
+    case SSL_R_INVALID_ALERT:
+    case SSL_R_BAD_KEY_UPDATE:
+    case SSL_R_EXTRA_DATA_IN_MESSAGE:
+    case SSL_R_LENGTH_MISMATCH:
+      return tls_error::unexpected_message;
+    default:
+      return tls_error::other;
   }
-  static BIO_METHOD* method() {
-    static BIO_METHOD* const m = [] {
-      BIO_METHOD* made =
-          BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "gatewayd TLS output");
-      BIO_meth_set_write_ex(made, &output_sink::write);
-      BIO_meth_set_ctrl(made, &output_sink::control);
-      BIO_meth_set_create(made, &output_sink::create);
-      return made;
-    }();
-    return m;
+}
+
+bool kernel_tls_loaded() {
+  std::ifstream ulp("/proc/sys/net/ipv4/tcp_available_ulp");
+  std::string name;
+  while (ulp >> name) {
+    if (name == "tls") return true;
   }
-};
+  return false;
+}
 
 std::shared_ptr<tls_channel> tls_channel::make(asio::ip::tcp::socket& socket, SSL_CTX* ctx, side s,
-                                               std::error_code& ec) {
+                                               bool kernel_tls, std::error_code& ec) {
   ERR_clear_error();
-  // OpenSSL reads the descriptor itself: it must never block.
+  // OpenSSL reads and writes the descriptor itself: it must never block.
   socket.native_non_blocking(true, ec);
   if (ec) return nullptr;
   SSL* ssl = SSL_new(ctx);
-  BIO* in = ssl ? BIO_new_socket(socket.native_handle(), BIO_NOCLOSE) : nullptr;
-  BIO* out = in ? BIO_new(output_sink::method()) : nullptr;
-  if (!out) {
+  BIO* bio = ssl ? BIO_new_socket(socket.native_handle(), BIO_NOCLOSE) : nullptr;
+  if (!bio) {
     ec = {static_cast<int>(ERR_get_error()), asio::error::get_ssl_category()};
-    BIO_free(in);
+    ERR_clear_error();
     SSL_free(ssl);
     return nullptr;
   }
-  std::shared_ptr<tls_channel> channel(new tls_channel(socket, ssl, s));
-  BIO_set_data(out, channel.get());
-  SSL_set_bio(ssl, in, out);  // the SSL owns both
-  channel->secrets_ = std::make_unique<tls_traffic_secrets>();
-  channel->secrets_->watch(ssl);
-  // No read-ahead until the handshake is over: OpenSSL then reads each handshake record
-  // exactly, and leaves the first records of the data phase in the socket for tls13_records.
-  SSL_set_read_ahead(ssl, 0);
-  SSL_set_default_read_buffer_len(ssl, read_buffer_bytes);  // OpenSSL's, for TLS 1.2
-  SSL_set_mode(ssl, SSL_MODE_RELEASE_BUFFERS);
+  SSL_set_bio(ssl, bio, bio);  // the SSL owns it, both ways
+  std::shared_ptr<tls_channel> channel(new tls_channel(socket, ssl));
+  // Partial writes: SSL_write_ex reports each record as it reaches the socket. A moving buffer:
+  // a write retried after would_block passes the same bytes, not always from the same place.
+  SSL_set_mode(ssl, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                        SSL_MODE_RELEASE_BUFFERS);
+  // A read returns after each post-handshake message instead of looping while a peer streams
+  // them: the pool thread goes back to the other connections (see the class comment).
+  SSL_clear_mode(ssl, SSL_MODE_AUTO_RETRY);
+  if (kernel_tls) {
+    SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
+    // Only to notice a KeyUpdate we send while the kernel seals: nothing else is looked at.
+    SSL_set_msg_callback(ssl, &tls_channel::on_message);
+    SSL_set_msg_callback_arg(ssl, channel.get());
+  }
   if (s == side::server) {
     SSL_set_accept_state(ssl);
   } else {
@@ -117,14 +187,19 @@ tls_channel::~tls_channel() {
   SSL_free(ssl_);
 }
 
-void tls_channel::take_over_records() {
-  // OpenSSL must have nothing of ours left to send either.
-  if (secrets_ && out_.empty() && sending_.empty()) {
-    records_ = net::take_over_records(ssl_, *secrets_, side_ == side::server);
-  }
-  tls_traffic_secrets::stop_watching(ssl_);
-  secrets_.reset();
-  if (!records_) SSL_set_read_ahead(ssl_, 1);
+tls_records tls_channel::records() const noexcept {
+  const bool send = BIO_get_ktls_send(SSL_get_wbio(ssl_)) != 0;
+  const bool receive = BIO_get_ktls_recv(SSL_get_rbio(ssl_)) != 0;
+  if (send && receive) return tls_records::kernel;
+  return send ? tls_records::kernel_send : tls_records::openssl;
+}
+
+void tls_channel::on_message(int write_p, int, int content_type, const void* buf, std::size_t len,
+                             SSL* ssl, void* arg) {
+  if (!write_p || content_type != SSL3_RT_HANDSHAKE || len == 0) return;
+  if (*static_cast<const unsigned char*>(buf) != SSL3_MT_KEY_UPDATE) return;
+  if (!BIO_get_ktls_send(SSL_get_wbio(ssl))) return;
+  static_cast<tls_channel*>(arg)->kernel_key_stale_ = true;
 }
 
 void tls_channel::async_handshake(std::function<void(std::error_code)> done) {
@@ -137,108 +212,114 @@ void tls_channel::async_handshake(std::function<void(std::error_code)> done) {
 
 void tls_channel::handshake_step() {
   const std::error_code ec = perform(ssl_, [&] { return SSL_do_handshake(ssl_); });
-  const bool again = ec == asio::error::would_block;
-  // Our flight (or our alert) goes out first, whatever comes next.
-  flush_then([self = shared_from_this(), ec, again](std::error_code write_error) {
-    if (!again) return self->finish_handshake(ec ? ec : write_error);
-    if (write_error) return self->finish_handshake(write_error);
-    self->socket_.async_wait(asio::ip::tcp::socket::wait_read, [self](std::error_code e) {
+  if (ec == asio::error::would_block) {
+    wait_ = SSL_want_write(ssl_) ? asio::socket_base::wait_write : asio::socket_base::wait_read;
+    socket_.async_wait(wait_, [self = shared_from_this()](std::error_code e) {
       if (e) return self->finish_handshake(e);
       self->handshake_step();
     });
-  });
+    return;
+  }
+  // OpenSSL wrote its last flight (or its alert) to the socket itself.
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this(), ec] { self->finish_handshake(ec); });
 }
 
 void tls_channel::finish_handshake(std::error_code ec) {
-  if (!ec) take_over_records();
+  state_ = ec ? state::failed : state::open;
   auto done = std::move(handshake_done_);
   handshake_done_ = nullptr;
   done(ec);
 }
 
-void tls_channel::flush_then(std::function<void(std::error_code)> then) {
-  if (out_.empty()) {
-    asio::post(socket_.get_executor(), [then = std::move(then)] { then({}); });
-    return;
+void tls_channel::settle(const std::error_code& ec) noexcept {
+  if (ec == asio::error::would_block) {
+    wait_ = SSL_want_write(ssl_) ? asio::socket_base::wait_write : asio::socket_base::wait_read;
+  } else if (ec && ec != asio::error::eof) {
+    state_ = state::failed;  // OpenSSL sent its alert, if it could; nothing more is sent
   }
-  sending_.swap(out_);
-  asio::async_write(
-      socket_, asio::buffer(sending_.data(), sending_.size()),
-      [self = shared_from_this(), then = std::move(then)](std::error_code e, std::size_t) {
-        self->sending_.clear();
-        then(e);
-      });
 }
 
 std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& ec) {
-  if (records_) {
-    const std::size_t n = reader_.read(socket_.native_handle(), *records_, into, ec);
-    if (records_->key_update_owed()) answer_key_update();
-    return n;
+  if (state_ == state::failed) {
+    ec = asio::error::not_connected;
+    return 0;
   }
   std::size_t n = 0;
   ec = perform(ssl_, [&] { return SSL_read_ex(ssl_, into.data(), into.size(), &n); });
-  if (!out_.empty()) send_now();
+  settle(ec);
   return n;
 }
 
-std::size_t tls_channel::seal(std::span<const asio::const_buffer> plain, std::error_code& ec) {
-  if (records_) {
-    const std::size_t total = records_->seal(plain, out_, ec);
-    return ec ? 0 : total;
+std::size_t tls_channel::write_some(std::span<const iovec> pieces, std::error_code& ec) {
+  ec.clear();
+  if (state_ != state::open) {
+    ec = asio::error::not_connected;
+    return 0;
   }
-  std::size_t total = 0;
-  for (const asio::const_buffer& piece : plain) {
-    encrypt(piece, ec);
-    if (ec) return 0;
-    total += piece.size();
+  if (!BIO_get_ktls_send(SSL_get_wbio(ssl_))) return write_through_openssl(pieces, ec);
+  if (kernel_key_stale_) {
+    state_ = state::failed;
+    ec = make_error_code(tls_error::kernel_key_update);
+    return 0;
   }
-  return total;
+  // The kernel seals whatever the socket is given: the plaintext path's write.
+  const std::size_t n = gathered_send(socket_.native_handle(), pieces, ec);
+  if (socket_full(ec)) {
+    ec = asio::error::would_block;
+    wait_ = asio::socket_base::wait_write;
+  } else if (ec) {
+    ec = {ec.value(), asio::error::get_system_category()};
+  }
+  return n;
 }
 
-void tls_channel::answer_key_update() {
-  std::error_code ec;
-  records_->seal_owed_key_update(out_, ec);
-  if (!ec) send_now();  // a failure to seal shows on the next write
-}
-
-void tls_channel::encrypt(asio::const_buffer plain, std::error_code& ec) {
-  std::size_t n = 0;
-  ec = perform(ssl_, [&] { return SSL_write_ex(ssl_, plain.data(), plain.size(), &n); });
-  // The sink takes everything: a short write can only be a failed connection.
-  if (!ec && n != plain.size()) ec = asio::ssl::error::unexpected_result;
+std::size_t tls_channel::write_through_openssl(std::span<const iovec> pieces, std::error_code& ec) {
+  std::size_t taken = 0;  // bytes of `pieces` OpenSSL reported written in this call
+  // Where the next bytes to stage are: staged bytes OpenSSL has not reported lead `pieces`.
+  std::size_t piece = 0;
+  std::size_t offset = staged_.size() - staged_sent_;
+  for (;;) {
+    if (staged_sent_ == staged_.size()) {
+      staged_.clear();
+      staged_sent_ = 0;
+      while (piece < pieces.size() && staged_.size() < stage_bytes) {
+        const iovec& v = pieces[piece];
+        if (offset >= v.iov_len) {
+          offset -= v.iov_len;
+          ++piece;
+          continue;
+        }
+        const std::size_t n = std::min(v.iov_len - offset, stage_bytes - staged_.size());
+        staged_.append(static_cast<const char*>(v.iov_base) + offset, n);
+        offset += n;
+      }
+      if (staged_.empty()) return taken;
+    }
+    std::size_t n = 0;
+    ec = perform(ssl_, [&] {
+      return SSL_write_ex(ssl_, staged_.data() + staged_sent_, staged_.size() - staged_sent_, &n);
+    });
+    settle(ec);
+    if (ec) return taken;
+    staged_sent_ += n;
+    taken += n;
+  }
 }
 
 void tls_channel::close_notify() noexcept {
-  if (!sending_.empty() || SSL_in_init(ssl_)) return;
-  if (records_) {
-    std::error_code ignored;  // best effort, as below
-    records_->seal_close_notify(out_, ignored);
-    if (!out_.empty()) send_now();
-    return;
-  }
+  if (state_ != state::open) return;
+  state_ = state::closed;
   ERR_clear_error();
   SSL_shutdown(ssl_);  // our half only: we do not wait for the peer's
   ERR_clear_error();
-  if (!out_.empty()) send_now();
 }
 
-void tls_channel::send_now() {
-  if (!sending_.empty()) return;  // a write is out: the next one carries these records first
-  std::error_code ignored;        // a broken connection shows on the next read or write
-  const std::size_t n = send_some(out_.data(), out_.size(), ignored);
-  out_.erase_front(n);
-}
-
-std::size_t tls_channel::send_some(const char* data, std::size_t size,
-                                   std::error_code& ec) noexcept {
-  // Not socket_.send: Asio's synchronous send waits for room on a socket it drives itself.
-  const ssize_t n = ::send(socket_.native_handle(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
-  if (n >= 0) return static_cast<std::size_t>(n);
-  if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    ec = {errno, asio::error::get_system_category()};
+void tls_channel::release_buffers() noexcept {
+  if (staged_sent_ == staged_.size()) {
+    staged_.release();
+    staged_sent_ = 0;
   }
-  return 0;
 }
 
 }  // namespace gatewayd::net

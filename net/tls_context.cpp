@@ -1,7 +1,5 @@
 #include "net/tls_context.hpp"
 
-#include "net/tls_traffic_secrets.hpp"
-
 #include <openssl/err.h>
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
@@ -10,6 +8,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 
 namespace gatewayd::net {
@@ -24,7 +23,10 @@ constexpr std::array<std::string_view, tls_failure_count> failure_names{
 std::string openssl_reason(std::string_view fallback) {
   const unsigned long e = ERR_peek_error();
   std::string reason;
-  if (e != 0) {
+  if (e != 0 && ERR_SYSTEM_ERROR(e)) {
+    // A file OpenSSL could not open: the errno it packed (EACCES, ENOENT), said as such.
+    reason = std::strerror(ERR_GET_REASON(e));
+  } else if (e != 0) {
     const char* r = ERR_reason_error_string(e);
     reason = r ? r : "error " + std::to_string(e);
   } else {
@@ -77,7 +79,6 @@ std::shared_ptr<asio::ssl::context> modern_context(asio::ssl::context::method me
   SSL_CTX_set_options(native, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION);
   SSL_CTX_set_num_tickets(native, 0);  // TLS 1.3: no tickets either
   SSL_CTX_set_session_cache_mode(native, SSL_SESS_CACHE_OFF);
-  tls_traffic_secrets::install(native);
   return ctx;
 }
 

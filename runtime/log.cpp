@@ -92,4 +92,21 @@ void write(level l, std::string_view message) noexcept {
   }
 }
 
+std::string escaped(std::string_view text) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f && c != '"' && c != '\\') {
+      out += c;
+    } else {
+      out += "\\x";
+      out += hex[b >> 4];
+      out += hex[b & 0xf];
+    }
+  }
+  return out;
+}
+
 }  // namespace gatewayd::log

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <sstream>
+#include <string>
 #include <string_view>
 
 namespace gatewayd::log {
@@ -19,6 +20,9 @@ std::string_view to_string(level l) noexcept;
 bool parse_level(std::string_view name, level& out) noexcept;
 // Writes one whole line (no newline needed) atomically with respect to other lines.
 void write(level l, std::string_view message) noexcept;
+// Text a peer chose (a certificate's name), safe to put in a line between quotes: bytes outside
+// printable ASCII, '"' and the backslash become \xNN: a name cannot forge a line or a quote.
+std::string escaped(std::string_view text);
 
 // Collects one line with operator<< and writes it when it goes out of scope; a line of a
 // rate-limited kind (log_limit.hpp) ends with how many of its kind were held back before it.

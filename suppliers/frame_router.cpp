@@ -125,6 +125,7 @@ frame_router::flush_result frame_router::flush(
     auto& batch = batches_[i];
     const auto put = snapshot_->consumers[i]->put(batch, listener, here);
     r.pause = r.pause || put.pause_supplier;
+    r.paused_by_consumer = r.paused_by_consumer || put.paused_by_consumer;
     wrote = wrote || put.wrote;
     batch.clear();
   }

@@ -45,8 +45,9 @@ class frame_router {
   void hold() noexcept;
 
   struct flush_result {
-    bool pause = false;       // some consumer asked the supplier to stop reading
-    bool handed_off = false;  // the writes were left to another thread
+    bool pause = false;               // some consumer asked the supplier to stop reading
+    bool paused_by_consumer = false;  // one a stalled backpressure consumer (put_result)
+    bool handed_off = false;          // the writes were left to another thread
   };
   // Takes the references still pending and hands every consumer its batch: one put() per
   // consumer for everything routed in the pass, however many reads that spans. Adds the

@@ -105,7 +105,7 @@ void supplier_acceptor::on_accept(std::error_code ec, asio::ip::tcp::socket sock
 // connections, and stop() cancels it, so a pending header never keeps the daemon running.
 void supplier_acceptor::read_proxy_header(asio::ip::tcp::socket socket,
                                           const asio::ip::tcp::endpoint& balancer) {
-  if (at_capacity()) return refuse(socket, close_reason::connection_limit, text_of(balancer));
+  if (!room_for_one()) return refuse(socket, close_reason::connection_limit, text_of(balancer));
   ++handshakes_pending_;
   std::erase_if(handshakes_, [](const auto& h) { return h.expired(); });
   auto handshake = std::make_shared<proxy_handshake>(
@@ -140,7 +140,7 @@ void supplier_acceptor::admit(asio::ip::tcp::socket socket, const asio::ip::tcp:
   if (allow_ && !allow_(peer.address())) {
     return refuse(socket, close_reason::not_allowed, text_of(peer));
   }
-  if (!counted && at_capacity()) {
+  if (!counted && !room_for_one()) {
     return refuse(socket, close_reason::connection_limit, text_of(peer));
   }
   ctx_.stats.accepted.fetch_add(1, std::memory_order_relaxed);
@@ -149,8 +149,13 @@ void supplier_acceptor::admit(asio::ip::tcp::socket socket, const asio::ip::tcp:
   std::make_shared<supplier_session>(std::move(socket), ctx_, proxied)->start();
 }
 
-bool supplier_acceptor::at_capacity() const {
-  return ctx_.registry.size() + handshakes_pending_ >= max_connections_;
+// At the cap a session waiting for a stalled backpressure consumer holds a place that a supplier
+// of another consumer may need: the one waiting longest gives it up (as a web server reclaims
+// idle keep-alive connections when it runs out), and only when none is paused so is the new
+// connection refused. One stalled consumer cannot shut every other consumer's suppliers out.
+bool supplier_acceptor::room_for_one() {
+  return ctx_.registry.places_taken() + handshakes_pending_ < max_connections_ ||
+         ctx_.registry.reclaim_longest_paused();
 }
 
 void supplier_acceptor::refuse(asio::ip::tcp::socket& socket, close_reason why,

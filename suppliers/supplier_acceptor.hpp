@@ -1,6 +1,6 @@
 // Accepts supplier connections on supplier_listen, reads the PROXY header of those a trusted
-// balancer forwards, enforces the connection cap and the source allow-list on the real
-// supplier, and starts a session per connection on its own strand.
+// balancer forwards, enforces the connection cap (reclaiming paused sessions at it) and the
+// source allow-list on the real supplier, and starts a session per connection on its own strand.
 #pragma once
 
 #include <asio.hpp>
@@ -53,7 +53,9 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   void admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& peer,
              std::optional<asio::ip::tcp::endpoint> proxied, bool counted);
   void refuse(asio::ip::tcp::socket& socket, close_reason why, const std::string& who);
-  bool at_capacity() const;
+  // A place under max_connections for one more connection: free, or reclaimed from the session
+  // paused longest (session_registry::reclaim_longest_paused).
+  bool room_for_one();
 
   runtime::executor executor_;
   asio::ip::tcp::acceptor acceptor_;

@@ -1,5 +1,6 @@
-// A TLS supplier's handshake: the server side of it, with its deadline, the identity it yields,
-// and how a failure is counted and told.
+// A TLS supplier's handshake and the end of its TLS connection: the server side of the
+// handshake with its deadline, the identity and record layer it yields, and how a failure,
+// before or after the handshake, is counted and told.
 #include "runtime/log.hpp"
 #include "suppliers/supplier_session.hpp"
 
@@ -8,8 +9,9 @@ namespace gatewayd::suppliers {
 void supplier_session::do_handshake() {
   tls_context_ = ctx_.tls->load();
   std::error_code ec;
-  tls_ = net::tls_channel::make(socket_, tls_context_->native_handle(),
-                                net::tls_channel::side::server, ec);
+  tls_ =
+      net::tls_channel::make(socket_, tls_context_->native_handle(), net::tls_channel::side::server,
+                             ctx_.kernel_tls.load(std::memory_order_relaxed), ec);
   if (!tls_) return fail_handshake(net::tls_failure::protocol, ec);
   handshaking_ = true;
   arm_idle_timer(ctx_.handshake_timeout);
@@ -25,11 +27,16 @@ void supplier_session::on_handshake(std::error_code ec) {
     return fail_handshake(net::classify_tls_failure(ec, verify), ec);
   }
   ctx_.stats.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
+  const net::tls_records records = tls_->records();
+  ctx_.stats.tls_connections[static_cast<std::size_t>(records)].fetch_add(
+      1, std::memory_order_relaxed);
+  stats_.tls_records.store(static_cast<std::uint8_t>(1 + static_cast<unsigned>(records)),
+                           std::memory_order_relaxed);
   identity_ = net::tls_peer_identity(tls_->native_handle());
   GW_LOG(debug) << "supplier " << peer_ << ": " << SSL_get_version(tls_->native_handle())
-                << (tls_->own_records() ? " (records: gatewayd)" : " (records: OpenSSL)")
+                << ", records: " << net::to_string(records)
                 << (identity_.empty() ? std::string{", no client certificate"}
-                                      : ", identity \"" + identity_ + '"');
+                                      : ", identity \"" + log::escaped(identity_) + '"');
   begin_reading();
 }
 
@@ -39,7 +46,27 @@ void supplier_session::fail_handshake(net::tls_failure why, const std::error_cod
   GW_LOG_LIMITED(warning, "supplier TLS handshake failures")
       << "supplier " << peer_ << ": TLS handshake failed (" << net::to_string(why) << ")"
       << (ec ? ": " + ec.message() : std::string{}) << "; closing";
-  close();
+  close(not_a_frame);
+}
+
+void supplier_session::fail_tls(const std::error_code& ec) {
+  const net::tls_error why = net::classify_tls_error(ec);
+  ctx_.stats.tls_errors[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  GW_LOG_LIMITED(warning, "supplier TLS connections failed")
+      << "supplier " << peer_ << ": TLS connection failed (" << net::to_string(why)
+      << "): " << ec.message() << " at byte offset " << stream_.offset() << "; closing";
+  close(partial_discard::tls_error);
+}
+
+void supplier_session::arm_send_deadline() {
+  send_deadline_.expires_after(ctx_.handshake_timeout);
+  send_deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
+    // A later wait (for reading) may have begun after this one ended: only a wait for room
+    // still out counts.
+    if (ec || self->closed_ || !self->waiting_) return;
+    if (self->tls_->wait_for() != asio::socket_base::wait_write) return;
+    self->fail_tls(net::make_error_code(net::tls_error::slow_peer));
+  });
 }
 
 }  // namespace gatewayd::suppliers

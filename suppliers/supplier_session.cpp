@@ -14,6 +14,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
                                    std::optional<asio::ip::tcp::endpoint> peer)
     : socket_(std::move(socket)),
       idle_timer_(socket_.get_executor()),
+      send_deadline_(socket_.get_executor()),
       ctx_(ctx),
       stream_(ctx.max_payload, ctx.partial_budget) {
   std::error_code ec;
@@ -28,6 +29,9 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
 }
 
 supplier_session::~supplier_session() {
+  set_paused_by_consumer(false);  // the registry's count of paused sessions, if not closed
+  if (const auto r = stats_.tls_records.load(std::memory_order_relaxed))
+    ctx_.stats.tls_connections[r - 1].fetch_sub(1, std::memory_order_relaxed);
   ctx_.registry.remove(this);
   ctx_.stats.connections.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -47,7 +51,8 @@ void supplier_session::begin_reading() {
 }
 
 void supplier_session::stop() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->close(); });
+  asio::post(socket_.get_executor(),
+             [self = shared_from_this()] { self->close(partial_discard::shutdown); });
 }
 
 void supplier_session::expel(close_reason why) {
@@ -57,13 +62,33 @@ void supplier_session::expel(close_reason why) {
     GW_LOG_LIMITED(warning, "supplier connections expelled")
         << "supplier " << self->peer_ << ": closing the connection (" << to_string(why)
         << "): the reloaded allow list no longer admits it";
-    self->close();
+    self->close(partial_discard::not_allowed);
+  });
+}
+
+void supplier_session::reclaim() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_) return;  // gone meanwhile: its place is free all the same
+    self->ctx_.stats.closed[static_cast<std::size_t>(close_reason::reclaimed)].fetch_add(
+        1, std::memory_order_relaxed);
+    const auto since = self->paused_by_consumer_since();
+    GW_LOG_LIMITED(warning, "supplier connections reclaimed")
+        << "supplier " << self->peer_ << ": closing the connection (reclaimed): "
+        << (since ? "paused behind a full consumer for " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                           std::chrono::steady_clock::now() - *since)
+                                           .count()) +
+                        " ms, the longest"
+                  : std::string("the session paused longest"))
+        << "; its place at max_supplier_connections goes to a new connection";
+    self->close(partial_discard::reclaimed);
   });
 }
 
 void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     self->held_ = true;
+    self->set_paused_by_consumer(false);  // the gateway's own stop holds it now: not reclaimable
     if (!self->paused_) self->pause();
   });
 }
@@ -72,7 +97,7 @@ void supplier_session::ask_to_leave() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (self->closed_) return;
     // TLS: close_notify before the FIN, or the supplier sees a cut stream, not a goodbye.
-    if (self->tls_ && !self->handshaking_) self->tls_->close_notify();
+    if (self->tls_) self->tls_->close_notify();
     std::error_code ignored;
     self->socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ignored);
   });
@@ -89,7 +114,17 @@ void supplier_session::resume_reading() {
     }
     if (!self->paused_) return;
     self->paused_ = false;
+    self->set_paused_by_consumer(false);
     if (!self->waiting_) self->do_wait();
+  });
+}
+
+void supplier_session::held_by_stalled_consumer() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    // Still paused, and by a consumer (not the gateway's stop, not reading to its peer's end).
+    // A pause already counted keeps its start.
+    if (self->closed_ || !self->paused_ || self->held_ || self->departing_) return;
+    if (!self->paused_by_consumer_since()) self->set_paused_by_consumer(true);
   });
 }
 
@@ -102,16 +137,20 @@ void supplier_session::do_wait() {
                [self = shared_from_this()] { self->on_readable(std::error_code{}); });
     return;
   }
-  // Wait for readability without a buffer: an idle connection holds no read memory.
-  socket_.async_wait(asio::ip::tcp::socket::wait_read,
+  // Wait for readability without a buffer: an idle connection holds no read memory. (TLS: or
+  // for room to send what OpenSSL must send before it reads on.)
+  const auto wait = tls_ ? tls_->wait_for() : asio::ip::tcp::socket::wait_read;
+  if (wait == asio::ip::tcp::socket::wait_write) arm_send_deadline();
+  socket_.async_wait(wait,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
 }
 
 void supplier_session::on_readable(std::error_code ec) {
   waiting_ = false;
+  send_deadline_.cancel();
   if (closed_) return;
   if (ec) {
-    if (ec != asio::error::operation_aborted) close();
+    if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
   if (paused_) return;
@@ -143,7 +182,7 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
     router.count_not_permitted(denied);
     // The connection stays (as nats-server does): the frames are dropped, counted and logged.
     GW_LOG_LIMITED(warning, "supplier frames not permitted")
-        << "supplier " << peer_ << " (identity \"" << identity_ << "\"): " << denied
+        << "supplier " << peer_ << " (identity \"" << log::escaped(identity_) << "\"): " << denied
         << " frame(s) to addresses it may not publish to, the first " << first_denied
         << "; dropped (not_permitted)";
   }
@@ -155,6 +194,7 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
       shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
   const auto flushed = router.flush(listener, busy);
   r.pause = r.pause || flushed.pause;
+  r.paused_by_consumer = r.paused_by_consumer || flushed.paused_by_consumer;
   r.handed_off = flushed.handed_off;
 }
 
@@ -199,6 +239,7 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
     }
     if (ec) {
       end = pass_end::peer_gone;
+      read_error_ = ec;
       break;
     }
     stream_.commit(n);
@@ -250,7 +291,10 @@ void supplier_session::on_handoff_done() {
   // A consumer that resumed us while the worker ran cancels the pause it asked for.
   if (resumed_while_handed_off_) r.pause = false;
   resumed_while_handed_off_ = false;
-  if (closed_) return stream_.release_if_idle();
+  if (closed_) {
+    if (closed_for_) count_partial(*closed_for_);
+    return stream_.release_if_idle();
+  }
   after_routing(r);
 }
 
@@ -259,6 +303,9 @@ void supplier_session::after_routing(const routed& r) {
   if (r.error) return fail_protocol(r.error);
   if (r.pause && !departing_) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
+    // Behind a stalled backpressure consumer it waits for as long as that consumer stalls: the
+    // connection cap may reclaim it. Other pauses end in moments, or within slow_consumer_ms.
+    if (!held_ && r.paused_by_consumer) set_paused_by_consumer(true);
     return pause();
   }
   if (paused_) return;  // held by the gateway (drain) meanwhile
@@ -267,12 +314,13 @@ void supplier_session::after_routing(const routed& r) {
 }
 
 void supplier_session::closed_by_peer() {
+  if (tls_ && read_error_ && read_error_ != asio::error::eof) return fail_tls(read_error_);
   if (stream_.has_partial()) {
     GW_LOG_LIMITED(info, "supplier connections closed mid-frame")
         << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
         << stream_.buffered() << " bytes of a partial frame discarded)";
   }
-  close();
+  close(partial_discard::peer_closed);
 }
 
 // Every connection may hold a standard chunk; what a larger frame needs beyond it while it
@@ -288,7 +336,7 @@ void supplier_session::refuse_growth() {
       << stream_.buffered()
       << " bytes in): max_partial_frame_bytes is in use by frames still arriving; closing "
          "(partial_frame_budget)";
-  close();
+  close(partial_discard::partial_frame_budget);
 }
 
 void supplier_session::fail_protocol(const protocol::frame_stream::stream_error& e) {
@@ -297,18 +345,41 @@ void supplier_session::fail_protocol(const protocol::frame_stream::stream_error&
   GW_LOG_LIMITED(warning, "supplier protocol errors")
       << "supplier " << peer_ << ": protocol error " << to_string(e.reason) << " at byte offset "
       << e.offset << "; closing the connection";
-  close();
+  close(not_a_frame);
 }
 
-void supplier_session::close() {
+void supplier_session::close(std::optional<partial_discard> partial) {
   if (closed_) return;
   closed_ = true;
+  set_paused_by_consumer(false);
   std::error_code ignored;
   idle_timer_.cancel();
-  if (tls_ && !handshaking_) tls_->close_notify();  // the supplier sees our close, not a cut
+  send_deadline_.cancel();
+  if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  if (!handed_off_) stream_.release_if_idle();  // else a worker still parses it
+  if (handed_off_) {
+    closed_for_ = partial;  // a worker still parses the stream: counted when it hands it back
+    return;
+  }
+  if (partial) count_partial(*partial);
+  stream_.release_if_idle();
+}
+
+// Whole frames were routed as they arrived; only a frame still arriving is lost with the
+// connection, and it is counted, frames and bytes, by why the connection ended.
+void supplier_session::count_partial(partial_discard why) noexcept {
+  if (!stream_.has_partial()) return;
+  const auto i = static_cast<std::size_t>(why);
+  ctx_.stats.partial_frames_discarded[i].fetch_add(1, std::memory_order_relaxed);
+  ctx_.stats.partial_bytes_discarded[i].fetch_add(stream_.buffered(), std::memory_order_relaxed);
+}
+
+void supplier_session::set_paused_by_consumer(bool on) noexcept {
+  const auto before = paused_by_consumer_at_.exchange(
+      on ? std::chrono::steady_clock::now().time_since_epoch().count() : not_paused,
+      std::memory_order_relaxed);
+  if ((before != not_paused) != on) ctx_.registry.count_paused(on);
 }
 
 // A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
@@ -328,6 +399,7 @@ void supplier_session::depart() {
   if (held_) return closed_by_peer();
   departing_ = true;
   paused_ = false;
+  set_paused_by_consumer(false);
   if (!waiting_) do_wait();
 }
 
@@ -362,7 +434,7 @@ void supplier_session::on_idle_timer(std::error_code ec) {
       << "supplier " << peer_ << ": no whole frame for "
       << std::chrono::duration_cast<std::chrono::milliseconds>(idle).count()
       << " ms; closing (idle timeout)";
-  close();
+  close(partial_discard::idle_timeout);
 }
 
 }  // namespace gatewayd::suppliers

@@ -6,6 +6,7 @@
 #include <asio/ssl.hpp>
 #include <atomic>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,7 +39,12 @@ struct session_context {
   // [tls]: every connection does a server handshake with the holder's context before its first
   // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
   const net::tls_context_holder* tls = nullptr;
+  // How long a TLS handshake may take, and how long a supplier may leave unread what OpenSSL
+  // must send it (a KeyUpdate answer) before it is closed as slow.
   std::chrono::milliseconds handshake_timeout{10000};
+  // [tls] ktls = "auto": offer OpenSSL the kernel's record layer. A reload may change it; new
+  // connections take the value of their accept.
+  std::atomic<bool> kernel_tls{true};
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
@@ -66,6 +72,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Stops reading but keeps the connection (graceful drain: no new frames come in).
   void pause_reading();
   void resume_reading() override;
+  // The backpressure consumer that paused it fell behind: from now on the connection cap may
+  // reclaim it (paused_by_consumer_since() counts from here).
+  void held_by_stalled_consumer() override;
   // Lame-duck stop: half-closes the connection (the supplier reads end-of-file: asked to leave)
   // and goes on reading what it still sends until it closes its side.
   void ask_to_leave();
@@ -74,8 +83,22 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   const asio::ip::address& peer_address() const noexcept { return peer_address_; }
   // Closes the connection for `why` (the allow list changed), counted and logged.
   void expel(close_reason why);
+  // Closes the connection to give its place to a new one (max_supplier_connections: the
+  // registry chose it as the session paused longest), counted and logged as reclaimed. Its whole
+  // frames are in the consumers' queues already; a frame it had only begun to receive is
+  // discarded and counted.
+  void reclaim();
   const session_stats& stats() const noexcept { return stats_; }
   bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
+  // Since when it waits for a stalled backpressure consumer (paused by one that had fallen
+  // behind, or told that the one that paused it has since), on the steady clock; nothing when it
+  // is reading, departing, closed, held by the gateway's own stop, or paused only for a moment
+  // (a consumer that keeps up, or one of another policy: consumer::put_result). Any thread.
+  std::optional<std::chrono::steady_clock::time_point> paused_by_consumer_since() const noexcept {
+    const auto at = paused_by_consumer_at_.load(std::memory_order_relaxed);
+    if (at == not_paused) return std::nullopt;
+    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
+  }
   // The verified client certificate's identity (subject CN, else first SAN DNS name); empty
   // for plaintext and for TLS without client_ca. Set before the first frame is read.
   const std::string& identity() const noexcept { return identity_; }
@@ -88,8 +111,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // What routing the bytes of one or more reads came to.
   struct routed {
     std::uint64_t frames = 0;
-    bool pause = false;       // a backpressure consumer asked us to stop reading
-    bool handed_off = false;  // another thread writes what the pass routed
+    bool pause = false;               // a consumer asked us to stop reading
+    bool paused_by_consumer = false;  // a stalled backpressure consumer (reclaimable at the cap)
+    bool handed_off = false;          // another thread writes what the pass routed
     protocol::frame_stream::stream_error error;
   };
   // How a read pass ended besides what it routed.
@@ -105,10 +129,16 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::size_t read_some(asio::mutable_buffer into, std::error_code& ec) {
     if (!tls_) return socket_.read_some(into, ec);
     const std::size_t n = tls_->read_some(into, ec);
-    // Only "would block" proves that OpenSSL holds no whole record the socket no longer shows.
+    // Only "would block" proves that OpenSSL holds no bytes the socket no longer shows.
     tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
     return n;
   }
+  // TLS: the connection ended other than by close_notify after its handshake: counted by
+  // reason and logged, then closed.
+  void fail_tls(const std::error_code& ec);
+  // TLS: OpenSSL must send before it can read on (a KeyUpdate answer) and the socket is full:
+  // the supplier has handshake_timeout to take it, or it is closed as slow.
+  void arm_send_deadline();
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
@@ -133,7 +163,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   // The frame being received cannot grow within max_partial_frame_bytes: close and count.
   void refuse_growth();
-  void close();
+  // `partial`: why a frame received in part is thrown away with the connection, to count it by;
+  // not_a_frame when what the stream holds is no frame (after a protocol error, or before any).
+  static constexpr std::optional<partial_discard> not_a_frame = std::nullopt;
+  void close(std::optional<partial_discard> partial);
+  void count_partial(partial_discard why) noexcept;
+  void set_paused_by_consumer(bool on) noexcept;
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
 
@@ -142,6 +177,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::shared_ptr<net::tls_channel> tls_;            // null = plaintext
   std::string identity_;
   asio::steady_timer idle_timer_;
+  asio::steady_timer send_deadline_;  // TLS: while a wait is for room to send
+  std::error_code read_error_;        // what ended the last read pass, if it was not the socket
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;
@@ -152,8 +189,17 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Backpressure or drain: no new wait until resumed. Written on the strand only; atomic so
   // /connz may read it from its own thread.
   std::atomic<bool> paused_{false};
+  // While paused_ by a stalled backpressure consumer (not held_): since when,
+  // steady-clock ticks, for the connection cap to reclaim the one paused longest (the registry
+  // reads it at the cap, /connz shows it). Written on the strand only.
+  static constexpr std::chrono::steady_clock::rep not_paused =
+      std::numeric_limits<std::chrono::steady_clock::rep>::min();
+  std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
   bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
+  // Closed while a worker held the stream (Half-Sync/Half-Async): why, for the partial frame the
+  // worker hands back.
+  std::optional<partial_discard> closed_for_;
   bool handshaking_ = false;  // TLS: the handshake deadline runs on idle_timer_
   bool tls_drained_ = true;   // TLS: the last read ended in "would block"
   bool departing_ = false;    // the peer left while paused: reading to EOF, never pausing again

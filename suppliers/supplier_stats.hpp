@@ -8,6 +8,7 @@
 #include <memory>
 #include <string_view>
 
+#include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/publish_drop_counters.hpp"
@@ -16,19 +17,43 @@
 namespace gatewayd::suppliers {
 
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
-// proxy_header: a proxy_from source sent no valid PROXY v2 header in time.
+// proxy_header: a proxy_from source sent no valid PROXY v2 header in time. reclaimed: at
+// max_supplier_connections, the session that had waited longest for a stalled backpressure
+// consumer gave its place to a new connection.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
   idle_timeout,
   proxy_header,
-  partial_frame_budget
+  partial_frame_budget,
+  reclaimed
 };
-inline constexpr runtime::enum_names<close_reason, 5> close_reason_names{
-    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget"}};
+inline constexpr runtime::enum_names<close_reason, 6> close_reason_names{
+    {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget",
+     "reclaimed"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
+}
+
+// Why a frame a supplier connection had received only in part was thrown away: how the
+// connection ended. The names are the metric's `reason` label. (What follows a malformed frame
+// is not a frame: a protocol error counts it, not this.)
+enum class partial_discard : std::uint8_t {
+  peer_closed,           // the supplier closed or reset its connection mid-frame
+  idle_timeout,          // no whole frame for idle_timeout_ms (a trickle)
+  partial_frame_budget,  // the frame could not grow within max_partial_frame_bytes
+  not_allowed,           // a reloaded allow list expelled the supplier
+  reclaimed,             // the connection cap gave its place to a new connection
+  shutdown,              // the gateway stopped
+  tls_error,             // its TLS connection failed (gatewayd_tls_errors_total says why)
+};
+inline constexpr runtime::enum_names<partial_discard, 7> partial_discard_names{
+    {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "reclaimed",
+     "shutdown", "tls_error"}};
+inline constexpr std::size_t partial_discard_count = partial_discard_names.count;
+inline std::string_view to_string(partial_discard r) noexcept {
+  return partial_discard_names(r);
 }
 
 struct supplier_stats {
@@ -44,9 +69,17 @@ struct supplier_stats {
   std::atomic<std::uint64_t> backpressure_pauses{0};
   std::array<std::atomic<std::uint64_t>, protocol::frame_error_count> protocol_errors{};
   std::array<std::atomic<std::uint64_t>, close_reason_count> closed{};
+  // Frames received only in part when their connection ended, and their bytes received, by why
+  // it ended: with the whole frames' bytes they add up to bytes_received.
+  std::array<std::atomic<std::uint64_t>, partial_discard_count> partial_frames_discarded{};
+  std::array<std::atomic<std::uint64_t>, partial_discard_count> partial_bytes_discarded{};
   // TLS handshakes that failed, by reason (net::tls_failure).
   std::array<std::atomic<std::uint64_t>, net::tls_failure_count> tls_failures{};
   std::atomic<std::uint64_t> tls_handshakes{0};  // completed
+  // Established TLS connections that ended other than by close_notify, by reason.
+  std::array<std::atomic<std::uint64_t>, net::tls_error_count> tls_errors{};
+  // Open TLS connections by who seals and opens their records (net::tls_records).
+  std::array<std::atomic<std::int64_t>, net::tls_records_count> tls_connections{};
 };
 
 // One session's share of the above, for /connz: added to where the session adds to
@@ -55,6 +88,8 @@ struct session_stats {
   const std::chrono::system_clock::time_point since = std::chrono::system_clock::now();
   std::atomic<std::uint64_t> frames{0};
   std::atomic<std::uint64_t> bytes{0};
+  // 0: plaintext, or TLS not yet handshaken; else 1 + the net::tls_records of the connection.
+  std::atomic<std::uint8_t> tls_records{0};
 };
 
 }  // namespace gatewayd::suppliers

@@ -254,6 +254,111 @@ BOOST_AUTO_TEST_CASE(a_congested_consumer_copies_only_sparse_runs_out_of_their_c
   BOOST_TEST(q.bytes() == 20100u);
 }
 
+// trim(): what a consumer queued while it kept up (everything, past its limits) meets its policy
+// the moment it becomes congested. 8 frames of 100 bytes queued against a capacity of 6 and a
+// byte cap of 450: 2 frames over the capacity (queue_full), then 2 more over the bytes.
+namespace {
+
+struct held_queue {
+  queue_budget budget{100000};
+  frames f;
+  frame_queue q;
+
+  // Queued as a consumer that keeps up queues: all of it, past the limits.
+  explicit held_queue(const queue_limits& l, std::size_t n = 8) {
+    release_batch refused;
+    admit(q, f.make(n), l, &budget, false, nullptr, refused);
+  }
+  admission trim_it(const queue_limits& l) {
+    release_batch released;
+    return trim(q, l, &budget, released);
+  }
+  // The offsets of the queued frames, oldest first (the queue is left as it was).
+  std::vector<std::uint32_t> offsets() {
+    std::vector<frame_slice> out;
+    q.take(q.size(), ~std::uint64_t{0}, out);
+    q.push_front_batch(out);
+    std::vector<std::uint32_t> o;
+    for (const auto& s : out)
+      o.push_back(s.offset);
+    return o;
+  }
+  ~held_queue() { budget.release(q.clear().bytes); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(trim_drop_oldest_keeps_the_newest_within_both_limits) {
+  const queue_limits l{.capacity = 6, .byte_cap = 450, .policy = overflow_policy::drop_oldest};
+  held_queue h(l);
+  BOOST_TEST(h.q.size() == 8u);
+  const auto a = h.trim_it(l);
+  BOOST_TEST(drops(a, drop_reason::queue_full) == 2u);
+  BOOST_TEST(drops(a, drop_reason::queue_bytes) == 2u);
+  BOOST_TEST(!a.slow);
+  BOOST_TEST(h.q.size() == 4u);
+  BOOST_TEST(h.q.bytes() == 400u);
+  BOOST_TEST((h.offsets() == std::vector<std::uint32_t>{400, 500, 600, 700}));
+  BOOST_TEST(h.f.queued_refs() == 4u);         // the dropped frames' references went
+  BOOST_TEST(h.budget.used() == h.q.bytes());  // and their bytes left the global budget
+}
+
+BOOST_AUTO_TEST_CASE(trim_drop_newest_keeps_the_oldest_within_both_limits) {
+  const queue_limits l{.capacity = 6, .byte_cap = 450, .policy = overflow_policy::drop_newest};
+  held_queue h(l);
+  const auto a = h.trim_it(l);
+  BOOST_TEST(drops(a, drop_reason::queue_full) == 2u);
+  BOOST_TEST(drops(a, drop_reason::queue_bytes) == 2u);
+  BOOST_TEST((h.offsets() == std::vector<std::uint32_t>{0, 100, 200, 300}));
+  BOOST_TEST(h.f.queued_refs() == 4u);
+  BOOST_TEST(h.budget.used() == 400u);
+}
+
+BOOST_AUTO_TEST_CASE(trim_disconnect_discards_a_backlog_over_its_limits) {
+  const queue_limits l{.capacity = 6, .policy = overflow_policy::disconnect};
+  held_queue h(l);
+  const auto a = h.trim_it(l);
+  BOOST_TEST(a.slow);
+  BOOST_TEST(a.discarded == 8u);
+  BOOST_TEST(drops(a, drop_reason::slow_consumer) == 8u);
+  BOOST_TEST(h.q.empty());
+  BOOST_TEST(h.f.queued_refs() == 0u);
+  BOOST_TEST(h.budget.used() == 0u);
+  // Over the byte cap alone is over its limits too.
+  const queue_limits bytes{.capacity = 100, .byte_cap = 700, .policy = overflow_policy::disconnect};
+  held_queue by_bytes(bytes);
+  BOOST_TEST(by_bytes.trim_it(bytes).slow);
+  BOOST_TEST(by_bytes.q.empty());
+}
+
+BOOST_AUTO_TEST_CASE(trim_backpressure_keeps_what_it_holds) {
+  const queue_limits l{.capacity = 6, .byte_cap = 450, .policy = overflow_policy::backpressure};
+  held_queue h(l);
+  const auto a = h.trim_it(l);
+  for (const auto d : a.drops)
+    BOOST_TEST(d == 0u);
+  BOOST_TEST(!a.slow);
+  BOOST_TEST(h.q.size() == 8u);
+  BOOST_TEST(h.budget.used() == 800u);
+}
+
+BOOST_AUTO_TEST_CASE(trim_leaves_a_queue_within_its_limits_alone) {
+  for (const auto policy : {overflow_policy::drop_oldest, overflow_policy::drop_newest,
+                            overflow_policy::disconnect, overflow_policy::backpressure}) {
+    BOOST_TEST_CONTEXT("policy " << to_string(policy)) {
+      // Exactly at both limits: full, not over.
+      const queue_limits l{.capacity = 8, .byte_cap = 800, .policy = policy};
+      held_queue h(l);
+      const auto a = h.trim_it(l);
+      for (const auto d : a.drops)
+        BOOST_TEST(d == 0u);
+      BOOST_TEST(!a.slow);
+      BOOST_TEST(h.q.size() == 8u);
+      BOOST_TEST(h.f.queued_refs() == 8u);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(enum_names_round_trip) {
   for (std::size_t i = 0; i < drop_reason_count; ++i) {
     const auto r = static_cast<drop_reason>(i);

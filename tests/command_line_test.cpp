@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gateway/command_line.hpp"
+#include "tests/support/tls_peers.hpp"
 
 extern char** environ;
 
@@ -38,9 +39,11 @@ struct run_result {
   std::string err;
 };
 
-// Runs the real gatewayd with `args`, capturing stdout and stderr, for at most `timeout`.
+// Runs the real gatewayd with `args`, capturing stdout and stderr, for at most `timeout`;
+// `env` ("NAME=value") is added to this process's environment.
 run_result run_gatewayd(const std::vector<std::string>& args,
-                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+                        std::chrono::milliseconds timeout = std::chrono::seconds(10),
+                        const std::vector<std::string>& env = {}) {
   int out_pipe[2];
   int err_pipe[2];
   BOOST_REQUIRE(::pipe2(out_pipe, O_CLOEXEC) == 0);
@@ -55,8 +58,16 @@ run_result run_gatewayd(const std::vector<std::string>& args,
   for (auto& a : argv_storage)
     argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env_storage(env);
+  std::vector<char*> envp;
+  for (char** e = environ; *e; ++e)
+    envp.push_back(*e);
+  for (auto& e : env_storage)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  const int spawned = ::posix_spawn(&pid, GATEWAYD_BINARY, &actions, nullptr, argv.data(), environ);
+  const int spawned =
+      ::posix_spawn(&pid, GATEWAYD_BINARY, &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
@@ -205,6 +216,18 @@ BOOST_AUTO_TEST_CASE(check_takes_the_units_stop_timeout) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(skip_credentials_goes_with_check) {
+  auto r = parse({"--check", "--skip-credentials", "--config", "x.toml"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST(r.line->skip_credentials);
+  r = parse({"--check", "--config", "x.toml"});
+  BOOST_REQUIRE(r.line.has_value());
+  BOOST_TEST(!r.line->skip_credentials);
+  r = parse({"--skip-credentials", "--config", "x.toml"});
+  BOOST_TEST(!r.line.has_value());
+  BOOST_TEST(r.error == "--skip-credentials is only used with --check");
+}
+
 BOOST_AUTO_TEST_CASE(argv_form_skips_the_program_name) {
   const char* argv[] = {"gatewayd", "--check", "--config", "c.toml", nullptr};
   const auto r = parse_command_line(4, argv);
@@ -305,6 +328,121 @@ BOOST_AUTO_TEST_CASE(check_refuses_a_drain_that_the_stop_timeout_would_cut_short
   BOOST_TEST(lame.err.find(": gateway.lame_duck_ms + drain_timeout_ms = 27001 + 1000 does not "
                            "leave 2 s") != std::string::npos,
              lame.err);
+}
+
+// A private key its group or others can read is worth a warning (not an error: the exit status
+// stays 0), naming the file, its mode and the fix; the same file at 0600 is not. Real files,
+// real modes, the [tls] key and a consumer's client key alike.
+BOOST_AUTO_TEST_CASE(check_warns_of_a_key_others_can_read) {
+  using gatewayd::test::pki;
+  pki p;
+  const std::string config = p.at("gatewayd.toml").string();
+  const std::string routes = p.at("routes.toml").string();
+  std::ofstream{config}
+      << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gateway.crt\"\n"
+         "key = \"gateway.key\"\n";
+  std::ofstream{routes}
+      << "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\n"
+         "tls = { ca = \"ca.crt\", cert = \"orders.crt\", key = \"orders.key\" }\n";
+  BOOST_REQUIRE(::chmod(p.at("gateway.key").c_str(), 0600) == 0);
+  BOOST_REQUIRE(::chmod(p.at("orders.key").c_str(), 0600) == 0);
+  const auto owner_only = run_gatewayd({"--check", "--config", config});
+  BOOST_TEST(owner_only.exit_code == 0, owner_only.err);
+  BOOST_TEST(owner_only.err.empty(), owner_only.err);
+
+  BOOST_REQUIRE(::chmod(p.at("gateway.key").c_str(), 0644) == 0);
+  BOOST_REQUIRE(::chmod(p.at("orders.key").c_str(), 0640) == 0);
+  const auto open = run_gatewayd({"--check", "--config", config});
+  BOOST_TEST(open.exit_code == 0, open.err);
+  BOOST_TEST(open.out == "configuration OK: 1 consumers, 0 routes\n");
+  const std::string key = p.at("gateway.key").string();
+  BOOST_TEST(open.err.find(config + ": warning: tls.key: the private key " + key +
+                           " is open to its group and others (mode 0644); let only its owner "
+                           "read it: chmod 600 " +
+                           key +
+                           ", owned by the user gatewayd runs as "
+                           "(chown); under systemd keep it in /etc/gatewayd/credentials/") == 0u,
+             open.err);
+  BOOST_TEST(open.err.find(routes + ":3:7: warning: consumers.billing.tls.key: the private key " +
+                           p.at("orders.key").string() + " is open to its group (mode 0640)") !=
+                 std::string::npos,
+             open.err);
+}
+
+// With client_ca every supplier has an identity; without [suppliers_default] the ones no
+// [suppliers.NAME] lists may publish anywhere: --check says so until the table is written.
+BOOST_AUTO_TEST_CASE(check_warns_of_identities_no_rule_names) {
+  using gatewayd::test::pki;
+  pki p;
+  const std::string config = p.at("gatewayd.toml").string();
+  const std::string routes = p.at("routes.toml").string();
+  std::ofstream{config}
+      << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gateway.crt\"\n"
+         "key = \"gateway.key\"\nclient_ca = \"ca.crt\"\n";
+  const std::string orders =
+      "[suppliers.orders]\nidentity = \"orders-svc\"\npublish = [\"orders.>\"]\n";
+  std::ofstream{routes} << orders;
+  const auto unlisted = run_gatewayd({"--check", "--config", config});
+  BOOST_TEST(unlisted.exit_code == 0, unlisted.err);
+  BOOST_TEST(unlisted.err == routes +
+                                 ": warning: [tls] client_ca gives every supplier an identity, "
+                                 "and there is no [suppliers_default]: a supplier whose identity "
+                                 "no [suppliers.NAME] lists (any certificate the CA signs) may "
+                                 "publish to every address. Add [suppliers_default] with publish "
+                                 "= [] to refuse them (or publish = [\">\"] to say that is "
+                                 "meant)\n");
+  std::ofstream{routes} << orders << "[suppliers_default]\npublish = [\">\"]\n";
+  const auto said = run_gatewayd({"--check", "--config", config});
+  BOOST_TEST(said.exit_code == 0, said.err);
+  BOOST_TEST(said.err.empty(), said.err);
+  // Without client_ca nobody has an identity: every supplier gets the default, nothing to say.
+  std::ofstream{config}
+      << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gateway.crt\"\n"
+         "key = \"gateway.key\"\n";
+  std::ofstream{routes} << orders;
+  const auto no_ca = run_gatewayd({"--check", "--config", config});
+  BOOST_TEST(no_ca.exit_code == 0, no_ca.err);
+  BOOST_TEST(no_ca.err.empty(), no_ca.err);
+}
+
+// The unit's reload check runs where systemd 252 shows no credentials: with --skip-credentials
+// the files named ${CREDENTIALS_DIRECTORY}/... are left to the running gateway, and the rest of
+// the configuration is still checked; without it they are errors.
+BOOST_AUTO_TEST_CASE(check_can_leave_the_credentials_to_the_running_gateway) {
+  using gatewayd::test::pki;
+  pki p;
+  const std::string config = p.at("gatewayd.toml").string();
+  std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\n"
+                           "cert = \"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\"\n"
+                           "key = \"${CREDENTIALS_DIRECTORY}/tls_gateway.key\"\n";
+  std::ofstream{p.at("routes.toml")} << "";
+  fs::create_directory(p.at("creds"));
+  fs::copy_file(p.at("gateway.crt"), p.at("creds/tls_gateway.crt"));
+  fs::copy_file(p.at("gateway.key"), p.at("creds/tls_gateway.key"));
+  const std::string creds = "CREDENTIALS_DIRECTORY=" + p.at("creds").string();
+  const auto readable =
+      run_gatewayd({"--check", "--config", config}, std::chrono::seconds(10), {creds});
+  BOOST_TEST(readable.exit_code == 0, readable.err);
+  BOOST_TEST(readable.out == "configuration OK: 0 consumers, 0 routes\n");
+
+  // What ExecReload= sees: the variable set, the directory not there for it.
+  const std::string hidden = "CREDENTIALS_DIRECTORY=" + p.at("hidden").string();
+  const auto refused =
+      run_gatewayd({"--check", "--config", config}, std::chrono::seconds(10), {hidden});
+  BOOST_TEST(refused.exit_code == 1);
+  BOOST_TEST(refused.err.find(p.at("hidden/tls_gateway.crt").string()) != std::string::npos,
+             refused.err);
+  const auto skipped = run_gatewayd({"--check", "--skip-credentials", "--config", config},
+                                    std::chrono::seconds(10), {hidden});
+  BOOST_TEST(skipped.exit_code == 0, skipped.err);
+  BOOST_TEST(skipped.out == "configuration OK: 0 consumers, 0 routes (the TLS files in " +
+                                p.at("hidden").string() + " not read)\n");
+  // Skipping reads no credential, and checks everything else.
+  std::ofstream{p.at("routes.toml")} << "[[routes]]\nmatch = \"a.>\"\nto = [\"nobody\"]\n";
+  const auto broken = run_gatewayd({"--check", "--skip-credentials", "--config", config},
+                                   std::chrono::seconds(10), {hidden});
+  BOOST_TEST(broken.exit_code == 1);
+  BOOST_TEST(broken.err.find("unknown consumer \"nobody\"") != std::string::npos, broken.err);
 }
 
 BOOST_AUTO_TEST_CASE(version) {

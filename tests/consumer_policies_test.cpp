@@ -94,10 +94,12 @@ BOOST_FIXTURE_TEST_CASE(backpressure_drops_nothing_pauses_and_resumes, io_fixtur
   auto listener = std::make_shared<test_listener>();
   frame_source src(big_payload);
   fill_until_stuck(*c, src);
+  BOOST_REQUIRE(wait_until([&] { return c->stats().congested.load(); }, 2s));  // it stalled
   const auto before = c->stats().queued_frames.load();
   const auto t = put_all(*c, src.make(64), listener);
   BOOST_TEST(t.queued == 64u);
   BOOST_TEST(t.paused);
+  BOOST_TEST(t.paused_by_consumer);  // a stalled consumer's: the connection cap may reclaim it
   BOOST_TEST(c->stats().queued_frames.load() == before + 64);  // beyond capacity, bounded
   BOOST_TEST(c->stats().dropped_total() == 0u);
   BOOST_TEST(listener->resumed.load() == 0);
@@ -223,9 +225,153 @@ BOOST_FIXTURE_TEST_CASE(a_pause_at_the_high_water_mark_ends_when_the_socket_refu
   // written anything (a drain racing the puts could fill the socket first, and a refusing
   // socket pauses nobody below the limits), and more than the socket buffers hold, so the
   // socket refuses once the drain writes.
-  BOOST_TEST_REQUIRE(with_io_held([&] { return put_all(*c, big.make(640), listener).paused; }));
+  const auto t = with_io_held([&] { return put_all(*c, big.make(640), listener); });
+  BOOST_TEST_REQUIRE(t.paused);
+  // A drop-oldest consumer lets it go within its grace at the latest: the connection cap never
+  // reclaims a supplier it paused.
+  BOOST_TEST(!t.paused_by_consumer);
   BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 3s));
   BOOST_TEST(c->stats().dropped_total() == 0u);
   BOOST_REQUIRE(r->wait_frames(big.count(), 10s));
+  BOOST_TEST(close_consumer(*c, 1s) == 0u);
+}
+
+// What a consumer queued while it still counted as keeping up (every frame, past its limits)
+// meets its policy the moment it becomes congested, not only what comes after: the queue is
+// within its limits within slow_after of the stall even when nothing more is put (the issue
+// saw 5.8x queue_capacity held for as long as the consumer stalled).
+namespace {
+
+constexpr std::uint32_t overshoot_capacity = 500;
+constexpr std::size_t overshoot_frames = 2000;
+
+// The frames of `r` sent to `address`, by their numbers.
+std::vector<std::size_t> seqs_to(const receiver& r, std::string_view address) {
+  std::vector<std::size_t> out;
+  for (const auto& f : r.frames()) {
+    const auto p = gs::parse_frame(f, gs::default_max_payload);
+    if (p.state == gs::parse_result::status::frame && p.frame.address == address)
+      out.push_back(seq_of(f));
+  }
+  return out;
+}
+
+struct overshoot {
+  io_fixture& io;
+  peer p{0, 4096};
+  std::shared_ptr<gc::consumer> c;
+  std::optional<receiver> r;
+  frame_source big{big_payload, "t.fill"};
+  frame_source small{64, "t.small"};
+
+  // A consumer with `policy` whose socket stopped taking bytes, given 1 s to catch up, is put
+  // 2,000 small frames within that grace: all of them queue, 4x its capacity of 500.
+  overshoot(io_fixture& fixture, gc::overflow_policy policy) : io(fixture) {
+    c = io.make(spec(p.address(), overshoot_capacity, policy), nullptr, {}, 1s);
+    r = p.accept(2s);
+    BOOST_REQUIRE(r);
+    BOOST_REQUIRE(wait_until([&] { return !c->stats().congested.load(); }, 2s));
+    fill_until_stuck(*c, big);
+    auto listener = std::make_shared<test_listener>();
+    put_all(*c, small.make(overshoot_frames), listener);
+    BOOST_TEST_REQUIRE(c->stats().queued_frames.load() == overshoot_frames);
+    BOOST_TEST_REQUIRE(!c->stats().congested.load());
+    BOOST_TEST_REQUIRE(c->stats().dropped_total() == 0u);
+  }
+  // True once the queue is within its capacity (after the grace: nothing else trims it).
+  bool held_to_capacity() {
+    return wait_until([&] { return c->stats().queued_frames.load() <= overshoot_capacity; }, 4s);
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_drop_oldest_trims_the_oldest_of_what_it_holds, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::drop_oldest);
+  BOOST_TEST_REQUIRE(o.held_to_capacity());
+  BOOST_TEST(o.c->stats().congested.load());
+  BOOST_TEST(o.c->stats().queued_frames.load() == overshoot_capacity);
+  BOOST_TEST(dropped(*o.c, gc::drop_reason::queue_full) == overshoot_frames - overshoot_capacity);
+  BOOST_TEST(o.c->stats().dropped_total() == overshoot_frames - overshoot_capacity);
+  // Once the peer reads: every fill frame, then the 500 newest small ones, in order.
+  BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_capacity, 10s));
+  const auto s = seqs_to(*o.r, "t.small");
+  BOOST_TEST_REQUIRE(s.size() == overshoot_capacity);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    BOOST_TEST_REQUIRE(s[i] == overshoot_frames - overshoot_capacity + i);
+  BOOST_TEST(seqs_to(*o.r, "t.fill").size() == o.big.count());
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_drop_newest_trims_the_newest_of_what_it_holds, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::drop_newest);
+  BOOST_TEST_REQUIRE(o.held_to_capacity());
+  BOOST_TEST(o.c->stats().queued_frames.load() == overshoot_capacity);
+  BOOST_TEST(dropped(*o.c, gc::drop_reason::queue_full) == overshoot_frames - overshoot_capacity);
+  BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_capacity, 10s));
+  const auto s = seqs_to(*o.r, "t.small");
+  BOOST_TEST_REQUIRE(s.size() == overshoot_capacity);
+  for (std::size_t i = 0; i < s.size(); ++i)
+    BOOST_TEST_REQUIRE(s[i] == i);  // the oldest, without a gap
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_disconnect_discards_a_backlog_over_its_limits, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::disconnect);
+  BOOST_TEST_REQUIRE(o.held_to_capacity());
+  BOOST_TEST(o.c->stats().queued_frames.load() == 0u);
+  BOOST_TEST(dropped(*o.c, gc::drop_reason::slow_consumer) >= overshoot_frames);
+  // The link is dropped as a put that did not fit drops it, and redialled.
+  BOOST_TEST(wait_until(
+      [&] {
+        return o.c->stats()
+                   .disconnects[static_cast<std::size_t>(gc::disconnect_reason::slow_consumer)]
+                   .load() == 1;
+      },
+      2s));
+  BOOST_REQUIRE(o.r->wait_eof(5s));
+  BOOST_TEST(seqs_to(*o.r, "t.small").empty());
+  BOOST_TEST(o.p.accept(3s).has_value());
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+BOOST_FIXTURE_TEST_CASE(falling_behind_backpressure_keeps_what_it_holds, io_fixture) {
+  overshoot o(*this, gc::overflow_policy::backpressure);
+  BOOST_TEST_REQUIRE(wait_until([&] { return o.c->stats().congested.load(); }, 3s));
+  BOOST_TEST(o.c->stats().queued_frames.load() >= overshoot_frames);
+  BOOST_TEST(o.c->stats().dropped_total() == 0u);
+  BOOST_REQUIRE(o.r->wait_frames(o.big.count() + overshoot_frames, 10s));
+  BOOST_TEST(seqs_to(*o.r, "t.small").size() == overshoot_frames);
+  BOOST_TEST(close_consumer(*o.c, 1s) == 0u);
+}
+
+// A backpressure consumer that keeps up pauses its supplier at the gateway's high-water mark, a
+// pause of moments that the connection cap must not reclaim (a busy honest supplier would lose
+// its connection to a flood). When that consumer then stalls, it holds the supplier until it has
+// drained to half its limits, however long that takes: it tells it so when it falls behind, and
+// from then on the cap may reclaim it. Once the peer reads, the supplier is resumed.
+BOOST_FIXTURE_TEST_CASE(a_backpressure_consumer_that_falls_behind_tells_the_suppliers_it_holds,
+                        io_fixture) {
+  peer p(0, 4096);
+  auto c = make(spec(p.address(), 300, gc::overflow_policy::backpressure));
+  auto r = p.accept(2s);
+  BOOST_REQUIRE(r);
+  BOOST_REQUIRE(wait_until([&] { return !c->stats().congested.load(); }, 2s));
+  auto listener = std::make_shared<test_listener>();
+  frame_source big(big_payload);
+  // 640 frames of 16 KiB (10 MB) while the io threads are held: past the limit before the drain
+  // writes, and so much more than the socket buffers take (a few MB) that the queue is still
+  // above half its capacity when the socket refuses: the supplier stays paused.
+  const auto t = with_io_held([&] { return put_all(*c, big.make(640), listener); });
+  BOOST_TEST_REQUIRE(t.paused);
+  BOOST_TEST(!t.paused_by_consumer);  // it still keeps up: a pause of moments
+  BOOST_TEST(wait_until([&] { return c->stats().congested.load(); }, 3s));
+  BOOST_TEST(wait_until([&] { return listener->held.load() >= 1; }, 2s));
+  BOOST_TEST(listener->resumed.load() == 0);
+  // A put now, while it is congested and full, says so itself.
+  BOOST_TEST(put_all(*c, big.make(1), listener).paused_by_consumer);
+  BOOST_REQUIRE(r->wait_frames(big.count(), 10s));
+  BOOST_TEST(wait_until([&] { return listener->resumed.load() == 1; }, 3s));
+  BOOST_TEST(c->stats().dropped_total() == 0u);
   BOOST_TEST(close_consumer(*c, 1s) == 0u);
 }

@@ -18,10 +18,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // routes.toml in the pki's folder, with billing's tls table holding `tls`.
-config::routes_load_result load(const pki& p, const std::string& tls) {
+config::routes_load_result load(const pki& p, const std::string& tls,
+                                const config::credentials& creds = {}) {
   const std::string text = "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\ntls = { " + tls +
                            " }\n[[routes]]\nmatch = \"orders.>\"\nto = [\"billing\"]\n";
-  return config::parse_routes_config(text, p.at("routes.toml").string());
+  return config::parse_routes_config(text, p.at("routes.toml").string(), creds);
 }
 
 std::string first_error(const config::routes_load_result& r) {
@@ -91,4 +92,58 @@ BOOST_AUTO_TEST_CASE(the_mutex_drain_refuses_tls_consumers) {
   BOOST_TEST_REQUIRE(r.errors.size() == 1u);
   BOOST_TEST(r.errors.front().line == 3u);
   BOOST_TEST(r.errors.front().message.find("consumer_drain = \"strand\"") != std::string::npos);
+}
+
+// Under systemd the files come through LoadCredential=: named ${CREDENTIALS_DIRECTORY}/..., they
+// are read from the directory systemd made (here the pki's own folder stands for it).
+BOOST_AUTO_TEST_CASE(file_names_may_start_with_the_credentials_directory) {
+  pki p;
+  config::credentials creds;
+  creds.directory = p.dir.path();
+  const std::string tls = R"(ca = "${CREDENTIALS_DIRECTORY}/ca.crt", )"
+                          R"(cert = "${CREDENTIALS_DIRECTORY}/gateway.crt", )"
+                          R"(key = "${CREDENTIALS_DIRECTORY}/gateway.key")";
+  const auto r = load(p, tls, creds);
+  BOOST_TEST_REQUIRE(r.config.has_value(), first_error(r));
+  const auto& loaded = r.config->consumers.front().tls;
+  BOOST_TEST_REQUIRE(loaded.has_value());
+  BOOST_TEST(loaded->files.ca == p.at("ca.crt"));
+  BOOST_TEST(loaded->files.key == p.at("gateway.key"));
+  BOOST_TEST(loaded->context != nullptr);
+  BOOST_TEST(loaded->digest.size() == 64u);
+
+  // Unset, each name says what is missing, at its key.
+  const auto unset = load(p, tls);
+  BOOST_TEST(unset.errors.size() == 3u);
+  BOOST_TEST(first_error(unset) ==
+             p.at("routes.toml").string() +
+                 ":3:14: consumers.billing.tls.ca: \"${CREDENTIALS_DIRECTORY}/ca.crt\" names a "
+                 "systemd credential, but CREDENTIALS_DIRECTORY is not set: gatewayd is not "
+                 "running under a unit that passes it with LoadCredential= (docs/security.md)");
+}
+
+// The unit's ExecReload= check cannot see the credentials (systemd 252 shows them to no
+// ExecReload= process): with --skip-credentials the names are checked and the files left alone;
+// without it, the same directory is an error naming the file.
+BOOST_AUTO_TEST_CASE(skipped_credentials_are_not_read) {
+  pki p;
+  config::credentials creds;
+  creds.directory = p.at("not-there");
+  const std::string tls = R"(ca = "${CREDENTIALS_DIRECTORY}/tls_ca.crt", )"
+                          R"(server_name = "billing.internal")";
+  const auto read = load(p, tls, creds);
+  BOOST_TEST(first_error(read).find("cannot read " + p.at("not-there/tls_ca.crt").string()) !=
+                 std::string::npos,
+             first_error(read));
+  creds.readable = false;
+  const auto skipped = load(p, tls, creds);
+  BOOST_TEST_REQUIRE(skipped.config.has_value(), first_error(skipped));
+  const auto& tls_of = skipped.config->consumers.front().tls;
+  BOOST_TEST_REQUIRE(tls_of.has_value());
+  BOOST_TEST(tls_of->files.ca == p.at("not-there/tls_ca.crt"));
+  BOOST_TEST(tls_of->context == nullptr);
+  // Files outside the credentials directory are still read and checked.
+  const auto outside = load(p, R"(ca = "nope.crt", server_name = "billing.internal")", creds);
+  BOOST_TEST(first_error(outside).find("cannot read " + p.at("nope.crt").string()) !=
+             std::string::npos);
 }

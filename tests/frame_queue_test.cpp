@@ -232,6 +232,57 @@ BOOST_AUTO_TEST_CASE(pinned_bytes_count_each_run_of_a_chunk_once) {
   BOOST_TEST(frame_chunk::live_bytes() == live.before);
 }
 
+// pop_back(): the newest frame leaves with its reference, the rest keeps its order, and the
+// runs a chunk pins are counted as they were (a run's chunk leaves the count with its last frame).
+BOOST_AUTO_TEST_CASE(pop_back_hands_over_the_newest_frame) {
+  live_check live;
+  test_chunk a, b;
+  {
+    frame_queue q;
+    q.push_back(a.slice(10));
+    q.push_back(b.slice(20));
+    q.push_back(b.slice(30));
+    BOOST_TEST(q.pinned_bytes() == 2 * odd_capacity);
+    frame_slice f = q.pop_back();
+    BOOST_TEST(f.size == 30u);
+    BOOST_TEST(f.chunk == b.chunk);
+    f.chunk->release();
+    BOOST_TEST(q.size() == 2u);
+    BOOST_TEST(q.bytes() == 30u);
+    BOOST_TEST(q.pinned_bytes() == 2 * odd_capacity);  // b's run still has a frame
+    f = q.pop_back();
+    BOOST_TEST(f.size == 20u);
+    f.chunk->release();
+    BOOST_TEST(q.pinned_bytes() == odd_capacity);
+    BOOST_TEST(q.front().size == 10u);
+    // Around the ring's end: the newest frame sits at its start.
+    for (std::uint32_t i = 0; i < 15; ++i)
+      q.push_back(a.slice(1));
+    for (int i = 0; i < 10; ++i)
+      q.drop_front();
+    for (std::uint32_t i = 0; i < 8; ++i)
+      q.push_back(b.slice(2));
+    BOOST_TEST(q.size() == 14u);
+    for (int i = 0; i < 8; ++i) {
+      f = q.pop_back();
+      BOOST_TEST(f.size == 2u);
+      f.chunk->release();
+    }
+    BOOST_TEST(q.size() == 6u);
+    BOOST_TEST(q.bytes() == 6u);
+    BOOST_TEST(q.pinned_bytes() == odd_capacity);
+    while (!q.empty()) {
+      f = q.pop_back();
+      f.chunk->release();
+    }
+    BOOST_TEST(q.bytes() == 0u);
+    BOOST_TEST(q.pinned_bytes() == 0u);
+  }
+  a.chunk->release();
+  b.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == live.before);
+}
+
 // compact(): sparse runs move into the packer's own chunks (freeing the read chunk), dense runs
 // stay, and the order and the bytes do not change.
 BOOST_AUTO_TEST_CASE(compact_moves_sparse_runs_out_of_their_read_chunks) {

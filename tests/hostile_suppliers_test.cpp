@@ -184,6 +184,10 @@ BOOST_AUTO_TEST_CASE(hostile_bytes_and_slow_suppliers_are_closed_while_a_good_on
                          scrape_metric(gw.metrics_port, series(errors_total, "bad_flags"));
   BOOST_TEST(garbage == 50);
   BOOST_TEST(scrape_metric(gw.metrics_port, series(closed_total, "idle_timeout")) == 205);
+  // Each of them had begun a frame: thrown away with the connection, and counted.
+  BOOST_TEST(
+      scrape_metric(gw.metrics_port, series("gatewayd_supplier_partial_frames_discarded_total",
+                                            "idle_timeout")) == 205);
 
   // Bounded memory: the queue budget (64 MiB) plus working memory, never what was announced.
   BOOST_TEST(peak_rss - rss_before < 96 * 1024 * memory_slack);

@@ -159,8 +159,9 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   const bool seen_paused = eventually(
       [&] {
         connz = get_json(gw.metrics_port, "/connz");
+        // Paused, and (once the stalled consumer has fallen behind) since when.
         for (const auto& c : connz["suppliers"]["connections"])
-          if (c["paused"] == true) return true;
+          if (c["paused"] == true && c["paused_since"].is_string()) return true;
         return false;
       },
       10s);
@@ -171,7 +172,14 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   BOOST_TEST(first["frames"] == 40);
   BOOST_TEST(first["bytes"] == 40 * frame.size());
   BOOST_TEST(first["paused"] == false);
+  BOOST_TEST(first["paused_since"].is_null());
   BOOST_TEST(!first["since"].get<std::string>().empty());
+  // The paused one says since when it waits for the stalled consumer (what the connection cap
+  // compares to reclaim the longest-paused): after it connected, before this answer.
+  const auto& second = connz["suppliers"]["connections"][1];
+  BOOST_TEST(second["paused"] == true);
+  BOOST_TEST(second["paused_since"].get<std::string>() >= second["since"].get<std::string>());
+  BOOST_TEST(second["paused_since"].get<std::string>() <= connz["now"].get<std::string>());
 
   const json* c_up = consumer_named(connz, "up");
   BOOST_TEST_REQUIRE(c_up);

@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -72,6 +73,7 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST((c.lame_duck.count() == 0 && !c.proxy_protocol && c.proxy_from == loopback_blocks()));
   BOOST_TEST(c.metrics_listen.to_string() == "127.0.0.1:9464");
   BOOST_TEST(c.metrics_enabled);
+  BOOST_TEST((c.metrics_allow == loopback_blocks()));
   BOOST_TEST((c.log_level == gatewayd::log::level::info));
 }
 
@@ -96,6 +98,7 @@ proxy_from = ["10.1.0.7"]
 [metrics]
 listen = "0.0.0.0:9100"
 enabled = false
+allow = ["192.0.2.7", "10.20.0.0/16", "fd00::/8"]
 
 [log]
 level = "warning"
@@ -124,6 +127,10 @@ level = "warning"
               c.proxy_from == std::vector{*gatewayd::net::parse_cidr("10.1.0.7")}));
   BOOST_TEST(c.metrics_listen.to_string() == "0.0.0.0:9100");
   BOOST_TEST(!c.metrics_enabled);
+  BOOST_REQUIRE(c.metrics_allow.size() == 3u);
+  BOOST_TEST(c.metrics_allow[0].to_string() == "192.0.2.7/32");
+  BOOST_TEST(c.metrics_allow[1].to_string() == "10.20.0.0/16");
+  BOOST_TEST(c.metrics_allow[2].to_string() == "fd00::/8");
   BOOST_TEST((c.log_level == gatewayd::log::level::warning));
 }
 
@@ -202,6 +209,7 @@ allow = ["10.0.0.1/8", 7, "1.2.3.4/33", "nonsense"]
 listen = "127.0.0.1"
 enabled = "yes"
 port = 1
+allow = ["127.0.0.1", "10.0.0.1/8"]
 
 [log]
 level = "verbose"
@@ -242,9 +250,21 @@ level = "verbose"
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
        {18, 11, "metrics.enabled: expected a boolean (true or false), got a string"},
-       {19, 1, "metrics.port: unknown key (expected listen, enabled)"},
-       {22, 9, "log.level: unknown level \"verbose\" (expected debug, info, warning or error)"},
-       {24, 2, "logging: unknown key (expected gateway, tls, metrics, log)"}});
+       {19, 1, "metrics.port: unknown key (expected listen, enabled, allow)"},
+       {20, 23,
+        "metrics.allow[1]: \"10.0.0.1/8\": host bits are set after the /8 prefix (did you "
+        "mean 10.0.0.0/8?)"},
+       {23, 9, "log.level: unknown level \"verbose\" (expected debug, info, warning or error)"},
+       {25, 2, "logging: unknown key (expected gateway, tls, metrics, log)"}});
+}
+
+// An empty metrics.allow would mean nobody, or (read as gateway.allow is) everybody: neither is
+// taken silently.
+BOOST_AUTO_TEST_CASE(metrics_allow_may_not_be_empty) {
+  expect_errors("[gateway]\nroutes_file = \"r\"\n[metrics]\nallow = []\n",
+                {{4, 9,
+                  "metrics.allow: empty; list the networks that may reach the metrics listener "
+                  "(\"0.0.0.0/0\" admits every IPv4 client)"}});
 }
 
 BOOST_AUTO_TEST_CASE(missing_routes_file_points_at_gateway_table) {
@@ -380,6 +400,88 @@ BOOST_AUTO_TEST_CASE(broken_service_file_stops_there) {
   BOOST_REQUIRE(result.errors.size() == 1u);
   BOOST_TEST(result.errors[0].file == config.string());
   BOOST_TEST(result.errors[0].line == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// [tls] file names may start with ${CREDENTIALS_DIRECTORY}/, where systemd's LoadCredential= puts
+// the unit's copies; nothing else is expanded, and the prefix needs the variable.
+BOOST_AUTO_TEST_SUITE(credentials_directory)
+
+const std::string tls_in_credentials =
+    "[gateway]\nroutes_file = \"r\"\n[tls]\n"
+    "cert = \"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\"\n"
+    "key = \"${CREDENTIALS_DIRECTORY}/tls_gateway.key\"\n"
+    "client_ca = \"tls/ca.crt\"\n";
+
+BOOST_AUTO_TEST_CASE(the_prefix_becomes_the_directory) {
+  credentials creds;
+  creds.directory = "/run/credentials/gatewayd.service";
+  const auto r = parse_service_config(tls_in_credentials, "/etc/gatewayd/gatewayd.toml", creds);
+  for (const auto& e : r.errors)
+    BOOST_TEST_MESSAGE(e.to_string());
+  BOOST_REQUIRE(r.config.has_value());
+  BOOST_TEST(r.config->tls_cert == fs::path{"/run/credentials/gatewayd.service/tls_gateway.crt"});
+  BOOST_TEST(r.config->tls_key == fs::path{"/run/credentials/gatewayd.service/tls_gateway.key"});
+  BOOST_TEST(r.config->tls_client_ca == fs::path{"/etc/gatewayd/tls/ca.crt"});  // as before
+  BOOST_TEST(creds.holds(r.config->tls_key));
+  BOOST_TEST(!creds.holds(r.config->tls_client_ca));
+  BOOST_TEST(!creds.holds("/run/credentials/gatewayd.service2/tls_gateway.key"));
+  BOOST_TEST(!creds.holds("/run/credentials/gatewayd.service"));
+  creds.directory = "/run/credentials/gatewayd.service/";  // a trailing slash changes nothing
+  BOOST_TEST(creds.holds(r.config->tls_key));
+}
+
+BOOST_AUTO_TEST_CASE(the_variable_comes_from_the_environment) {
+  temp_dir dir;
+  BOOST_REQUIRE(::setenv("CREDENTIALS_DIRECTORY", dir.path().c_str(), 1) == 0);
+  const auto r = parse(tls_in_credentials);
+  const auto unset = ::unsetenv("CREDENTIALS_DIRECTORY");
+  BOOST_REQUIRE(unset == 0);
+  BOOST_REQUIRE(r.config.has_value());
+  BOOST_TEST(r.config->tls_key == dir.path() / "tls_gateway.key");
+  const auto without = parse(tls_in_credentials);
+  BOOST_TEST(!without.config.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(unset_it_is_an_error_at_each_key_naming_it) {
+  const auto r = parse_service_config(tls_in_credentials, "/etc/gatewayd/gatewayd.toml", {});
+  BOOST_TEST(!r.config.has_value());
+  BOOST_REQUIRE(r.errors.size() == 2u);
+  BOOST_TEST(r.errors[0].to_string() ==
+             "/etc/gatewayd/gatewayd.toml:4:8: tls.cert: "
+             "\"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\" names a systemd credential, but "
+             "CREDENTIALS_DIRECTORY is not set: gatewayd is not running under a unit that passes "
+             "it with LoadCredential= (docs/security.md)");
+  BOOST_TEST(r.errors[1].to_string().find(":5:7: tls.key: \"${CREDENTIALS_DIRECTORY}/") !=
+                 std::string::npos,
+             r.errors[1].to_string());
+}
+
+BOOST_AUTO_TEST_CASE(only_that_variable_and_only_as_a_prefix) {
+  credentials creds;
+  creds.directory = "/run/credentials/gatewayd.service";
+  const std::pair<std::string, std::string> bad[] = {
+      {"${HOME}/gateway.key",
+       "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded; no other "
+       "variable is"},
+      {"tls/${CREDENTIALS_DIRECTORY}/gateway.key",
+       "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded; no other variable is"},
+      {"${CREDENTIALS_DIRECTORY}/${X}", "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded"},
+      {"${CREDENTIALS_DIRECTORY}/", "names no file after ${CREDENTIALS_DIRECTORY}/"},
+      {"${CREDENTIALS_DIRECTORY}",
+       "only a leading ${CREDENTIALS_DIRECTORY}/ is expanded; no "
+       "other variable is"},
+      {"$CREDENTIALS_DIRECTORY/tls_gateway.key",
+       "is not expanded: write ${CREDENTIALS_DIRECTORY}/, with the braces"},
+  };
+  for (const auto& [name, why] : bad) {
+    const auto r = parse_service_config(
+        "[gateway]\nroutes_file = \"r\"\n[tls]\ncert = \"g.crt\"\nkey = \"" + name + "\"\n",
+        "/etc/gatewayd/gatewayd.toml", creds);
+    BOOST_REQUIRE(r.errors.size() == 1u);
+    BOOST_TEST(r.errors[0].message == "tls.key: \"" + name + "\" " + why);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -46,8 +46,10 @@ const std::map<std::string, std::string> non_default = {
     {"tls.key", "cert = \"g.crt\"\nkey = \"other.key\""},
     {"tls.client_ca", "cert = \"g.crt\"\nkey = \"g.key\"\nclient_ca = \"ca.crt\""},
     {"tls.handshake_timeout_ms", "cert = \"g.crt\"\nkey = \"g.key\"\nhandshake_timeout_ms = 500"},
+    {"tls.ktls", "cert = \"g.crt\"\nkey = \"g.key\"\nktls = \"off\""},
     {"metrics.listen", "listen = \"127.0.0.1:9999\""},
     {"metrics.enabled", "enabled = false"},
+    {"metrics.allow", "allow = [\"10.1.2.3\", \"127.0.0.1\"]"},
     {"log.level", "level = \"debug\""},
 };
 

@@ -87,10 +87,14 @@ BOOST_AUTO_TEST_CASE(unit_checks_the_config_before_start_and_reload) {
   const std::string check =
       "/usr/sbin/gatewayd --check --stop-timeout ${GATEWAYD_TIMEOUT_STOP_SEC} --config "
       "/etc/gatewayd/gatewayd.toml";
+  // systemd 252 shows no credentials to ExecReload=: that check leaves them to the gateway.
+  const std::string reload_check_line =
+      "/usr/sbin/gatewayd --check --skip-credentials --stop-timeout "
+      "${GATEWAYD_TIMEOUT_STOP_SEC} --config /etc/gatewayd/gatewayd.toml";
   BOOST_TEST(unit.find("\nType=notify\n") != std::string::npos);
   BOOST_TEST(unit.find("\nExecStartPre=" + check + "\n") != std::string::npos);
   // ExecReload lines run in order and stop at the first failure: check, then signal.
-  const auto reload_check = unit.find("\nExecReload=" + check + "\n");
+  const auto reload_check = unit.find("\nExecReload=" + reload_check_line + "\n");
   const auto reload_hup = unit.find("\nExecReload=/bin/kill -HUP $MAINPID\n");
   BOOST_TEST_REQUIRE(reload_check != std::string::npos);
   BOOST_TEST_REQUIRE(reload_hup != std::string::npos);
@@ -98,8 +102,20 @@ BOOST_AUTO_TEST_CASE(unit_checks_the_config_before_start_and_reload) {
   for (const char* line :
        {"\nWatchdogSec=", "\nRestart=on-failure\n", "\nLimitNOFILE=65536\n", "\nDynamicUser=yes\n",
         "\nCapabilityBoundingSet=\n", "\nRestrictAddressFamilies=AF_INET AF_INET6 AF_UNIX\n",
-        "\nSystemCallFilter=@system-service\n", "\nMemoryDenyWriteExecute=yes\n"})
+        "\nSystemCallFilter=@system-service\n", "\nMemoryDenyWriteExecute=yes\n",
+        // No core dumps (they would hold keys and frames); keys come as credentials.
+        "\nLimitCORE=0\n", "\nLoadCredential=tls:/etc/gatewayd/credentials\n"})
     BOOST_TEST(unit.find(line) != std::string::npos, line);
+}
+
+// systemd reads the new directives as meant: verify reports a credential it could not use, and
+// a core limit it cannot parse, so the clean verify above covers them.
+BOOST_AUTO_TEST_CASE(verify_would_catch_a_bad_credential_or_core_limit) {
+  for (const char* line : {"LoadCredential=tls:relative/path", "LimitCORE=zero"}) {
+    temp_dir dir;
+    const auto r = run_command(systemd_analyze, {"verify", unit_copy(dir, line).string()});
+    BOOST_TEST(!(r.out + r.err).empty(), line);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(cmake_install_to_a_prefix_puts_everything_in_place) {
@@ -117,12 +133,19 @@ BOOST_AUTO_TEST_CASE(cmake_install_to_a_prefix_puts_everything_in_place) {
   BOOST_TEST_REQUIRE(fs::exists(unit));
   BOOST_TEST(fs::exists(prefix / "etc/gatewayd/gatewayd.toml"));
   BOOST_TEST(fs::exists(prefix / "etc/gatewayd/routes.toml"));
-  // The unit names this prefix's binary and configuration...
+  // The credentials directory LoadCredential= reads: there (or the unit would not start), empty,
+  // its owner's alone.
+  const auto credentials = prefix / "etc/gatewayd/credentials";
+  BOOST_TEST_REQUIRE(fs::is_directory(credentials));
+  BOOST_TEST(fs::is_empty(credentials));
+  BOOST_TEST((fs::status(credentials).permissions() == fs::perms::owner_all));
+  // The unit names this prefix's binary, configuration and credentials...
   const auto text = read_file(unit);
   BOOST_TEST(
       text.find("ExecStart=" + binary.string() + " --config " +
                 (prefix / "etc/gatewayd/gatewayd.toml").string() + "\n") != std::string::npos,
       text);
+  BOOST_TEST(text.find("\nLoadCredential=tls:" + credentials.string() + "\n") != std::string::npos);
   BOOST_TEST(text.find("/usr/sbin/") == std::string::npos);
   // ... systemd accepts it as installed, and the installed samples pass --check.
   const auto v = run_command(systemd_analyze, {"verify", unit.string()});
@@ -155,16 +178,22 @@ BOOST_AUTO_TEST_CASE(destdir_install_for_usr_keeps_an_operators_configuration) {
   BOOST_TEST_REQUIRE(fs::exists(config));
   BOOST_TEST_REQUIRE(fs::exists(routes));
   BOOST_TEST(read_file(config) == read_file(fs::path(GATEWAYD_SOURCE_DIR) / "etc/gatewayd.toml"));
+  const auto credentials = root / "etc/gatewayd/credentials";
+  BOOST_TEST_REQUIRE(fs::is_directory(credentials));
+  BOOST_TEST((fs::status(credentials).permissions() == fs::perms::owner_all));
 
-  // An operator edits one file and deletes the other; a second install (an upgrade by hand)
-  // keeps the edit and brings back only what is missing.
+  // An operator edits one file and deletes the other, and puts a key in the credentials; a
+  // second install (an upgrade by hand) keeps the edit and the key and brings back only what is
+  // missing.
   std::ofstream(config, std::ios::app) << "# edited by the operator\n";
   const auto edited = read_file(config);
   fs::remove(routes);
+  std::ofstream(credentials / "gateway.key") << "operator's key\n";
   r = install();
   BOOST_TEST_REQUIRE(r.exit_code == 0, r.out << r.err);
   BOOST_TEST(read_file(config) == edited);
   BOOST_TEST(fs::exists(routes));
+  BOOST_TEST(read_file(credentials / "gateway.key") == "operator's key\n");
   BOOST_TEST(r.out.find("Keeping existing: " + config.string()) != std::string::npos, r.out);
 }
 

@@ -98,11 +98,11 @@ BOOST_AUTO_TEST_CASE(frames_are_delivered_over_tls_in_order) {
   BOOST_TEST(billing.cut_closes() == 0u);
 }
 
-// (a') A TLS write encrypts long runs of neighbouring frames where they lie and copies the
-// rest: one supplier's frames of 20 B to 6 KB, every third one to a second consumer, give each
-// consumer's writes runs above and below tls_writer::direct_bytes side by side. Both get every
-// frame whole and in order.
-BOOST_AUTO_TEST_CASE(runs_encrypted_in_place_and_copied_frames_keep_their_order) {
+// (a') A TLS write hands OpenSSL up to tls_channel::stage_bytes at once, copied together from
+// frames lying apart, and goes on from the staged bytes after a full socket: one supplier's
+// frames of 20 B to 6 KB, every third one to a second consumer, cross the staging buffer's edges
+// at every offset. Both consumers get every frame whole and in order.
+BOOST_AUTO_TEST_CASE(frames_of_every_size_cross_the_staging_buffer_whole_and_in_order) {
   pki p;
   tls_test_consumer billing(p, "billing", false);
   tls_test_consumer audit(p, "billing", false);

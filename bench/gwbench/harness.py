@@ -8,6 +8,8 @@ import json
 import os
 import re
 import socket
+import ssl
+import subprocess
 import tempfile
 import time
 
@@ -118,7 +120,8 @@ class Harness:
             raise
         res = {"name": case.name, "tls_legs": sorted(self.legs(case))}
         if case.idle_suppliers:
-            res.update(self.idle_connections(gw, sport, mport, case.idle_suppliers))
+            res.update(self.idle_connections(gw, sport, mport, case.idle_suppliers,
+                                             "supplier" in self.legs(case)))
         before = self.counters(gw, receivers, mport)
         t0 = time.time()
         sent, sent_rate, sender_cpu = self.send(case, sport, seconds)
@@ -300,15 +303,28 @@ class Harness:
         res["lock_share"] = res["blocked_lock_s"] / (threads * wall)
         return res
 
-    def idle_connections(self, gw, port, mport, n):
-        """Opens n idle supplier connections, measures the gateway's RSS, closes them."""
+    def idle_connections(self, gw, port, mport, n, tls=False):
+        """Opens n idle supplier connections (handshaken, with TLS), measures the gateway's RSS,
+        closes them."""
         base = probes.status_kib(gw.pid, "VmRSS")
-        socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
-        # The gateway accepts asynchronously: wait for its metric to show them all.
-        deadline = time.time() + 20
+        wrap = None
+        if tls:
+            k = self.pki()
+            ctx = ssl.create_default_context(cafile=k["ca"])
+            ctx.load_cert_chain(k["supplier_crt"], k["supplier_key"])
+            wrap = lambda s: ctx.wrap_socket(s, server_hostname=pki.GATEWAY_NAME)  # noqa: E731
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            socks.append(wrap(s) if wrap else s)
+        # The gateway accepts (and handshakes) asynchronously: wait for its metrics to show
+        # them all.
+        deadline = time.time() + 60
         while time.time() < deadline:
-            accepted = probes.metric_sum(probes.scrape(mport), "gatewayd_supplier_connections")
-            if accepted >= n:
+            text = probes.scrape(mport)
+            accepted = probes.metric_sum(text, "gatewayd_supplier_connections")
+            handshakes = probes.metric_sum(text, "gatewayd_supplier_tls_handshakes_total")
+            if accepted >= n and (not tls or handshakes >= n):
                 break
             time.sleep(0.2)
         rss, hwm = probes.status_kib(gw.pid, "VmRSS"), probes.status_kib(gw.pid, "VmHWM")

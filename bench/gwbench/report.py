@@ -87,7 +87,10 @@ def latency(results, rep):
 
 
 def tls(results, rep):
-    """S1, S2 and the mixed shapes with TLS next to the same cases in clear, from the same run."""
+    """S1, S2 and the mixed shapes with TLS next to the same cases in clear, from the same run;
+    then the idle connections' memory, in clear and with TLS."""
+    idle = [r for r in results if r["name"].startswith("S6-idle")]
+    results = [r for r in results if r not in idle]
     by_name = {r["name"]: r for r in results}
     rows = []
     for plain in results:
@@ -101,11 +104,17 @@ def tls(results, rep):
                          millions(r["deliveries_per_s"]), lost(r), drops(r),
                          cpu_split(r), "%.0f" % r["p99_us"],
                          "%.2fx" % ratio if r is secure else ""])
-    return (table(["case", "TLS legs", "delivered/s", "lost", "drops by reason (gatewayd)",
+    body = (table(["case", "TLS legs", "delivered/s", "lost", "drops by reason (gatewayd)",
                    "CPU gatewayd / tools / others (cores)", "p99 us", "TLS / plain"], rows) +
-            "\nTarget: TLS S1 >= 0.5x plain S1. The TLS legs are the run's --tls-legs; what "
-            "bounds the TLS rate is read from `perf top -p $(pidof gatewayd)` during the run "
-            "(docs/benchmarks-tls.md).\n")
+            "\nThe TLS legs are the run's --tls-legs; what bounds the TLS rate is read from "
+            "`perf top -p $(pidof gatewayd)` during the run (docs/benchmarks-tls.md).\n")
+    for r in idle:
+        body += ("\n%s: %d idle supplier connections (%d open at the gateway): gatewayd RSS "
+                 "%.1f MiB with them open, %.1f MiB before: %.1f KiB per connection.\n" % (
+                     r["name"], r["idle"], r["idle_accepted"], mib(r["idle_rss_kib"]),
+                     mib(r["idle_base_rss_kib"]),
+                     (r["idle_rss_kib"] - r["idle_base_rss_kib"]) / r["idle"]))
+    return body
 
 
 def healthy_worst_second(r):

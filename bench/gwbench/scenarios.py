@@ -46,10 +46,12 @@ def mixed(name, suppliers, n=4, consumer_extra=""):
 
 def tls_pairs():
     """S1, S2 and the mixed shapes (default policy) in clear and with TLS, in one run: the ratio
-    is what TLS costs on this machine at this moment (report.tls)."""
+    is what TLS costs on this machine at this moment (report.tls); then what 10,000 idle
+    supplier connections cost the gateway's memory in clear and with TLS."""
     plain = [one_to_one("S1"), fan_out("S2", consumer_extra=LOSSLESS),
              mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
-    return plain + [dataclasses.replace(c, name=c.name + "-tls", tls=True) for c in plain]
+    return (plain + [dataclasses.replace(c, name=c.name + "-tls", tls=True) for c in plain] +
+            [idle(10000), dataclasses.replace(idle(10000), name="S6-idle-tls", tls=True)])
 
 
 def fan_in(name, suppliers=4):

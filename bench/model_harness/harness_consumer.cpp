@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "consumers/gathered_send.hpp"
+#include "net/gathered_send.hpp"
 
 namespace gatewayd::harness {
 namespace {
@@ -206,10 +206,10 @@ void harness_consumer::run_strand() {
     if (batch_.empty() && !next_batch()) return;
     std::error_code ec;
     const std::uint64_t offered = batch_.unwritten_bytes();
-    const std::size_t n = consumers::gathered_send(socket_.native_handle(), batch_.unwritten(), ec);
+    const std::size_t n = net::gathered_send(socket_.native_handle(), batch_.unwritten(), ec);
     count_sent(batch_.written(n));
     // A full socket: wait until the kernel has room instead of writing it a sliver at a time.
-    if (consumers::socket_full(ec) || (!ec && n < offered)) {
+    if (net::socket_full(ec) || (!ec && n < offered)) {
       socket_refused();
       return wait_writable();
     }
@@ -239,8 +239,8 @@ void harness_consumer::write_blocking() {
     const auto t0 = std::chrono::steady_clock::now();
     while (!batch_.empty()) {
       std::error_code ec;
-      const std::size_t n = consumers::gathered_send(fd, batch_.unwritten(), ec);
-      if (consumers::socket_full(ec)) {
+      const std::size_t n = net::gathered_send(fd, batch_.unwritten(), ec);
+      if (net::socket_full(ec)) {
         pollfd p{fd, POLLOUT, 0};
         ::poll(&p, 1, -1);
         continue;

@@ -105,6 +105,7 @@ class frame_source {
 struct put_totals {
   std::uint64_t queued = 0;
   bool paused = false;
+  bool paused_by_consumer = false;  // a backpressure consumer's own pause (put_result)
 };
 
 inline put_totals put_all(gc::consumer& c, const std::vector<std::vector<gs::frame_slice>>& groups,
@@ -114,6 +115,7 @@ inline put_totals put_all(gc::consumer& c, const std::vector<std::vector<gs::fra
     const auto r = c.put(g, listener);
     t.queued += r.queued;
     t.paused = t.paused || r.pause_supplier;
+    t.paused_by_consumer = t.paused_by_consumer || r.paused_by_consumer;
   }
   return t;
 }
@@ -263,7 +265,9 @@ inline gc::consumer_spec spec(gatewayd::net::endpoint at, std::uint32_t capacity
 
 struct test_listener : gc::flow_control_listener {
   std::atomic<int> resumed{0};
+  std::atomic<int> held{0};  // told its pause is a stalled backpressure consumer's
   void resume_reading() override { ++resumed; }
+  void held_by_stalled_consumer() override { ++held; }
 };
 
 inline std::uint64_t dropped(const gc::consumer& c, gc::drop_reason r) {

@@ -62,6 +62,13 @@ std::string model_keys(const std::string& gateway_extra) {
                            ": no such model in bench/models.txt");
 }
 
+// The daemon built beside the tests, or the one GATEWAYD_TEST_DAEMON names: a test run against
+// another build (main's, say) gives the "before" figure of a change.
+std::string daemon_binary() {
+  const char* other = std::getenv("GATEWAYD_TEST_DAEMON");
+  return other && *other ? other : GATEWAYD_BINARY;
+}
+
 }  // namespace
 
 gateway_fixture::gateway_fixture(const std::string& routes, const std::string& gateway_extra,
@@ -94,9 +101,8 @@ void gateway_fixture::restart(const std::string& log_name, const std::vector<std
 }
 
 void gateway_fixture::start(const std::string& log_name, const std::vector<std::string>& env) {
-  const char* other = std::getenv("GATEWAYD_TEST_DAEMON");
   daemon = std::make_unique<daemon_process>(
-      other && *other ? other : GATEWAYD_BINARY,
+      daemon_binary(),
       std::vector<std::string>{"--config", config_path(), "--ports-file", ports_path()},
       dir.path() / log_name, env);
   const auto json = read_ports_file(ports_path(), *daemon, std::chrono::seconds(20));

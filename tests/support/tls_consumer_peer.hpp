@@ -7,6 +7,7 @@
 #include <asio/ssl.hpp>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,8 +23,9 @@ namespace gatewayd::test {
 class tls_test_consumer {
  public:
   // `cert`: the pki's certificate it presents; `client_ca`: require a client certificate
-  // that the test CA signed.
-  tls_test_consumer(const pki& p, const std::string& cert, bool client_ca)
+  // that the test CA signed; `setup` may restrict the context further (versions, suites).
+  tls_test_consumer(const pki& p, const std::string& cert, bool client_ca,
+                    const std::function<void(SSL_CTX*)>& setup = {})
       : ctx_(asio::ssl::context::tls_server),
         acceptor_(ioc_, {asio::ip::make_address("127.0.0.1"), 0}) {
     ctx_.use_certificate_chain_file(p.at(cert + ".crt").string());
@@ -32,6 +34,7 @@ class tls_test_consumer {
       ctx_.load_verify_file(p.at("ca.crt").string());
       ctx_.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
     }
+    if (setup) setup(ctx_.native_handle());
     accept();
     thread_ = std::thread([this] { ioc_.run(); });
   }
@@ -62,6 +65,20 @@ class tls_test_consumer {
   bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const {
     return eventually([&] { return count() >= n; }, timeout);
   }
+  // The suite the last handshake agreed on (OpenSSL's name).
+  std::string cipher() const {
+    std::lock_guard lock(mutex_);
+    return cipher_;
+  }
+  // Closes every connection's socket without close_notify (a consumer host that went away).
+  void cut_all() {
+    asio::post(ioc_, [this] {
+      for (const auto& s : streams_) {
+        std::error_code ignored;
+        s->lowest_layer().close(ignored);
+      }
+    });
+  }
 
  private:
   using stream = asio::ssl::stream<asio::ip::tcp::socket>;
@@ -82,6 +99,10 @@ class tls_test_consumer {
         if (e) {
           ++failed_;
           return;
+        }
+        {
+          std::lock_guard lock(mutex_);
+          cipher_ = SSL_get_cipher_name(c->s->native_handle());
         }
         ++handshakes_;
         read(c);
@@ -131,6 +152,7 @@ class tls_test_consumer {
   std::atomic<std::size_t> cut_closes_{0};
   mutable std::mutex mutex_;
   std::vector<std::string> payloads_;
+  std::string cipher_;
 };
 
 }  // namespace gatewayd::test

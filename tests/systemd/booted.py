@@ -2,10 +2,13 @@
 booted root, its files and journal, and loopback GWP/1 suppliers and consumers."""
 import os
 import re
+import shutil
 import socket
+import ssl
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -140,6 +143,50 @@ def send(port, frames, timeout=10):
             s.recv(1)  # the gateway sends nothing back; wait briefly for an orderly close
         except OSError:
             pass
+
+
+def send_tls(port, frames, context, consumer, timeout=10):
+    """Sends frames over TLS (`context`: an ssl client context), waits until `consumer` has them
+    all, then says close_notify: what the gateway read is routed before the connection ends."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as raw:
+        with context.wrap_socket(raw, server_hostname="gateway.test") as s:
+            s.sendall(b"".join(frame(a, p) for a, p in frames))
+            ok = all(_wait_frame(consumer, a, p, timeout) for a, p in frames)
+            try:
+                s.unwrap()
+            except (OSError, ssl.SSLError):
+                pass
+            return ok
+
+
+class Pki:
+    """A CA, the gateway's certificate (SAN DNS:gateway.test) and a supplier's (CN orders-svc),
+    made with the openssl CLI in a temporary directory of the host."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="gatewayd-systemd-pki.")
+        key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        run = lambda *args: subprocess.run(["openssl", *args], cwd=self.dir, check=True,
+                                           capture_output=True, timeout=60)
+        run("req", "-x509", *key, "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=gatewayd test CA")
+        for name, cn, ext in (("gateway", "gateway.test", ["-addext", "subjectAltName=DNS:gateway.test"]),
+                              ("orders", "orders-svc", [])):
+            run("req", *key, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", *ext)
+            run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                "-CAcreateserial", "-copy_extensions", "copy", "-out", f"{name}.crt", "-days", "2")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def supplier_context(self):
+        c = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        c.load_verify_locations(self.path("ca.crt"))
+        c.load_cert_chain(self.path("orders.crt"), self.path("orders.key"))
+        return c
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def delivered(port, address, consumer, timeout, tag):

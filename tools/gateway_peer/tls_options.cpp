@@ -2,7 +2,6 @@
 
 #include <openssl/err.h>
 
-#include "net/tls_traffic_secrets.hpp"
 #include "tools/gateway_peer/options.hpp"
 
 namespace gatewayd::tools {
@@ -21,11 +20,8 @@ ssl_ctx_ptr base(const SSL_METHOD* method) {
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
   // A blocked write is retried with the same bytes, possibly from another buffer position.
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  // TLS 1.3's records are ours after the handshake (tls_stream), as in gatewayd: a load tool
-  // that spends less CPU per frame leaves more of the machine to the gateway it measures. A
-  // server that sent tickets could not hand its records over; nothing here resumes sessions.
+  // Nothing here resumes sessions: a server sends no tickets.
   SSL_CTX_set_num_tickets(ctx.get(), 0);
-  net::tls_traffic_secrets::install(ctx.get());
   return ctx;
 }
 

@@ -1,7 +1,6 @@
-// One TLS connection over a socket its caller owns: the handshake, reads shaped like ::read()
-// (so the frame reader takes them as they are), and whole writes that look at a stop flag
-// while the peer does not read. TLS 1.3 records are net::tls13_records' after the handshake,
-// as in gatewayd; TLS 1.2 stays with OpenSSL's.
+// One TLS connection over a socket its caller owns, on OpenSSL's records: the handshake, reads
+// shaped like ::read() (so the frame reader takes them as they are), and whole writes that
+// look at a stop flag while the peer does not read.
 #pragma once
 
 #include <openssl/ssl.h>
@@ -12,11 +11,6 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-
-#include "net/byte_buffer.hpp"
-#include "net/tls13_record_reader.hpp"
-#include "net/tls13_records.hpp"
-#include "net/tls_traffic_secrets.hpp"
 
 namespace gatewayd::tools {
 
@@ -54,22 +48,13 @@ class tls_stream {
  private:
   void take_error(const char* what);
   bool failed_write(int ssl_error, std::error_code& ec);
-  // After a good handshake: our records, or OpenSSL's with a read buffer.
-  void take_over();
-  ssize_t read_records(void* buffer, std::size_t size);
-  // Sends out_ from out_sent_ on; false with `ec` when the connection failed or `stop` was set.
-  bool send_records(const std::atomic<bool>* stop, std::error_code& ec);
+  // After a good handshake: reads go through a buffer of io_buffer_bytes.
+  void buffer_reads();
 
   SSL* ssl_;
   int fd_;
-  bool server_;
   std::string error_;
   bool drained_ = false;
-  std::unique_ptr<net::tls_traffic_secrets> secrets_;  // during the handshake only
-  std::unique_ptr<net::tls13_records> records_;        // null: OpenSSL's records
-  net::tls13_record_reader reader_{io_buffer_bytes};
-  net::byte_buffer out_;  // records sealed, sent up to out_sent_
-  std::size_t out_sent_ = 0;
 };
 
 }  // namespace gatewayd::tools

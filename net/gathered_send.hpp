@@ -7,7 +7,9 @@
 #include <span>
 #include <system_error>
 
-namespace gatewayd::consumers {
+#include <asio/error.hpp>
+
+namespace gatewayd::net {
 
 // Asio's write_some hands the kernel at most 64 buffers per call; a batch of mixed-address
 // traffic has one buffer per frame (its neighbours in the chunk went to other consumers), so
@@ -16,15 +18,16 @@ namespace gatewayd::consumers {
 // non-blocking socket (would_block instead), never raises SIGPIPE. Returns the bytes taken.
 std::size_t gathered_send(int fd, std::span<const iovec> buffers, std::error_code& ec) noexcept;
 
-// The error of a write to a full non-blocking socket. gathered_send reports errno in
-// std::system_category(); Asio's enums (asio::error::would_block) convert to its own
-// "asio.system" category, which compares unequal, so test the portable condition instead.
+// The error of a write to a full non-blocking socket: gathered_send reports errno in
+// std::system_category(), a TLS channel Asio's enum (asio::error::would_block), which converts to
+// Asio's own "asio.system" category and compares unequal to the other: both are tested.
 inline bool socket_full(const std::error_code& ec) noexcept {
-  return ec == std::errc::operation_would_block || ec == std::errc::resource_unavailable_try_again;
+  return ec == std::errc::operation_would_block || ec == std::errc::resource_unavailable_try_again ||
+         ec == asio::error::would_block || ec == asio::error::try_again;
 }
 
 // The same, waiting for room while the socket is full (the mutex drain model's blocking write):
 // returns once everything is written or the socket failed.
 std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error_code& ec);
 
-}  // namespace gatewayd::consumers
+}  // namespace gatewayd::net

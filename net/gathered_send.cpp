@@ -1,4 +1,4 @@
-#include "consumers/gathered_send.hpp"
+#include "net/gathered_send.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -8,7 +8,7 @@
 #include <climits>
 #include <vector>
 
-namespace gatewayd::consumers {
+namespace gatewayd::net {
 
 std::size_t gathered_send(int fd, std::span<const iovec> buffers, std::error_code& ec) noexcept {
   ec.clear();
@@ -49,4 +49,4 @@ std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error
   return total;
 }
 
-}  // namespace gatewayd::consumers
+}  // namespace gatewayd::net
