@@ -14,11 +14,11 @@ BOOST_FIXTURE_TEST_CASE(frames_arrive_byte_for_byte_in_order, io_fixture) {
   BOOST_REQUIRE(r);
   frame_source src(0);
   std::uint64_t bytes = 0;
-  for (int round = 0; round < 10; ++round) {
-    const auto t = put_all(*c, src.make(500));
-    BOOST_TEST(t.queued == 500u);
-    BOOST_TEST(!t.paused);
-  }
+  // Whether a put asks the supplier to pause depends on how fast the reader keeps up (on a
+  // loaded machine it may not): a pause is flow control, not a loss, so only the order and the
+  // count are asserted.
+  for (int round = 0; round < 10; ++round)
+    BOOST_TEST(put_all(*c, src.make(500)).queued == 500u);
   for (std::size_t i = 0; i < src.count(); ++i)
     bytes += src.frame(i).size();
   BOOST_REQUIRE(r->wait_frames(src.count(), 5s));
