@@ -1,9 +1,9 @@
-"""bench/models: the patterns' claims, reproduced. Every model of bench/models.txt (each
-supplier-side concurrency model, with the strand or the mutex consumer drain) through S1, the
-mixed shapes of S3, S4 at two rates and a 4 -> 1 fan-in, several rounds interleaved; medians of
-throughput, lost frames, latency, gatewayd's CPU and context switches per frame and, for the
-drain models, the share of its thread time spent blocked. Writes bench/results/<out>.md and
-.json."""
+"""bench/models: the patterns' claims, reproduced. Every line of bench/model_harness/models.txt
+(each concurrency model of the model harness with the strand or the mutex consumer drain, and
+the real gatewayd as the reference) through S1, the mixed shapes of S3, S4 at two rates and a
+4 -> 1 fan-in, several rounds interleaved; medians of throughput, lost frames, latency, the
+gateway process's CPU and context switches per frame and, for the drain models, the share of
+its thread time spent blocked. Writes bench/results/<out>.md and .json."""
 
 import argparse
 import json
@@ -49,7 +49,7 @@ def build(build_dir):
     subprocess.run(["cmake", "-S", report.ROOT, "-B", build_dir, "-G", "Ninja",
                     "-DCMAKE_BUILD_TYPE=Release"], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", build_dir, "-j", os.environ.get("GATEWAYD_JOBS", "2"),
-                    "--target", "gatewayd", "gateway-peer"], check=True)
+                    "--target", "gatewayd", "model-harness", "gateway-peer"], check=True)
 
 
 def main(argv=None):
@@ -57,9 +57,11 @@ def main(argv=None):
     ap.add_argument("--no-build", action="store_true", help="use the build directory as it is")
     ap.add_argument("--build-dir", default=os.path.join(report.ROOT, "build", "release"))
     ap.add_argument("--duration", type=float, default=5.0, help="seconds of sending per run")
-    ap.add_argument("--threads", type=int, default=2, help="gatewayd threads")
+    ap.add_argument("--threads", type=int, default=2,
+                    help="threads of gatewayd and of the model harness")
     ap.add_argument("--only", help="run only the cases whose name contains this")
-    ap.add_argument("--models", default="", help="names from bench/models.txt (default: all)")
+    ap.add_argument("--models", default="",
+                    help="names from bench/model_harness/models.txt (default: all)")
     ap.add_argument("--out", default="models",
                     help="file name in bench/results/, or a path (no suffix)")
     ap.add_argument("--repeat", type=int, default=3,
@@ -82,22 +84,24 @@ def main(argv=None):
     rows, load_before = [], os.getloadavg()[0]
     for case in cases:
         for _ in range(args.repeat):
-            for name, keys in model_list:
-                r = h.run(case, keys, args.duration)
-                r.update(model=name, scenario=case.name, receivers=None)
+            for m in model_list:
+                r = h.run(case, args.duration, m)
+                r.update(model=m.name, scenario=case.name, receivers=None)
                 r["vol_per_frame"] = r["ctx_vol"] / max(r["delivered"], 1)
                 r["nonvol_per_frame"] = r["ctx_nonvol"] / max(r["delivered"], 1)
                 rows.append(r)
-                print(f"{case.name:22} {name:28} {report.one_line(r)}", flush=True)
+                print(f"{case.name:22} {m.name:28} {report.one_line(r)}", flush=True)
     with open("/proc/cpuinfo") as f:
         cpu = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
     header = (f"# Concurrency models: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}\n\n"
               f"Machine: {os.cpu_count()} CPUs ({cpu}), load average {load_before:.1f} before "
-              f"the run and {os.getloadavg()[0]:.1f} after; gatewayd threads = {args.threads}; "
+              f"the run and {os.getloadavg()[0]:.1f} after; threads = {args.threads} (gatewayd "
+              f"and model-harness); "
               f"payload 128 B; {args.duration:g} s of sending per run; medians of {args.repeat} "
               f"runs per row (rounds interleaved); gateway-peer send/recv on the same cores. "
               f"The S3 cases use the default overflow policy and queue capacity (lost and drops "
-              f"are the measure there); the others are lossless (backpressure).\n"
+              f"are the measure there); the others are lossless (backpressure). `gatewayd` is the "
+              f"product (bench/run measures it); the other rows are bench/model_harness.\n"
               f"Command: bench/models {' '.join(argv if argv is not None else sys.argv[1:])}\n\n")
     table = report.comparison(summarize(rows))
     with open(out + ".md", "w") as f:

@@ -1,6 +1,7 @@
-"""One benchmark case end to end: gateway-peer receivers (the consumers), a gatewayd on a
-generated configuration, gateway-peer senders (the suppliers); measured from /proc, from
-gatewayd's /metrics and from the receivers' JSON summaries."""
+"""One benchmark case end to end: gateway-peer receivers (the consumers), a gatewayd (or the model
+harness, bench/model_harness/) on a generated configuration, gateway-peer senders (the
+suppliers); measured from /proc, from the gateway's /metrics and from the receivers' JSON
+summaries."""
 
 import dataclasses
 import json
@@ -13,6 +14,7 @@ import tempfile
 import time
 
 from . import pki, probes, procs
+from .models import GATEWAYD
 
 
 @dataclasses.dataclass
@@ -44,6 +46,7 @@ class Harness:
     def __init__(self, build_dir, threads, tls_legs="both"):
         self.gatewayd = os.path.join(build_dir, "gateway", "gatewayd")
         self.peer = os.path.join(build_dir, "tools", "gateway-peer")
+        self.model_harness = os.path.join(build_dir, "bench", "model-harness")
         self.threads = threads
         self.work = tempfile.mkdtemp(prefix="gatewayd-bench-")
         self.seq = 0
@@ -65,13 +68,6 @@ class Harness:
         """A fresh file name in the work directory (case and model names may hold '/')."""
         self.seq += 1
         return os.path.join(self.work, f"{self.seq:03d}-" + re.sub(r"[^\w.+-]", "_", name))
-
-    def check_model(self, keys):
-        """(True, "") when gatewayd --check accepts the model's [gateway] keys."""
-        cfg = self.write_config(keys, {"probe": ["c"]}, {"c": "127.0.0.1:9"}, "", 0)
-        r = subprocess.run([self.gatewayd, "--check", "--config", cfg], capture_output=True,
-                           text=True, timeout=30)
-        return r.returncode == 0, (r.stdout + r.stderr).strip()
 
     def write_config(self, model_keys, routes, endpoints, consumer_extra, max_suppliers,
                      legs=frozenset()):
@@ -105,17 +101,23 @@ class Harness:
 
     # ----------------------------------------------------------------------- one case
 
-    def run(self, case, model_keys, seconds):
+    def run(self, case, seconds, model=GATEWAYD):
+        """`model` (models.Model): the real gatewayd, or a line of the model harness."""
         seconds = max(case.seconds or seconds, case.min_seconds)
         if case.direct:
             return self.run_direct(case, seconds)
         receivers = self.start_receivers(case)
         endpoints = {n: f"127.0.0.1:{port}" for _, _, port, names in receivers.values()
                      for n in names}
-        cfg = self.write_config(model_keys, case.routes, endpoints, case.consumer_extra,
+        cfg = self.write_config(model.keys, case.routes, endpoints, case.consumer_extra,
                                 case.idle_suppliers + 100 if case.idle_suppliers else 0,
                                 self.legs(case))
-        gw, sport, mport = self.start_gateway(case.name, cfg, list(endpoints))
+        try:
+            gw, sport, mport = self.start_gateway(case.name, cfg, list(endpoints), model)
+        except RuntimeError:
+            for p, *_ in receivers.values():  # the run goes on with the next model
+                procs.end(p)
+            raise
         res = {"name": case.name, "tls_legs": sorted(self.legs(case))}
         if case.idle_suppliers:
             res.update(self.idle_connections(gw, sport, mport, case.idle_suppliers,
@@ -130,7 +132,8 @@ class Harness:
                    rss_kib=probes.status_kib(gw.pid, "VmRSS"), rss_before_kib=before["rss"])
         procs.end(gw)
         recv = {g: self.summary(p, out) for g, (p, out, _, _) in receivers.items()}
-        res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu))
+        res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu,
+                                self.threads or os.cpu_count()))
         return res
 
     def run_direct(self, case, seconds):
@@ -180,14 +183,22 @@ class Harness:
             receivers[g] = (p, out, port, names)
         return receivers
 
-    def start_gateway(self, name, cfg, consumers):
-        log, ports_path = self.path(f"{name}-gatewayd.log"), self.path(f"{name}-ports.json")
-        gw = procs.start([self.gatewayd, "--config", cfg, "--ports-file", ports_path], log)
+    def start_gateway(self, name, cfg, consumers, model=GATEWAYD):
+        """gatewayd, or the model harness with the model's arguments, on `cfg`; once every
+        consumer is connected: (process, supplier port, metrics port)."""
+        program = self.gatewayd if model.product else self.model_harness
+        log, ports_path = self.path(f"{name}-gateway.log"), self.path(f"{name}-ports.json")
+        gw = procs.start([program, "--config", cfg, "--ports-file", ports_path, *model.args], log)
         ports = probes.ports_file(ports_path, gw, 20)
         if ports is None:
-            raise RuntimeError(f"{name}: gatewayd did not start: see {log}")
+            procs.end(gw)
+            with open(log, errors="replace") as f:
+                why = f.read().strip().splitlines()
+            raise RuntimeError(f"{name}: {os.path.basename(program)} did not start"
+                               + (f": {why[-1]}" if why else "") + f" (see {log})")
         sport, mport = probes.port_of(ports["supplier"]), probes.port_of(ports["metrics"])
         if not probes.consumers_connected(mport, consumers, 60):
+            procs.end(gw)
             raise RuntimeError(f"{name}: consumers did not all connect: see {log}")
         return gw, sport, mport
 
@@ -246,7 +257,7 @@ class Harness:
         return json.loads(text) if text.strip() else {}
 
     @staticmethod
-    def measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu):
+    def measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu, threads):
         m0, m1 = before["metrics"], after["metrics"]
 
         def delta(name, label):
@@ -262,7 +273,8 @@ class Harness:
         drops = {k: int(v) for k, v in delta("gatewayd_consumer_dropped_messages_total",
                                              "reason").items() if v}
         blocked = delta("gatewayd_consumer_blocked_seconds_total", "cause")
-        threads = probes.metric_sum(m1, "gatewayd_lf_threads") or os.cpu_count()
+        # The pool's own count where it has one (Leader/Followers), else the configured one.
+        threads = probes.metric_sum(m1, "gatewayd_lf_threads") or threads
         lat = [r["latency_ns"] for r in recv.values() if r.get("latency_ns", {}).get("count")]
         res = {
             "sent": sent, "sent_per_s": sent_rate, "expected": expected, "delivered": delivered,

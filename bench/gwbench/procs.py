@@ -44,7 +44,11 @@ def end(p, timeout=10.0):
     """SIGTERM the process we started, wait, SIGKILL if needed; returns its rusage."""
     if p.pid not in started:
         return None
-    if p.poll() is None:
+    if p.returncode is not None:  # Popen.poll() reaped it already: nothing left to end
+        started.pop(p.pid, None)
+        return None
+    # Asks without reaping (Popen.poll() would reap it, and its rusage with it).
+    if os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
         try:
             os.kill(p.pid, signal.SIGTERM)
         except ProcessLookupError:

@@ -192,7 +192,7 @@ def models(by_model, rep):
     rows = []
     for name, results in by_model.items():
         if isinstance(results, str):
-            rows.append([name, "skipped: gatewayd --check refuses it: " + results] + [""] * 7)
+            rows.append([name, "skipped: " + results] + [""] * 7)
             continue
         r1, r3, ralt, r4 = results
         rows.append([name, millions(r1["deliveries_per_s"]),
@@ -203,9 +203,11 @@ def models(by_model, rep):
                      fmt(r4["promotion_p99_us"]), drops(r3)])
     return (table(["model", "S1 delivered/s", "S3 4->4 mixed delivered/s", "S3 1->4 alternating "
                    "delivered/s", "S4 p50 / p99 / p99.9 us", "ctx sw/msg S1 / S4",
-                   "S1 CPU gatewayd / tools / others", "S4 promotion p99 us",
+                   "S1 CPU gateway / tools / others", "S4 promotion p99 us",
                    "S3 4->4 drops by reason"], rows) +
-            "\nModels come from bench/models.txt ([gateway] keys per model).\n")
+            "\nModels come from bench/model_harness/models.txt: `gatewayd` is the product, the "
+            "others the model harness (bench/model_harness/); the CPU and drops columns are "
+            "that process's.\n")
 
 
 def one_line(r):
@@ -226,7 +228,7 @@ def comparison(rows):
             "%.1f%%" % (100 * r["blocked_share"]), "%.2f%%" % (100 * r["lock_share"]),
             "%d/%d" % (r["delivered"], r["expected"]), drops(r)] for r in rows]
     return table(["case", "model", "delivered/s", "lost (median)", "p50 us", "p99 us",
-                  "gatewayd CPU us/frame", "ctx sw/frame (vol + invol)",
+                  "gateway CPU us/frame", "ctx sw/frame (vol + invol)",
                   "blocked share (lock + write)", "lock share", "delivered/expected (all rounds)",
                   "drops by reason (all rounds)"], out)
 

@@ -1,6 +1,7 @@
 """bench/run's driver: runs the scenarios it is asked for (scenarios.SCENARIOS) against the
-real gatewayd, the default model (the first of bench/models.txt) for all but the model
-comparison, and writes bench/results/<date>-<scenario>.md and a summary."""
+real gatewayd, the model comparison ("models") against every line of
+bench/model_harness/models.txt (the model harness, and gatewayd as the reference), and writes
+bench/results/<date>-<scenario>.md and a summary."""
 
 import argparse
 import dataclasses
@@ -14,24 +15,27 @@ from . import models, procs, report, scenarios
 from .harness import Harness
 
 
-def run_case(h, case, keys, seconds, prefix=""):
+def run_case(h, case, seconds, model=models.GATEWAYD, prefix=""):
     if prefix:
         case = dataclasses.replace(case, name=prefix + case.name)
-    r = h.run(case, keys, seconds)
+    r = h.run(case, seconds, model)
     print("  %-32s %s" % (r["name"], report.one_line(r)), flush=True)
     return r
 
 
 def run_scenario(h, sc, model_list, seconds, rep):
-    """The scenario's report body: its cases on the default model, or on every model."""
+    """The scenario's report body: its cases on gatewayd, or on every model of the list (a
+    model that does not start is reported as skipped, with the reason)."""
     cases = sc.cases(seconds)
     if not sc.per_model:
-        return sc.body([run_case(h, c, model_list[0][1], seconds) for c in cases], rep)
+        return sc.body([run_case(h, c, seconds) for c in cases], rep)
     by_model = {}
-    for name, keys in model_list:
-        ok, why = h.check_model(keys)
-        by_model[name] = ([run_case(h, c, keys, seconds, f"M-{name}-") for c in cases] if ok
-                          else (why.splitlines()[-1] if why else "?"))
+    for m in model_list:
+        try:
+            by_model[m.name] = [run_case(h, c, seconds, m, f"M-{m.name}-") for c in cases]
+        except RuntimeError as e:
+            print(f"  {m.name}: skipped: {e}", flush=True)
+            by_model[m.name] = str(e)
     return sc.body(by_model, rep)
 
 
@@ -42,7 +46,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=0, help="gateway threads (0 = one per core)")
     ap.add_argument("--scenarios", default=" ".join(scenarios.KEYS),
                     help="a subset of: " + " ".join(scenarios.KEYS))
-    ap.add_argument("--models", default="", help="names from bench/models.txt (default: all)")
+    ap.add_argument("--models", default="",
+                    help="the models scenario's lines of bench/model_harness/models.txt "
+                         "(default: all)")
     ap.add_argument("--no-build", action="store_true", help="(bench/run builds, not this)")
     ap.add_argument("--out", default=os.path.join(report.ROOT, "bench", "results"))
     ap.add_argument("--tls-legs", choices=("supplier", "both"), default="both",
@@ -62,8 +68,7 @@ def main(argv=None):
     h = Harness(os.path.abspath(args.build_dir), args.threads, args.tls_legs)
     rep = report.Report(args.out, datetime.date.today().isoformat())
     t_start = time.time()
-    print(f"bench: gatewayd {h.gatewayd}, model {model_list[0][0]}, {args.seconds:g} s per "
-          f"case", flush=True)
+    print(f"bench: gatewayd {h.gatewayd}, {args.seconds:g} s per case", flush=True)
     for sc in scenarios.SCENARIOS:
         if sc.key in want:
             rep.write(sc.key, sc.title, run_scenario(h, sc, model_list, args.seconds, rep))

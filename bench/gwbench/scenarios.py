@@ -95,7 +95,8 @@ def no_gateway(rate):
 MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
 SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
 S6_CONSUMERS = (1, 10, 100, 1000)
-# What the model comparison runs for every model of bench/models.txt (bench/run's "models").
+# What the model comparison runs for every line of bench/model_harness/models.txt (bench/run's
+# "models": the model harness per model, gatewayd as the reference).
 PER_MODEL = [one_to_one("S1"), *MIXED_SHAPES, latency(100000)]
 
 Scenario = collections.namedtuple("Scenario", "key title cases body per_model",
