@@ -17,12 +17,14 @@ const char* const main_help =
     "the gateway dials, verifying and timing every frame it receives.\n"
     "\n"
     "exit codes: 0 ok, 1 runtime error (cannot connect or listen, connection lost),\n"
-    "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached)\n";
+    "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached,\n"
+    "            frames a --confirm sender saw neither confirmed nor rejected)\n";
 
 const char* const send_help =
     "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--size N]\n"
     "                         [--rate R] [--count C | --duration D] [--connections K]\n"
     "                         [--reconnect] [--json]\n"
+    "                         [--confirm [--window N] [--confirm-wait S]]\n"
     "                         [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
     "                          [--tls-server-name NAME]]\n"
     "\n"
@@ -47,6 +49,23 @@ const char* const send_help =
     "  --connections K    supplier connections, one sending thread each (default 1)\n"
     "  --reconnect        reconnect after a lost connection (default with one address: exit 1)\n"
     "  --json             print the summary as one JSON object on stdout\n"
+    "  --confirm          ask the gateway to confirm every frame (flags 0x01; the contract is\n"
+    "                     docs/protocol.md, \"Confirms and acknowledgements\"). Each connection\n"
+    "                     numbers its frames 1, 2, ... and keeps those neither confirmed nor\n"
+    "                     rejected, at most --window; it reads the gateway's `confirm N` and\n"
+    "                     `reject n reason` on the same socket while it writes. Its next\n"
+    "                     connection (--reconnect, several --to) first sends the frames still\n"
+    "                     unconfirmed again, in order, byte for byte, numbered from 1 (reported\n"
+    "                     as resent; a receiver that had one counts the copy as duplicated),\n"
+    "                     then new ones. A rejected frame is counted by reason, never resent. A\n"
+    "                     malformed control frame drops the connection (counted; redialled\n"
+    "                     with --reconnect). At the end (--count, --duration, SIGINT) it waits\n"
+    "                     up to --confirm-wait for the last confirms (a second SIGINT ends the\n"
+    "                     wait) and reports sent, resent, confirmed, rejected by reason and\n"
+    "                     unconfirmed. Not with --tls-ca (yet)\n"
+    "  --window N         frames unconfirmed per connection before it waits for confirms\n"
+    "                     (default 10000, at most 1000000; 32 bytes of memory each)\n"
+    "  --confirm-wait S   seconds to wait at the end for the last confirms (default 5)\n"
     "  --tls-ca FILE      speak TLS to the gateway, trusting the CA in FILE (PEM); the\n"
     "                     handshake is part of connecting; no --reconnect with TLS\n"
     "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key)\n"
@@ -54,7 +73,8 @@ const char* const send_help =
     "  --tls-server-name N  SNI, and the name the gateway's certificate must carry (default:\n"
     "                     the chain is verified, the name is not)\n"
     "\n"
-    "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments\n";
+    "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments,\n"
+    "            3 --confirm: frames left unconfirmed (neither confirmed nor rejected) at exit\n";
 
 const char* const recv_help =
     "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--print] [--duration D]\n"
@@ -185,7 +205,7 @@ std::vector<std::string> to_addresses(const std::string& flag, const std::string
 
 send_options parse_send(const std::vector<std::string>& args) {
   send_options o;
-  bool have_to = false, have_address = false;
+  bool have_to = false, have_address = false, have_window = false, have_wait = false;
   arg_reader r(args);
   while (!r.done()) {
     const std::string flag = r.next_flag();
@@ -209,10 +229,21 @@ send_options parse_send(const std::vector<std::string>& args) {
       o.reconnect = true;
     } else if (flag == "--json") {
       o.json = true;
+    } else if (flag == "--confirm") {
+      o.confirm = true;
+    } else if (flag == "--window") {
+      o.window = to_count(flag, r.value(flag), 1, 1'000'000);
+      have_window = true;
+    } else if (flag == "--confirm-wait") {
+      o.confirm_wait = to_seconds(flag, r.value(flag), true);
+      have_wait = true;
     } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }
   }
+  if ((have_window || have_wait) && !o.confirm)
+    throw usage_error(std::string(have_window ? "--window" : "--confirm-wait") +
+                      " goes with --confirm");
   if (o.tls.enabled() || !o.tls.key.empty() || !o.tls.server_name.empty()) {
     if (o.tls.ca.empty()) throw usage_error("TLS needs --tls-ca (the gateway's CA)");
     if (o.tls.cert.empty() != o.tls.key.empty())
@@ -227,6 +258,9 @@ send_options parse_send(const std::vector<std::string>& args) {
     throw usage_error("--count must be at least --connections");
   if (o.tls.enabled() && o.reconnect)
     throw usage_error("--tls-ca cannot go with --reconnect or several --to addresses (yet)");
+  // The TLS sender writes with calls that wait on the socket, so it could not read the
+  // gateway's confirms while a write waits: confirms are plaintext only for now.
+  if (o.tls.enabled() && o.confirm) throw usage_error("--confirm cannot go with --tls-ca (yet)");
   return o;
 }
 
