@@ -1,7 +1,7 @@
 // gateway-peer's confirm mode (issue 25 point 4) against a fake gateway: the test listens on
 // 127.0.0.1, reads the real tool's frames with the protocol parser and answers with control
 // frames from protocol/control_message (the gateway does not speak confirms yet). `send
-// --confirm` runs as the real binary.
+// --confirm` and `recv --ack` run as the real binary.
 #define BOOST_TEST_MODULE gateway_peer_confirm
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -22,6 +22,7 @@
 #include "protocol/frame_codec.hpp"
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/peer_tool.hpp"
+#include "tools/traffic/frame_batch.hpp"
 #include "tools/traffic/payload_header.hpp"
 
 using namespace gatewayd;
@@ -140,6 +141,17 @@ class fake_gateway {
   int fd_ = -1;
   unsigned short port_ = 0;
 };
+
+// Dials gateway-peer recv as the gateway's consumer leg does; reads its acks back.
+std::unique_ptr<fake_connection> dial(unsigned short port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  BOOST_TEST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return std::make_unique<fake_connection>(fd, protocol::control_frames);
+}
 
 // Confirms, cumulatively, everything read so far, once per read pass, until the supplier
 // leaves (its end-of-file). False on a read error or 20 s of silence.
@@ -329,4 +341,72 @@ BOOST_AUTO_TEST_CASE(a_malformed_control_frame_ends_the_connection) {
       BOOST_TEST(summary(*send)["control_errors"] == 1);
     }
   }
+}
+
+// recv --ack: cumulative acks per connection, counted from 1 on each; a frame written twice
+// counts as duplicated beside lost.
+BOOST_AUTO_TEST_CASE(recv_acks_cumulatively_and_counts_duplicates) {
+  temp_dir dir;
+  peer_receiver recv(dir, "recv", {"--ack", "--one-consumer", "--duration", "60", "--json"});
+  traffic::frame_batch batch({"orders.a"}, 64, 7);
+  std::vector<std::string> frames;  // every frame made, in order
+  const auto make = [&](std::size_t n) {
+    std::string bytes;
+    for (std::size_t i = 0; i < n; ++i) {
+      frames.emplace_back(batch.next(1, traffic::monotonic_ns()));
+      bytes += frames.back();
+    }
+    return bytes;
+  };
+  // Reads a connection's acks until one says `n`; each must be an ack, above the one before.
+  // Returns the acks it read.
+  std::size_t acks = 0;
+  struct ack_reader {
+    std::size_t seen = 0;  // control frames of the connection checked so far
+    std::uint64_t last = 0;
+  };
+  const auto acked_up_to = [&](fake_connection& c, ack_reader& r, std::uint64_t n) {
+    const std::size_t before = r.seen;
+    while (r.last < n) {
+      while (r.seen < c.frames().size()) {
+        const auto& f = c.frames()[r.seen++];
+        const auto m = protocol::parse_control({f.address, f.payload, f.bytes, f.flags});
+        BOOST_TEST_REQUIRE(m.message.has_value());
+        BOOST_TEST_REQUIRE((m.message->what == protocol::control_message::kind::ack));
+        BOOST_TEST_REQUIRE(m.message->number > r.last);
+        BOOST_TEST_REQUIRE(m.message->number <= n);
+        r.last = m.message->number;
+        ++acks;
+      }
+      if (r.last < n)
+        BOOST_TEST_REQUIRE((c.read_pass(20s) == read_state::data), recv.process->log());
+    }
+    return r.seen - before;
+  };
+
+  auto first = dial(recv.port);
+  ack_reader first_acks;
+  first->write(make(100));  // one write: a few read passes, so a few acks, not one per frame
+  BOOST_TEST(acked_up_to(*first, first_acks, 100) < 100u);
+  first->write(make(50));
+  first->write(frames[120] + frames[121] + frames[122]);  // three again: duplicated
+  acked_up_to(*first, first_acks, 153);
+  first->close();
+
+  auto second = dial(recv.port);  // a redial: its acks count from 1 again
+  ack_reader second_acks;
+  std::string again = frames[149];
+  again += make(20);
+  second->write(again);
+  acked_up_to(*second, second_acks, 21);
+
+  recv.process->signal(SIGINT);
+  const auto code = recv.process->wait_exit(20s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, recv.process->log());
+  const auto log = recv.process->log();
+  BOOST_TEST(json_field(log, "frames") == 174);
+  BOOST_TEST(json_field(log, "duplicated") == 4);
+  BOOST_TEST(json_field(log, "lost") == 0);
+  BOOST_TEST(json_field(log, "acks") == static_cast<long long>(acks));
 }

@@ -78,14 +78,15 @@ const char* const send_help =
 
 const char* const recv_help =
     "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--print] [--duration D]\n"
-    "                         [--expect N] [--json]\n"
+    "                         [--expect N] [--json] [--ack] [--one-consumer]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "\n"
     "Accepts the gateway's consumer connection(s) (and re-accepts after a disconnect), checks\n"
     "every frame's order per (sender, stream), and prints a live line about once a second on\n"
     "stderr: frames/s, MB/s, latency p50/p99/p99.9/max, lost, reordered, duplicated. A summary\n"
     "follows at the end. Sequence numbers start at 0: frames before a stream's first arrival\n"
-    "count as lost.\n"
+    "count as lost. A frame seen again (a redelivery, a supplier's resend) counts as duplicated\n"
+    "if it is at most 1024 numbers behind its stream's newest, else as late.\n"
     "\n"
     "  --listen HOST:PORT the consumer endpoint the gateway dials (port 0: any free port,\n"
     "                     printed on stderr as 'listening on HOST:PORT')\n"
@@ -95,6 +96,15 @@ const char* const recv_help =
     "  --duration D       run D seconds, then print the summary and exit\n"
     "  --expect N         exit as soon as N frames arrived (exit 3 if --duration ends first)\n"
     "  --json             print the summary as one JSON object on stdout\n"
+    "  --ack              be an `ack = true` consumer: after each read that completed frames,\n"
+    "                     send `ack N` on that connection, N = the data frames it has received\n"
+    "                     whole since it was accepted (one ack per read, not per frame). With\n"
+    "                     --stall-after the acks stop with the reads: a consumer that never acks.\n"
+    "  --one-consumer     the gateway connections are all one consumer (its redials, or several\n"
+    "                     gateway nodes dialling it): frames are checked per (sender, stream)\n"
+    "                     whichever connection brings them, so a supplier's resend through\n"
+    "                     another node counts as duplicated, not as a gap. Default: each\n"
+    "                     connection slot is a copy of its own (one receiver, several consumers)\n"
     "  --tls-cert FILE    serve TLS to the gateway with this certificate (with --tls-key);\n"
     "                     a connection whose handshake fails is closed and reported\n"
     "  --tls-key FILE     its private key\n"
@@ -283,6 +293,10 @@ recv_options parse_recv(const std::vector<std::string>& args) {
       o.expect = to_count(flag, r.value(flag), 1, traffic::max_sequence);
     } else if (flag == "--json") {
       o.json = true;
+    } else if (flag == "--ack") {
+      o.ack = true;
+    } else if (flag == "--one-consumer") {
+      o.one_consumer = true;
     } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }

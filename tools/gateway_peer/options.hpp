@@ -48,7 +48,9 @@ struct recv_options {
   double duration = 0;       // seconds; 0 = until SIGINT/SIGTERM (or --expect)
   std::uint64_t expect = 0;  // exit once this many frames arrived; 0 = no such goal
   bool json = false;
-  tls_options tls;  // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
+  bool ack = false;           // --ack: `ack N` back after each read (an `ack = true` consumer)
+  bool one_consumer = false;  // --one-consumer: every connection's frames checked as one copy
+  tls_options tls;            // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
 };
 
 // Throw usage_error with a message that names the offending option.
