@@ -99,6 +99,12 @@ class fake_connection {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   }
+  // Closes with a reset, as a node that crashed: whatever was in flight is gone.
+  void reset() {
+    const linger hard{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+    close();
+  }
 
   const std::vector<received_frame>& frames() const noexcept { return frames_; }
 
@@ -258,6 +264,33 @@ BOOST_AUTO_TEST_CASE(unconfirmed_frames_are_resent_on_the_next_node) {
   for (const auto& f : cb->frames())
     payloads.insert(f.payload);
   BOOST_TEST(payloads.size() == std::size_t{count});
+}
+
+// The fake resets the connection after a window of frames, none confirmed: with --reconnect
+// the sender dials the same address again and sends all of them first, in order.
+BOOST_AUTO_TEST_CASE(a_reset_connection_is_redialled_and_its_frames_resent) {
+  temp_dir dir;
+  fake_gateway gw;
+  constexpr int count = 500, window = 40;
+  auto send = start_send(dir, {"--to", gw.endpoint(), "--reconnect", "--address", "orders.a",
+                               "--size", "64", "--confirm", "--window", std::to_string(window),
+                               "--count", std::to_string(count), "--confirm-wait", "20", "--json"});
+  auto first = gw.accept();
+  BOOST_TEST_REQUIRE((first->read_until(window) == read_state::data), send->log());
+  first->reset();
+  auto second = gw.accept();
+  BOOST_TEST_REQUIRE(confirm_until_end(*second), send->log());
+  const auto code = send->wait_exit(20s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, send->log());
+  const auto j = summary(*send);
+  BOOST_TEST(j["frames"] == count);
+  BOOST_TEST(j["confirmed"] == count);
+  BOOST_TEST(j["unconfirmed"] == 0);
+  BOOST_TEST(j["resent"] == window);
+  BOOST_TEST_REQUIRE(second->frames().size() == std::size_t{count});
+  for (std::size_t i = 0; i < std::size_t{window}; ++i)
+    BOOST_TEST_REQUIRE(second->frames()[i].bytes == first->frames()[i].bytes, "frame " << i);
 }
 
 // The fake rejects frames for each of the four reasons; the sender counts them by reason and
