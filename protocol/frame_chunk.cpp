@@ -10,7 +10,7 @@ static_assert(sizeof(frame_chunk) == 64, "chunk header keeps the data cache-line
 namespace {
 std::atomic<std::size_t> live_bytes_total{0};
 std::atomic<std::size_t> cached_bytes_total{0};
-}
+}  // namespace
 
 // Chunks are released on whichever thread finishes with them last (usually a consumer's
 // drain), so each thread keeps a few free standard chunks; the pool's threads take turns at

@@ -26,14 +26,15 @@ parse_result more(std::size_t needed) noexcept {
 
 }  // namespace
 
-parse_result parse_frame(std::string_view buf, std::uint32_t max_payload) noexcept {
+parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
+                         flag_policy accept) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(buf.data());
   const std::size_t n = buf.size();
   // Check each fixed field as soon as its bytes are here: garbage is refused at once.
   if (n >= 1 && p[0] != magic_0) return fail(frame_error::bad_magic, 0);
   if (n >= 2 && p[1] != magic_1) return fail(frame_error::bad_magic, 1);
   if (n >= 3 && p[2] != protocol_version) return fail(frame_error::bad_version, 2);
-  if (n >= 4 && p[3] != 0) return fail(frame_error::bad_flags, 3);
+  if (n >= 4 && !accept.accepts(p[3])) return fail(frame_error::bad_flags, 3);
   if (n >= 6 && p[4] == 0 && p[5] == 0) return fail(frame_error::empty_address, 4);
   if (n >= 6 && p[4] != 0) return fail(frame_error::address_too_long, 4);
   if (n < header_size) return more(header_size);
@@ -55,11 +56,13 @@ parse_result parse_frame(std::string_view buf, std::uint32_t max_payload) noexce
   r.frame.address = address;
   r.frame.payload = buf.substr(header_size + address_length, payload_length);
   r.frame.bytes = buf.substr(0, frame_size);
+  r.frame.flags = p[3];
   r.needed = frame_size;
   return r;
 }
 
-void append_frame(std::string& out, std::string_view address, std::string_view payload) {
+void append_frame(std::string& out, std::string_view address, std::string_view payload,
+                  std::uint8_t flags) {
   if (address.empty() || address.size() > max_address_length) {
     throw std::invalid_argument("GWP/1 address length must be 1..255");
   }
@@ -69,7 +72,7 @@ void append_frame(std::string& out, std::string_view address, std::string_view p
   const char header[header_size] = {static_cast<char>(magic_0),
                                     static_cast<char>(magic_1),
                                     static_cast<char>(protocol_version),
-                                    0,
+                                    static_cast<char>(flags),
                                     static_cast<char>(a >> 8),
                                     static_cast<char>(a & 0xff),
                                     static_cast<char>(len >> 24),
@@ -81,10 +84,10 @@ void append_frame(std::string& out, std::string_view address, std::string_view p
   out.append(payload);
 }
 
-std::string encode_frame(std::string_view address, std::string_view payload) {
+std::string encode_frame(std::string_view address, std::string_view payload, std::uint8_t flags) {
   std::string out;
   out.reserve(header_size + address.size() + payload.size());
-  append_frame(out, address, payload);
+  append_frame(out, address, payload, flags);
   return out;
 }
 

@@ -36,11 +36,40 @@ inline std::string_view to_string(frame_error e) noexcept {
   return frame_error_names(e);
 }
 
+// Byte 3 of a frame. A data frame carries 0x00; a supplier may ask for a confirmation (CONFIRM,
+// 0x01, a data frame all the same); CONTROL frames (0x80) are the confirm/reject/ack messages of
+// protocol/control_message.hpp, never routed. Any other value is a protocol error.
+namespace frame_flags {
+inline constexpr std::uint8_t data = 0x00;
+inline constexpr std::uint8_t confirm = 0x01;
+inline constexpr std::uint8_t control = 0x80;
+}  // namespace frame_flags
+
+// Which of the defined flags a reader accepts where it reads: the others are bad_flags.
+struct flag_policy {
+  bool data = true;
+  bool confirm = false;
+  bool control = false;
+  constexpr bool accepts(std::uint8_t flags) const noexcept {
+    return flags == frame_flags::data      ? data
+           : flags == frame_flags::confirm ? confirm
+           : flags == frame_flags::control ? control
+                                           : false;
+  }
+};
+// What a supplier may send the gateway, and what a consumer receives from it.
+inline constexpr flag_policy supplier_frames{true, true, false};
+inline constexpr flag_policy data_frames{true, false, false};
+// What the gateway sends a supplier that asks for confirms, and what an `ack = true` consumer
+// sends back: control messages only.
+inline constexpr flag_policy control_frames{false, false, true};
+
 // One whole frame, as views into the caller's buffer.
 struct frame_view {
   std::string_view address;
   std::string_view payload;
   std::string_view bytes;  // the exact frame as received: header, address, payload
+  std::uint8_t flags = frame_flags::data;
 };
 
 // The outcome of looking at the start of a buffer that begins on a frame boundary.
@@ -55,12 +84,16 @@ struct parse_result {
 };
 
 // Parses the frame at the start of `buf`. Errors are reported as early as the bytes allow
-// (a bad magic after one byte, an oversized payload from the header alone), so a hostile
-// length is refused before anything is allocated for it.
-parse_result parse_frame(std::string_view buf, std::uint32_t max_payload) noexcept;
+// (a bad magic after one byte, a flag `accept` refuses, an oversized payload from the header
+// alone), so a hostile length is refused before anything is allocated for it.
+parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
+                         flag_policy accept = data_frames) noexcept;
 
-// Appends one encoded frame to `out`; for tools and tests (the gateway forwards, never encodes).
-void append_frame(std::string& out, std::string_view address, std::string_view payload);
-std::string encode_frame(std::string_view address, std::string_view payload);
+// Appends one encoded frame to `out`; for tools and tests (the gateway forwards data frames,
+// never encodes them; it encodes only control messages, control_message.hpp).
+void append_frame(std::string& out, std::string_view address, std::string_view payload,
+                  std::uint8_t flags = frame_flags::data);
+std::string encode_frame(std::string_view address, std::string_view payload,
+                         std::uint8_t flags = frame_flags::data);
 
 }  // namespace gatewayd::protocol

@@ -19,8 +19,10 @@ class frame_stream {
 
   // With a budget, what a frame larger than a standard chunk holds beyond one chunk while it
   // arrives is taken from it (the stream's own share, given back when it lets the buffer go).
-  explicit frame_stream(std::uint32_t max_payload, partial_frame_budget* budget = nullptr) noexcept
-      : max_payload_(max_payload), budget_(budget) {}
+  // `accept`: the flags this stream's frames may carry (supplier_frames: data and CONFIRM).
+  explicit frame_stream(std::uint32_t max_payload, partial_frame_budget* budget = nullptr,
+                        flag_policy accept = data_frames) noexcept
+      : max_payload_(max_payload), budget_(budget), accept_(accept) {}
   ~frame_stream() { set_charge(0); }
   frame_stream(const frame_stream&) = delete;
   frame_stream& operator=(const frame_stream&) = delete;
@@ -70,6 +72,7 @@ class frame_stream {
 
   std::uint32_t max_payload_;
   partial_frame_budget* budget_;
+  flag_policy accept_;
   std::size_t charged_ = 0;  // of budget_, for chunk_
   chunk_ptr chunk_;
   std::size_t begin_ = 0;              // first byte not yet parsed into a frame
@@ -92,8 +95,8 @@ inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) 
   const std::size_t a = known_address_length_;
   if (a == 0 || n < header_size + a) return 0;
   // Magic, version, flags and the 16-bit address length, as parse_frame() checks them.
-  if (u[0] != magic_0 || u[1] != magic_1 || u[2] != protocol_version || u[3] != 0 || u[4] != 0 ||
-      u[5] != a)
+  if (u[0] != magic_0 || u[1] != magic_1 || u[2] != protocol_version || !accept_.accepts(u[3]) ||
+      u[4] != 0 || u[5] != a)
     return 0;
   const std::uint32_t payload = (std::uint32_t{u[6]} << 24) | (std::uint32_t{u[7]} << 16) |
                                 (std::uint32_t{u[8]} << 8) | std::uint32_t{u[9]};
@@ -112,14 +115,15 @@ frame_stream::stream_error frame_stream::parse(OnFrame&& on_frame) {
       const frame_view f{
           {p + header_size, known_address_length_},
           {p + header_size + known_address_length_, size - header_size - known_address_length_},
-          {p, size}};
+          {p, size},
+          static_cast<std::uint8_t>(p[3])};
       const frame_slice slice{chunk_.get(), static_cast<std::uint32_t>(begin_),
                               static_cast<std::uint32_t>(size)};
       begin_ += size;
       on_frame(f, slice);
       continue;
     }
-    const parse_result r = parse_frame({base + begin_, end_ - begin_}, max_payload_);
+    const parse_result r = parse_frame({base + begin_, end_ - begin_}, max_payload_, accept_);
     if (r.state == parse_result::status::need_more) {
       needed_ = r.needed;
       return {};

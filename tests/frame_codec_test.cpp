@@ -117,3 +117,31 @@ BOOST_AUTO_TEST_CASE(error_names_are_the_metric_labels) {
   BOOST_TEST(to_string(frame_error::bad_address) == "bad_address");
   BOOST_TEST(to_string(frame_error::payload_too_large) == "payload_too_large");
 }
+
+// Byte 3: each reader accepts the flags its side of the protocol defines and nothing else.
+BOOST_AUTO_TEST_CASE(each_reader_accepts_only_its_flags) {
+  const std::string confirm = encode_frame("a.b", "x", frame_flags::confirm);
+  const std::string control = encode_frame("ack", std::string(8, '\0'), frame_flags::control);
+  // A supplier may ask for a confirmation; a consumer never receives one (the bit is cleared).
+  const auto supplier = parse_frame(confirm, default_max_payload, supplier_frames);
+  BOOST_TEST(int(supplier.state) == int(status::frame));
+  BOOST_TEST(supplier.frame.flags == frame_flags::confirm);
+  BOOST_TEST(supplier.frame.address == "a.b");
+  expect_error(confirm, frame_error::bad_flags, 3);  // data_frames, the default
+  // Control messages only where control messages go: never routed.
+  const auto as_supplier = parse_frame(control, default_max_payload, supplier_frames);
+  BOOST_TEST(int(as_supplier.state) == int(status::error));
+  BOOST_TEST(as_supplier.error_offset == 3u);
+  const auto ack = parse_frame(control, default_max_payload, control_frames);
+  BOOST_TEST(int(ack.state) == int(status::frame));
+  BOOST_TEST(ack.frame.flags == frame_flags::control);
+  BOOST_TEST(int(parse_frame(encode_frame("a", ""), default_max_payload, control_frames).state) ==
+             int(status::error));
+  // Undefined values are refused everywhere, after the fourth byte.
+  for (const unsigned char flags : {0x02, 0x40, 0x81, 0xff}) {
+    for (const flag_policy p : {supplier_frames, data_frames, control_frames}) {
+      const auto r = parse_frame(header(0, 1, 0, flags).substr(0, 4), default_max_payload, p);
+      BOOST_TEST(int(r.state) == int(status::error));
+    }
+  }
+}

@@ -18,6 +18,7 @@ namespace {
 struct received {
   std::string address;
   std::string bytes;
+  std::uint8_t flags = 0;
 };
 
 // Feeds `stream` the bytes in pieces of the given sizes; collects frames and the first error.
@@ -27,7 +28,8 @@ struct feeder {
   std::vector<chunk_ptr> held;  // keeps chunks alive like a consumer queue would
   frame_stream::stream_error error;
 
-  explicit feeder(std::uint32_t max_payload = default_max_payload) : stream(max_payload) {}
+  explicit feeder(std::uint32_t max_payload = default_max_payload, flag_policy accept = data_frames)
+      : stream(max_payload, nullptr, accept) {}
 
   bool feed(std::string_view bytes) {
     while (!bytes.empty()) {
@@ -41,7 +43,7 @@ struct feeder {
         BOOST_TEST(s.bytes() == f.bytes);
         s.chunk->add_refs(1);
         held.emplace_back(s.chunk);
-        frames.push_back({std::string(f.address), std::string(f.bytes)});
+        frames.push_back({std::string(f.address), std::string(f.bytes), f.flags});
       });
       if (error) return false;
     }
@@ -344,10 +346,11 @@ BOOST_AUTO_TEST_CASE(a_repeated_address_is_still_checked_field_by_field) {
     char value;
     const char* reason;
   };
-  for (const corruption c : {corruption{0, 'X', "bad_magic"}, corruption{2, 2, "bad_version"},
-                             corruption{3, 1, "bad_flags"}, corruption{4, 1, "address_too_long"},
-                             corruption{6, 0x7f, "payload_too_large"},
-                             corruption{header_size + 3, '.', "bad_address"}}) {
+  for (const corruption c :
+       {corruption{0, 'X', "bad_magic"}, corruption{2, 2, "bad_version"},
+        corruption{3, '\x80', "bad_flags"},  // CONTROL: never from a supplier
+        corruption{4, 1, "address_too_long"}, corruption{6, 0x7f, "payload_too_large"},
+        corruption{header_size + 3, '.', "bad_address"}}) {
     feeder f(1024);
     std::string bad = one;
     bad[c.at] = c.value;
@@ -355,4 +358,21 @@ BOOST_AUTO_TEST_CASE(a_repeated_address_is_still_checked_field_by_field) {
     BOOST_TEST(f.frames.size() == 2u, c.reason);
     BOOST_TEST(to_string(f.error.reason) == c.reason);
   }
+}
+
+// A supplier's CONFIRM frames come out with their flag, on the known-address fast path too (the
+// same address repeated) and mixed with plain frames; a CONTROL frame is a protocol error.
+BOOST_AUTO_TEST_CASE(confirm_frames_pass_with_their_flag_and_control_frames_do_not) {
+  feeder f(default_max_payload, supplier_frames);
+  std::string bytes;
+  for (int i = 0; i < 6; ++i)
+    bytes += encode_frame("orders.eu", std::to_string(i),
+                          i % 3 == 2 ? frame_flags::data : frame_flags::confirm);
+  BOOST_TEST_REQUIRE(f.feed(bytes));
+  BOOST_TEST_REQUIRE(f.frames.size() == 6u);
+  for (int i = 0; i < 6; ++i)
+    BOOST_TEST(f.frames[i].flags == (i % 3 == 2 ? frame_flags::data : frame_flags::confirm));
+  BOOST_TEST(!f.feed(encode_frame("orders.eu", "x", frame_flags::control)));
+  BOOST_TEST(to_string(f.error.reason) == "bad_flags");
+  BOOST_TEST(f.frames.size() == 6u);
 }

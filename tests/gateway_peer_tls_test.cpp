@@ -3,14 +3,20 @@
 #define BOOST_TEST_MODULE gateway_peer_tls
 #include <boost/test/unit_test.hpp>
 
+#include <csignal>
 #include <string>
 #include <vector>
 
+#include "protocol/control_message.hpp"
+#include "protocol/frame_codec.hpp"
+
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/peer_tool.hpp"
+#include "tests/support/raw_tls_client.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 #include "tests/support/tls_peers.hpp"
+#include "tools/traffic/payload_header.hpp"
 
 using namespace gatewayd::test;
 using namespace std::chrono_literals;
@@ -120,4 +126,53 @@ BOOST_AUTO_TEST_CASE(tls_flags_that_do_not_go_together_exit_2) {
                                           "/nonexistent.crt", "--tls-key", "/nonexistent.key"});
   BOOST_TEST(missing.exit_code == 1);
   BOOST_TEST(missing.err.find("/nonexistent.crt") != std::string::npos, missing.err);
+}
+
+// recv --ack over TLS: its acks go back through the TLS stream it serves (records handed to
+// OpenSSL without waiting), cumulative, a few for one write of 300 frames, not one per frame.
+BOOST_AUTO_TEST_CASE(a_tls_receiver_acks_through_tls) {
+  namespace protocol = gatewayd::protocol;
+  pki p;
+  temp_dir dir;
+  constexpr std::uint64_t n = 300;
+  peer_receiver recv(dir, "recv",
+                     {"--ack", "--duration", "60", "--json", "--tls-cert",
+                      p.at("gateway.crt").string(), "--tls-key", p.at("gateway.key").string()});
+  raw_tls_client gw(p, "");
+  BOOST_TEST_REQUIRE(gw.connect(recv.port), gw.why());
+  std::string frames;
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::string payload(64, 'x');
+    gatewayd::traffic::store_header(payload.data(), {1, i, 0, 5});
+    protocol::append_frame(frames, "orders.a", payload);
+  }
+  BOOST_TEST_REQUIRE(gw.write(frames));
+  std::string in;
+  std::uint64_t last = 0;
+  long long acks = 0;
+  while (last < n) {
+    BOOST_TEST_REQUIRE(gw.read_some(in), recv.process->log());
+    for (;;) {
+      const auto r = protocol::parse_frame(in, 9, protocol::control_frames);
+      if (r.state == protocol::parse_result::status::need_more) break;
+      BOOST_TEST_REQUIRE((r.state == protocol::parse_result::status::frame));
+      const auto m = protocol::parse_control(r.frame);
+      BOOST_TEST_REQUIRE(m.message.has_value());
+      BOOST_TEST_REQUIRE((m.message->what == protocol::control_message::kind::ack));
+      BOOST_TEST_REQUIRE(m.message->number > last);
+      BOOST_TEST_REQUIRE(m.message->number <= n);
+      last = m.message->number;
+      ++acks;
+      in.erase(0, r.frame.bytes.size());
+    }
+  }
+  BOOST_TEST(acks < static_cast<long long>(n));
+  recv.process->signal(SIGINT);
+  const auto code = recv.process->wait_exit(20s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, recv.process->log());
+  const auto log = recv.process->log();
+  BOOST_TEST(json_field(log, "frames") == static_cast<long long>(n));
+  BOOST_TEST(json_field(log, "lost") == 0);
+  BOOST_TEST(json_field(log, "acks") == acks);
 }

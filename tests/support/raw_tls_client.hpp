@@ -90,6 +90,15 @@ class raw_tls_client {
     std::size_t n = 0;
     return SSL_write_ex(ssl_, data.data(), data.size(), &n) == 1 && n == data.size();
   }
+  // Appends what one SSL_read gives (waiting up to the socket's 10 s); false at the end of the
+  // connection, an error or the time out.
+  bool read_some(std::string& out) {
+    char buffer[4096];
+    std::size_t n = 0;
+    if (SSL_read_ex(ssl_, buffer, sizeof buffer, &n) != 1) return false;
+    out.append(buffer, n);
+    return true;
+  }
   // Bytes straight onto the socket (forged records); false when it failed (the peer left).
   bool send_raw(std::string_view bytes) {
     while (!bytes.empty()) {

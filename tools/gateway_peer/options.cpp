@@ -17,12 +17,14 @@ const char* const main_help =
     "the gateway dials, verifying and timing every frame it receives.\n"
     "\n"
     "exit codes: 0 ok, 1 runtime error (cannot connect or listen, connection lost),\n"
-    "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached)\n";
+    "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached,\n"
+    "            frames a --confirm sender saw neither confirmed nor rejected)\n";
 
 const char* const send_help =
     "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--size N]\n"
     "                         [--rate R] [--count C | --duration D] [--connections K]\n"
     "                         [--reconnect] [--json]\n"
+    "                         [--confirm [--window N] [--confirm-wait S]]\n"
     "                         [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
     "                          [--tls-server-name NAME]]\n"
     "\n"
@@ -47,6 +49,23 @@ const char* const send_help =
     "  --connections K    supplier connections, one sending thread each (default 1)\n"
     "  --reconnect        reconnect after a lost connection (default with one address: exit 1)\n"
     "  --json             print the summary as one JSON object on stdout\n"
+    "  --confirm          ask the gateway to confirm every frame (flags 0x01; the contract is\n"
+    "                     docs/protocol.md, \"Confirms and acknowledgements\"). Each connection\n"
+    "                     numbers its frames 1, 2, ... and keeps those neither confirmed nor\n"
+    "                     rejected, at most --window; it reads the gateway's `confirm N` and\n"
+    "                     `reject n reason` on the same socket while it writes. Its next\n"
+    "                     connection (--reconnect, several --to) first sends the frames still\n"
+    "                     unconfirmed again, in order, byte for byte, numbered from 1 (reported\n"
+    "                     as resent; a receiver that had one counts the copy as duplicated),\n"
+    "                     then new ones. A rejected frame is counted by reason, never resent. A\n"
+    "                     malformed control frame drops the connection (counted; redialled\n"
+    "                     with --reconnect). At the end (--count, --duration, SIGINT) it waits\n"
+    "                     up to --confirm-wait for the last confirms (a second SIGINT ends the\n"
+    "                     wait) and reports sent, resent, confirmed, rejected by reason and\n"
+    "                     unconfirmed. Not with --tls-ca (yet)\n"
+    "  --window N         frames unconfirmed per connection before it waits for confirms\n"
+    "                     (default 10000, at most 1000000; 32 bytes of memory each)\n"
+    "  --confirm-wait S   seconds to wait at the end for the last confirms (default 5)\n"
     "  --tls-ca FILE      speak TLS to the gateway, trusting the CA in FILE (PEM); the\n"
     "                     handshake is part of connecting; no --reconnect with TLS\n"
     "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key)\n"
@@ -54,18 +73,20 @@ const char* const send_help =
     "  --tls-server-name N  SNI, and the name the gateway's certificate must carry (default:\n"
     "                     the chain is verified, the name is not)\n"
     "\n"
-    "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments\n";
+    "exit codes: 0 ok, 1 cannot connect / connection lost, 2 bad arguments,\n"
+    "            3 --confirm: frames left unconfirmed (neither confirmed nor rejected) at exit\n";
 
 const char* const recv_help =
     "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--print] [--duration D]\n"
-    "                         [--expect N] [--json]\n"
+    "                         [--expect N] [--json] [--ack] [--one-consumer]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "\n"
     "Accepts the gateway's consumer connection(s) (and re-accepts after a disconnect), checks\n"
     "every frame's order per (sender, stream), and prints a live line about once a second on\n"
     "stderr: frames/s, MB/s, latency p50/p99/p99.9/max, lost, reordered, duplicated. A summary\n"
     "follows at the end. Sequence numbers start at 0: frames before a stream's first arrival\n"
-    "count as lost.\n"
+    "count as lost. A frame seen again (a redelivery, a supplier's resend) counts as duplicated\n"
+    "if it is at most 1024 numbers behind its stream's newest, else as late.\n"
     "\n"
     "  --listen HOST:PORT the consumer endpoint the gateway dials (port 0: any free port,\n"
     "                     printed on stderr as 'listening on HOST:PORT')\n"
@@ -75,6 +96,15 @@ const char* const recv_help =
     "  --duration D       run D seconds, then print the summary and exit\n"
     "  --expect N         exit as soon as N frames arrived (exit 3 if --duration ends first)\n"
     "  --json             print the summary as one JSON object on stdout\n"
+    "  --ack              be an `ack = true` consumer: after each read that completed frames,\n"
+    "                     send `ack N` on that connection, N = the data frames it has received\n"
+    "                     whole since it was accepted (one ack per read, not per frame). With\n"
+    "                     --stall-after the acks stop with the reads: a consumer that never acks.\n"
+    "  --one-consumer     the gateway connections are all one consumer (its redials, or several\n"
+    "                     gateway nodes dialling it): frames are checked per (sender, stream)\n"
+    "                     whichever connection brings them, so a supplier's resend through\n"
+    "                     another node counts as duplicated, not as a gap. Default: each\n"
+    "                     connection slot is a copy of its own (one receiver, several consumers)\n"
     "  --tls-cert FILE    serve TLS to the gateway with this certificate (with --tls-key);\n"
     "                     a connection whose handshake fails is closed and reported\n"
     "  --tls-key FILE     its private key\n"
@@ -185,7 +215,7 @@ std::vector<std::string> to_addresses(const std::string& flag, const std::string
 
 send_options parse_send(const std::vector<std::string>& args) {
   send_options o;
-  bool have_to = false, have_address = false;
+  bool have_to = false, have_address = false, have_window = false, have_wait = false;
   arg_reader r(args);
   while (!r.done()) {
     const std::string flag = r.next_flag();
@@ -209,10 +239,21 @@ send_options parse_send(const std::vector<std::string>& args) {
       o.reconnect = true;
     } else if (flag == "--json") {
       o.json = true;
+    } else if (flag == "--confirm") {
+      o.confirm = true;
+    } else if (flag == "--window") {
+      o.window = to_count(flag, r.value(flag), 1, 1'000'000);
+      have_window = true;
+    } else if (flag == "--confirm-wait") {
+      o.confirm_wait = to_seconds(flag, r.value(flag), true);
+      have_wait = true;
     } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }
   }
+  if ((have_window || have_wait) && !o.confirm)
+    throw usage_error(std::string(have_window ? "--window" : "--confirm-wait") +
+                      " goes with --confirm");
   if (o.tls.enabled() || !o.tls.key.empty() || !o.tls.server_name.empty()) {
     if (o.tls.ca.empty()) throw usage_error("TLS needs --tls-ca (the gateway's CA)");
     if (o.tls.cert.empty() != o.tls.key.empty())
@@ -227,6 +268,9 @@ send_options parse_send(const std::vector<std::string>& args) {
     throw usage_error("--count must be at least --connections");
   if (o.tls.enabled() && o.reconnect)
     throw usage_error("--tls-ca cannot go with --reconnect or several --to addresses (yet)");
+  // The TLS sender writes with calls that wait on the socket, so it could not read the
+  // gateway's confirms while a write waits: confirms are plaintext only for now.
+  if (o.tls.enabled() && o.confirm) throw usage_error("--confirm cannot go with --tls-ca (yet)");
   return o;
 }
 
@@ -249,6 +293,10 @@ recv_options parse_recv(const std::vector<std::string>& args) {
       o.expect = to_count(flag, r.value(flag), 1, traffic::max_sequence);
     } else if (flag == "--json") {
       o.json = true;
+    } else if (flag == "--ack") {
+      o.ack = true;
+    } else if (flag == "--one-consumer") {
+      o.one_consumer = true;
     } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }

@@ -16,7 +16,8 @@ namespace gatewayd::tools {
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_runtime_error = 1;  // cannot connect/listen, connection lost
 inline constexpr int exit_usage = 2;          // bad arguments
-inline constexpr int exit_verify_failed = 3;  // corrupt frames, or --expect not reached
+// recv: corrupt frames, or --expect not reached; send --confirm: frames left unconfirmed.
+inline constexpr int exit_verify_failed = 3;
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -33,6 +34,11 @@ struct send_options {
   bool reconnect = false;  // also implied by several --to addresses
   bool json = false;
   tls_options tls;  // --tls-ca (and optionally --tls-cert/--tls-key): TLS to the gateway
+  // --confirm: CONFIRM frames, at most `window` unconfirmed per connection, resent on the next
+  // connection; at the end up to `confirm_wait` seconds for the last confirms.
+  bool confirm = false;
+  std::size_t window = 10000;
+  double confirm_wait = 5;
 };
 
 struct recv_options {
@@ -42,7 +48,9 @@ struct recv_options {
   double duration = 0;       // seconds; 0 = until SIGINT/SIGTERM (or --expect)
   std::uint64_t expect = 0;  // exit once this many frames arrived; 0 = no such goal
   bool json = false;
-  tls_options tls;  // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
+  bool ack = false;           // --ack: `ack N` back after each read (an `ack = true` consumer)
+  bool one_consumer = false;  // --one-consumer: every connection's frames checked as one copy
+  tls_options tls;            // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
 };
 
 // Throw usage_error with a message that names the offending option.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/control_message.hpp"
 #include "tools/gateway_peer/stop_signal.hpp"
 #include "tools/gateway_peer/tls_stream.hpp"
 #include "tools/traffic/connection_reader.hpp"
@@ -36,14 +37,22 @@ std::string format_ns(std::uint64_t ns) {
 
 // One accepted gateway connection. Its slot is its verifier lane: a connection that replaces
 // a closed one continues that lane's streams, so frames lost across a reconnect count as lost.
+// With --one-consumer every connection is on lane 0: one copy of the traffic.
 struct connection {
-  connection(int f, std::size_t s, traffic::verifier& v) : fd(f), slot(s), reader(v, lane(s)) {}
-  static std::uint32_t lane(std::size_t slot) { return static_cast<std::uint32_t>(slot); }
+  connection(int f, std::size_t s, traffic::verifier& v, std::uint32_t lane)
+      : fd(f), slot(s), reader(v, lane) {}
   int fd;
   std::size_t slot;
   traffic::connection_reader reader;
   std::unique_ptr<tls_stream> tls;  // with --tls-cert
   bool handshaken = false;
+  // With --ack: data frames received whole on this connection, the N of the last ack encoded,
+  // and that ack's bytes, of which `ack_out` went out (all of them: nothing waits).
+  std::uint64_t frames = 0;
+  std::uint64_t acked = 0;
+  char ack_bytes[protocol::ack_size] = {};
+  std::size_t ack_out = 0;
+  std::size_t ack_size = 0;
 };
 
 class receiver {
@@ -85,12 +94,20 @@ class receiver {
       maybe_stall(now);
       const int n = epoll_wait(epoll_, events, 64, 100);
       now = monotonic_ns();
+      bool to_accept = false;
       for (int i = 0; i < n; ++i) {
         auto* c = static_cast<connection*>(events[i].data.ptr);
         if (c == nullptr)
-          accept_one();
+          to_accept = true;
         else if (!stalled_)
           read_from(*c, now);
+      }
+      // After the reads: a gateway that redials has its closed connection's slot (and lane)
+      // free by then, when both came in the same wake-up.
+      if (to_accept) accept_one();
+      if (o_.ack && !stalled_) {
+        for (auto* c : connections_)
+          acknowledge(*c);  // what a full socket held back
       }
       if (now >= next_tick_ns_) tick(now);
     }
@@ -125,7 +142,9 @@ class receiver {
     if (fd < 0) return;
     const int size = 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-    auto* c = new connection(fd, take_slot(), verifier_);
+    const std::size_t slot = take_slot();
+    auto* c =
+        new connection(fd, slot, verifier_, o_.one_consumer ? 0 : static_cast<std::uint32_t>(slot));
     if (tls_) c->tls = std::make_unique<tls_stream>(tls_.get(), fd, true);
     connections_.push_back(c);
     ++accepted_;
@@ -176,6 +195,7 @@ class receiver {
     const auto on_frame = [&](const protocol::frame_view& f,
                               const std::optional<traffic::payload_header>&) {
       ++interval_frames_;
+      ++c.frames;
       interval_bytes_ += f.bytes.size();
       if (o_.print) print(f);
     };
@@ -200,6 +220,39 @@ class receiver {
     if (state != traffic::connection_reader::state::open) return close_connection(c);
     if (first_frame_ns_ == 0) first_frame_ns_ = now;
     last_frame_ns_ = now;
+    if (o_.ack) acknowledge(c);
+  }
+
+  // `ack N` for what this connection has taken whole, when N grew since the last ack; one
+  // that the socket cannot take now waits (and is then sent before a newer one, never cut).
+  // A write error is left to the next read, which sees the connection closed.
+  void acknowledge(connection& c) {
+    if (!flush_ack(c) || c.frames == c.acked) return;
+    c.ack_size = protocol::encode_control(
+        {protocol::control_message::kind::ack, c.frames, protocol::reject_reason::dropped},
+        c.ack_bytes);
+    c.ack_out = 0;
+    c.acked = c.frames;
+    ++acks_;
+    flush_ack(c);
+  }
+
+  // True once nothing of the last ack waits to be written.
+  static bool flush_ack(connection& c) {
+    if (c.tls) {
+      if (c.ack_out < c.ack_size) {
+        if (c.tls->put({c.ack_bytes, c.ack_size}) != tls_stream::step::done) return false;
+        c.ack_out = c.ack_size;
+      }
+      return c.tls->flush() == tls_stream::step::done;
+    }
+    while (c.ack_out < c.ack_size) {
+      const ssize_t w = ::send(c.fd, c.ack_bytes + c.ack_out, c.ack_size - c.ack_out,
+                               MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (w <= 0) return false;
+      c.ack_out += static_cast<std::size_t>(w);
+    }
+    return true;
   }
 
   void print(const protocol::frame_view& f) {
@@ -269,24 +322,25 @@ class receiver {
           "\"max\": %llu, \"count\": %llu}, \"lost\": %llu, \"reordered\": %llu, "
           "\"duplicated\": %llu, \"late\": %llu, \"corrupt\": %llu, \"cut_at_close\": %llu, "
           "\"untimed\": %llu, \"streams\": %zu, \"connections_accepted\": %llu, "
-          "\"stalled\": %s, \"per_second\": [%s]}\n",
+          "\"acks\": %llu, \"stalled\": %s, \"per_second\": [%s]}\n",
           ull(frames_), ull(bytes_), active, fps, mbps, ull(latency_.quantile(0.5)),
           ull(latency_.quantile(0.99)), ull(latency_.quantile(0.999)), ull(latency_.max()),
           ull(latency_.count()), ull(c.lost), ull(c.reordered), ull(c.duplicated), ull(c.late),
           ull(c.corrupt), ull(cut_at_close_), ull(c.untimed), verifier_.streams().size(),
-          ull(accepted_), stalled_ ? "true" : "false", per_second.c_str());
+          ull(accepted_), ull(acks_), stalled_ ? "true" : "false", per_second.c_str());
     } else {
       std::printf(
           "received %llu frames (%llu bytes) on %llu connection(s): %.0f frames/s, "
           "%.1f MB/s over %.2f s of traffic\n"
           "latency: p50 %s  p99 %s  p99.9 %s  max %s\n"
-          "lost %llu  reordered %llu  duplicated %llu  corrupt %llu  cut at close %llu  "
-          "streams %zu\n",
+          "lost %llu  duplicated %llu  reordered %llu  late %llu  corrupt %llu  "
+          "cut at close %llu  streams %zu\n",
           ull(frames_), ull(bytes_), ull(accepted_), fps, mbps, active,
           format_ns(latency_.quantile(0.5)).c_str(), format_ns(latency_.quantile(0.99)).c_str(),
           format_ns(latency_.quantile(0.999)).c_str(), format_ns(latency_.max()).c_str(),
-          ull(c.lost), ull(c.reordered), ull(c.duplicated), ull(c.corrupt), ull(cut_at_close_),
-          verifier_.streams().size());
+          ull(c.lost), ull(c.duplicated), ull(c.reordered), ull(c.late), ull(c.corrupt),
+          ull(cut_at_close_), verifier_.streams().size());
+      if (o_.ack) std::printf("acks sent %llu\n", ull(acks_));
     }
     std::fflush(stdout);
     if (expect_missed)
@@ -307,7 +361,7 @@ class receiver {
   bool stalled_ = false;
   std::uint64_t start_ns_ = 0, next_tick_ns_ = 0, first_frame_ns_ = 0, last_frame_ns_ = 0;
   std::uint64_t frames_ = 0, bytes_ = 0, interval_frames_ = 0, interval_bytes_ = 0;
-  std::uint64_t cut_at_close_ = 0, accepted_ = 0;
+  std::uint64_t cut_at_close_ = 0, accepted_ = 0, acks_ = 0;
   log_histogram latency_;  // the whole run; the verifier's holds the current second
   std::vector<std::uint64_t> per_second_;
 };

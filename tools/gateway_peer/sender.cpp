@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "tools/gateway_peer/confirm_sender.hpp"
+#include "tools/gateway_peer/send_report.hpp"
 #include "tools/gateway_peer/stop_signal.hpp"
 #include "tools/gateway_peer/tls_stream.hpp"
 #include "tools/traffic/frame_batch.hpp"
@@ -21,28 +23,6 @@
 #include "tools/traffic/supplier_link.hpp"
 
 namespace gatewayd::tools {
-namespace {
-
-// One connection a sending thread made, as the report shows it.
-struct link_record {
-  std::string to, from;
-  std::uint16_t sender = 0;
-  std::uint64_t frames = 0;       // written whole on it
-  std::string ended = "stopped";  // "asked to leave", "lost: why", or "stopped" (the end)
-};
-
-struct connection_result {
-  std::uint64_t frames = 0;
-  std::uint64_t bytes = 0;
-  std::uint64_t resent = 0;  // frames written again after their write had failed
-  std::vector<link_record> links;
-  std::string error;  // empty when it ended normally
-};
-
-void sleep_ns(std::uint64_t ns) {
-  timespec ts{static_cast<time_t>(ns / 1'000'000'000u), static_cast<long>(ns % 1'000'000'000u)};
-  clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
-}
 
 // Every connection is a sender of its own, numbered from 0, since order is kept per supplier
 // connection only. An odd step keeps 65536 consecutive ids of this process distinct.
@@ -50,6 +30,13 @@ std::uint16_t next_sender_id() {
   static std::atomic<unsigned> made{0};
   const unsigned base = (static_cast<unsigned>(::getpid()) * 2654435761u) >> 16;
   return static_cast<std::uint16_t>(base + made.fetch_add(1) * 40503u);
+}
+
+namespace {
+
+void sleep_ns(std::uint64_t ns) {
+  timespec ts{static_cast<time_t>(ns / 1'000'000'000u), static_cast<long>(ns % 1'000'000'000u)};
+  clock_nanosleep(CLOCK_MONOTONIC, 0, &ts, nullptr);
 }
 
 std::string joined(const std::vector<net::endpoint>& to) {
@@ -178,6 +165,40 @@ class connection_sender {
   traffic::frame_batch batch_;
 };
 
+// With --confirm: what became of the frames, for the JSON summary and the text one.
+std::string confirm_json(const send_options& o, const connection_result& total) {
+  if (!o.confirm) return {};
+  const auto& c = total.confirm;
+  std::uint64_t rejected = 0;
+  std::string by_reason;
+  for (std::size_t i = 0; i < c.rejected.size(); ++i) {
+    rejected += c.rejected[i];
+    by_reason += (i ? ", \"" : "\"") +
+                 std::string(protocol::to_string(static_cast<protocol::reject_reason>(i + 1))) +
+                 "\": " + std::to_string(c.rejected[i]);
+  }
+  return ", \"window\": " + std::to_string(o.window) +
+         ", \"confirmed\": " + std::to_string(c.confirmed) +
+         ", \"rejected\": " + std::to_string(rejected) + ", \"rejected_by_reason\": {" + by_reason +
+         "}, \"unconfirmed\": " + std::to_string(c.unconfirmed) +
+         ", \"control_errors\": " + std::to_string(c.control_errors);
+}
+
+void print_confirm_text(const connection_result& total) {
+  const auto& c = total.confirm;
+  const auto ull = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
+  std::uint64_t rejected = 0;
+  for (const auto r : c.rejected)
+    rejected += r;
+  std::printf(
+      "confirm: %llu sent, %llu resent, %llu confirmed, %llu rejected (dropped %llu, "
+      "unroutable %llu, not_permitted %llu, removed %llu), %llu unconfirmed at exit, "
+      "%llu bad control frame(s)\n",
+      ull(total.frames), ull(total.resent), ull(c.confirmed), ull(rejected), ull(c.rejected[0]),
+      ull(c.rejected[1]), ull(c.rejected[2]), ull(c.rejected[3]), ull(c.unconfirmed),
+      ull(c.control_errors));
+}
+
 void print_report(const send_options& o, const connection_result& total, double seconds) {
   const double fps = seconds > 0 ? static_cast<double>(total.frames) / seconds : 0;
   const double mbps = seconds > 0 ? static_cast<double>(total.bytes) / seconds / 1e6 : 0;
@@ -186,6 +207,7 @@ void print_report(const send_options& o, const connection_result& total, double 
     asked += l.ended == "asked to leave";
     lost += l.ended.rfind("lost", 0) == 0;
   }
+  const std::uint64_t bad = total.confirm.control_errors;
   const std::uint64_t reconnects = total.links.size() - o.connections;
   const auto ull = [](std::uint64_t v) { return static_cast<unsigned long long>(v); };
   if (o.json) {
@@ -202,20 +224,29 @@ void print_report(const send_options& o, const connection_result& total, double 
     std::printf(
         "{\"frames\": %llu, \"bytes\": %llu, \"seconds\": %.6f, \"frames_per_s\": %.1f, "
         "\"mb_per_s\": %.3f, \"connections\": %u, \"reconnects\": %llu, \"asked_to_leave\": %llu, "
-        "\"lost\": %llu, \"resent\": %llu, \"error\": \"%s\", \"links\": [%s]}\n",
+        "\"lost\": %llu, \"resent\": %llu%s, \"error\": \"%s\", \"links\": [%s]}\n",
         ull(total.frames), ull(total.bytes), seconds, fps, mbps, o.connections, ull(reconnects),
-        ull(asked), ull(lost), ull(total.resent), total.error.c_str(), links.c_str());
+        ull(asked), ull(lost), ull(total.resent), confirm_json(o, total).c_str(),
+        total.error.c_str(), links.c_str());
   } else {
     std::printf(
         "sent %llu frames (%llu bytes) on %u connection(s) in %.2f s: %.0f frames/s, "
         "%.1f MB/s\n",
         ull(total.frames), ull(total.bytes), o.connections, seconds, fps, mbps);
-    if (asked + lost != 0) {
-      std::printf(
-          "%llu connection(s) ended early: %llu asked to leave by a stopping gateway, %llu lost; "
-          "reconnected %llu time(s); re-sent %llu frames whose write had failed (they may have "
-          "arrived twice)\n",
-          ull(asked + lost), ull(asked), ull(lost), ull(reconnects), ull(total.resent));
+    if (o.confirm) print_confirm_text(total);
+    if (asked + lost + bad != 0) {
+      if (o.confirm) {
+        std::printf(
+            "%llu connection(s) ended early: %llu asked to leave by a stopping gateway, %llu lost, "
+            "%llu dropped for a bad control frame; reconnected %llu time(s)\n",
+            ull(asked + lost + bad), ull(asked), ull(lost), ull(bad), ull(reconnects));
+      } else {
+        std::printf(
+            "%llu connection(s) ended early: %llu asked to leave by a stopping gateway, %llu "
+            "lost; reconnected %llu time(s); re-sent %llu frames whose write had failed (they "
+            "may have arrived twice)\n",
+            ull(asked + lost), ull(asked), ull(lost), ull(reconnects), ull(total.resent));
+      }
       for (const auto& l : total.links)
         std::printf("  %s -> %s (sender %u): %llu frames, %s\n", l.from.c_str(), l.to.c_str(),
                     l.sender, ull(l.frames), l.ended.c_str());
@@ -281,6 +312,11 @@ int run_sender(const send_options& o) {
   for (unsigned i = 0; i < k; ++i) {
     const std::uint64_t count = o.count == 0 ? 0 : o.count / k + (i < o.count % k ? 1 : 0);
     threads.emplace_back([&, i, count] {
+      if (o.confirm) {
+        confirm_sender s(o, count, o.rate / k, deadline);
+        results[i] = s.run(*links[i]);
+        return;
+      }
       connection_sender s(o, count, o.rate / k, deadline, tls.empty() ? nullptr : tls[i].get());
       results[i] = s.run(*links[i]);
     });
@@ -293,6 +329,11 @@ int run_sender(const send_options& o) {
     total.frames += r.frames;
     total.bytes += r.bytes;
     total.resent += r.resent;
+    total.confirm.confirmed += r.confirm.confirmed;
+    total.confirm.unconfirmed += r.confirm.unconfirmed;
+    total.confirm.control_errors += r.confirm.control_errors;
+    for (std::size_t j = 0; j < r.confirm.rejected.size(); ++j)
+      total.confirm.rejected[j] += r.confirm.rejected[j];
     total.links.insert(total.links.end(), r.links.begin(), r.links.end());
     if (total.error.empty()) total.error = r.error;
   }
@@ -300,6 +341,12 @@ int run_sender(const send_options& o) {
   if (!total.error.empty()) {
     std::fprintf(stderr, "gateway-peer send: %s: %s\n", joined(o.to).c_str(), total.error.c_str());
     return exit_runtime_error;
+  }
+  if (total.confirm.unconfirmed != 0) {
+    std::fprintf(stderr,
+                 "gateway-peer send: %llu frame(s) neither confirmed nor rejected at exit\n",
+                 static_cast<unsigned long long>(total.confirm.unconfirmed));
+    return exit_verify_failed;
   }
   return exit_ok;
 }

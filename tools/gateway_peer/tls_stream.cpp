@@ -121,6 +121,24 @@ bool tls_stream::write_all(std::string_view bytes, const std::atomic<bool>& stop
   return true;
 }
 
+tls_stream::step tls_stream::put(std::string_view bytes) {
+  ERR_clear_error();
+  std::size_t wrote = 0;
+  if (SSL_write_ex(ssl_, bytes.data(), bytes.size(), &wrote) == 1) return step::done;
+  const int e = SSL_get_error(ssl_, 0);
+  if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) return step::again;
+  take_error("TLS write failed");
+  return step::failed;
+}
+
+tls_stream::step tls_stream::flush() {
+  BIO* out = SSL_get_wbio(ssl_);
+  if (BIO_flush(out) == 1) return step::done;
+  if (BIO_should_retry(out)) return step::again;
+  take_error("TLS write failed");
+  return step::failed;
+}
+
 bool tls_stream::failed_write(int ssl_error, std::error_code& ec) {
   take_error("TLS write failed");
   ec = ssl_error == SSL_ERROR_SYSCALL && errno != 0

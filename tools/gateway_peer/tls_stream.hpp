@@ -42,6 +42,12 @@ class tls_stream {
   // with `ec` set when the connection failed, or operation_canceled once `stop` is set while a
   // write waits (the socket's send timeout wakes it).
   bool write_all(std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec);
+  // Small writes that never wait, for a non-blocking socket (a consumer's acks): put() hands
+  // `bytes` to OpenSSL, whose records wait in the write buffer (`again`: call it again with the
+  // same bytes); flush() sends what the buffer holds as far as the socket takes it (`again`:
+  // some is left for the next flush()).
+  step put(std::string_view bytes);
+  step flush();
   // Sends close_notify (best effort) so the peer tells our end from a cut connection.
   void close_notify() noexcept;
 

@@ -9,7 +9,8 @@
 namespace gatewayd::traffic {
 
 frame_batch::frame_batch(std::vector<std::string> addresses, std::size_t payload_size,
-                         std::uint16_t sender, std::size_t max_frames, std::size_t max_bytes)
+                         std::uint16_t sender, std::size_t max_frames, std::size_t max_bytes,
+                         std::uint8_t flags)
     : addresses_(std::move(addresses)), sender_(sender), next_sequence_(addresses_.size(), 0) {
   const std::size_t k = addresses_.size();
   if (k == 0 || k > max_streams) throw std::invalid_argument("frame_batch: 1..256 addresses");
@@ -19,7 +20,7 @@ frame_batch::frame_batch(std::vector<std::string> addresses, std::size_t payload
   std::vector<std::string> cycle;
   std::size_t cycle_bytes = 0;
   for (const auto& a : addresses_) {
-    cycle.push_back(protocol::encode_frame(a, payload));
+    cycle.push_back(protocol::encode_frame(a, payload, flags));
     cycle_bytes += cycle.back().size();
   }
   const std::size_t by_bytes = std::max<std::size_t>(1, max_bytes * k / cycle_bytes);
@@ -53,6 +54,13 @@ std::string_view frame_batch::next(std::size_t n, std::uint64_t send_ns) noexcep
   }
   stamped_ += n;
   return {bytes_.data() + frame_at_[first], frame_at_[first + n] - frame_at_[first]};
+}
+
+void frame_batch::append_frame(std::string& out, const payload_header& h) const {
+  // Frames 0..k-1 of the buffer are streams 0..k-1; only their headers change between stamps.
+  const std::size_t at = out.size();
+  out.append(bytes_, frame_at_[h.stream], frame_at_[h.stream + 1] - frame_at_[h.stream]);
+  store_header(out.data() + at + (header_at_[h.stream] - frame_at_[h.stream]), h);
 }
 
 }  // namespace gatewayd::traffic

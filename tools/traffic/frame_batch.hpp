@@ -8,15 +8,19 @@
 #include <string_view>
 #include <vector>
 
+#include "tools/traffic/payload_header.hpp"
+
 namespace gatewayd::traffic {
 
 class frame_batch {
  public:
   // `addresses`: 1..max_streams valid GWP/1 addresses (one is a plain single-address sender);
   // `payload_size` >= header_size. One next() returns at most `max_frames` frames and about
-  // `max_bytes` (at least one frame).
+  // `max_bytes` (at least one frame). `flags`: byte 3 of every frame (0x01 asks the gateway to
+  // confirm each one).
   frame_batch(std::vector<std::string> addresses, std::size_t payload_size, std::uint16_t sender,
-              std::size_t max_frames = 4096, std::size_t max_bytes = 256 * 1024);
+              std::size_t max_frames = 4096, std::size_t max_bytes = 256 * 1024,
+              std::uint8_t flags = 0);
 
   // How many frames one next() may stamp.
   std::size_t capacity() const noexcept { return capacity_; }
@@ -35,6 +39,16 @@ class frame_batch {
   // Sequence numbers stamped so far in `stream` (its next frame's number).
   std::uint64_t stamped(std::size_t stream) const noexcept { return next_sequence_[stream]; }
   std::uint64_t stamped_total() const noexcept { return stamped_; }
+
+  // The header next() stamps (or stamped) on the index-th frame since renumber(), sent at
+  // `send_ns`: frame i goes to stream i mod k with number i / k.
+  payload_header header_of(std::uint64_t index, std::uint64_t send_ns) const noexcept {
+    const std::size_t k = addresses_.size();
+    return {send_ns, index / k, static_cast<std::uint8_t>(index % k), sender_};
+  }
+  // Appends the frame stamped with `h` to `out`: byte for byte the frame next() gave with that
+  // header, whatever has been stamped since (a resend the receiver can tell is a duplicate).
+  void append_frame(std::string& out, const payload_header& h) const;
 
  private:
   std::vector<std::string> addresses_;

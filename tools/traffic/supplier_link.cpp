@@ -90,6 +90,15 @@ bool supplier_link::asked_to_leave() {
   return !reset_;
 }
 
+ssize_t supplier_link::receive(void* buffer, std::size_t size) {
+  const ssize_t n = ::recv(fd_, buffer, size, MSG_DONTWAIT);
+  if (n == 0) {
+    end_of_file_ = true;
+    reset_ = socket_error(fd_) != 0;
+  }
+  return n;
+}
+
 bool supplier_link::send(std::string_view bytes, const std::atomic<bool>& stop,
                          std::error_code& ec) {
   return send_all(fd_, bytes, stop, ec);

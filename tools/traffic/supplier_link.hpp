@@ -3,6 +3,7 @@
 // writes to: gatewayd's lame-duck stop half-closes it), and moves on to the next address.
 #pragma once
 
+#include <sys/types.h>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -41,6 +42,9 @@ class supplier_link {
   bool asked_to_leave();
   // The gateway closed its side and reset what we wrote after that: it is gone, not stopping.
   bool gone() const noexcept { return reset_; }
+  // Reads what the gateway sent back (a confirm-mode supplier's confirms) without waiting:
+  // recv()'s result. An end-of-file (0) is noted as asked_to_leave() notes it.
+  ssize_t receive(void* buffer, std::size_t size);
   // Writes all of `bytes` (see traffic::send_all).
   bool send(std::string_view bytes, const std::atomic<bool>& stop, std::error_code& ec);
   // Leaves: half-closes our side too, so the gateway reads everything sent before it closes,

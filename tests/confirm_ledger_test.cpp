@@ -1,0 +1,194 @@
+// The ledger of a supplier's CONFIRM frames: the cumulative confirm waits for the oldest frame
+// still owed, rejects come out in order with their first reason, frames no consumer got are
+// rejected in their turn, the capacity holds, blocks come and go, and threads settling at once
+// (as consumers' strands do) lose no frame and no wake-up; a ledger outlives its owner only
+// while frames are owed.
+#define BOOST_TEST_MODULE confirm_ledger
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "protocol/confirm_ledger.hpp"
+
+using namespace gatewayd::protocol;
+
+namespace {
+
+struct owner : confirm_owner {
+  std::atomic<int> wakes{0};
+  void confirms_settled() noexcept override { wakes.fetch_add(1); }
+};
+
+struct fixture {
+  std::shared_ptr<owner> o = std::make_shared<owner>();
+  confirm_ledger_ptr ledger;
+  std::vector<std::pair<std::uint64_t, reject_reason>> rejects;
+
+  explicit fixture(std::size_t capacity = 1u << 20) : ledger(confirm_ledger::make(o, capacity)) {}
+
+  std::optional<std::uint64_t> advance() {
+    return ledger->advance([&](std::uint64_t n, reject_reason r) { rejects.emplace_back(n, r); });
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_cumulative_confirm_waits_for_the_oldest_frame_still_owed) {
+  fixture f;
+  confirm_entry* one = f.ledger->add(2);
+  confirm_entry* two = f.ledger->add(1);
+  confirm_entry* three = f.ledger->add(1);
+  BOOST_TEST(f.ledger->pending() == 3u);
+  BOOST_TEST(!f.advance().has_value());
+  three->delivered();
+  two->delivered();
+  BOOST_TEST(!f.advance().has_value());  // 1 is still owed by both its consumers
+  one->delivered();
+  BOOST_TEST(!f.advance().has_value());  // and by one of them
+  one->delivered();
+  BOOST_TEST(f.o->wakes.load() >= 1);
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(3));
+  BOOST_TEST(f.ledger->confirmed() == 3u);
+  BOOST_TEST(f.ledger->pending() == 0u);
+  BOOST_TEST(f.rejects.empty());
+}
+
+BOOST_AUTO_TEST_CASE(rejects_come_before_the_confirm_that_covers_them_with_their_first_reason) {
+  fixture f;
+  confirm_entry* a = f.ledger->add(2);
+  f.ledger->add(0, reject_reason::unroutable);  // no consumer: rejected in its turn
+  confirm_entry* c = f.ledger->add(2);
+  f.ledger->add(0, reject_reason::not_permitted);
+  a->rejected(reject_reason::dropped);
+  a->rejected(reject_reason::removed);  // the first reason stands
+  c->delivered();
+  c->rejected(reject_reason::removed);
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(4));
+  const std::vector<std::pair<std::uint64_t, reject_reason>> want{
+      {1, reject_reason::dropped},
+      {2, reject_reason::unroutable},
+      {3, reject_reason::removed},
+      {4, reject_reason::not_permitted}};
+  BOOST_TEST((f.rejects == want));
+}
+
+BOOST_AUTO_TEST_CASE(the_capacity_holds_until_the_confirm_makes_room) {
+  fixture f(3);
+  std::vector<confirm_entry*> e;
+  for (int i = 0; i < 3; ++i)
+    e.push_back(f.ledger->add(1));
+  BOOST_TEST(f.ledger->add(1) == nullptr);
+  e[1]->delivered();
+  f.advance();
+  BOOST_TEST(f.ledger->add(1) == nullptr);  // settled, but not confirmed: 1 is still owed
+  e[0]->delivered();
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(2));
+  confirm_entry* d = f.ledger->add(1);
+  confirm_entry* g = f.ledger->add(1);
+  BOOST_TEST(d != nullptr);
+  BOOST_TEST(g != nullptr);
+  BOOST_TEST(f.ledger->add(1) == nullptr);
+  // Every frame a consumer holds is settled in the end (or the ledger stays: LeakSanitizer).
+  for (confirm_entry* x : {e[2], d, g})
+    x->delivered();
+}
+
+BOOST_AUTO_TEST_CASE(numbers_cross_blocks_and_blocks_are_given_back) {
+  fixture f;
+  constexpr std::size_t n = 3 * confirm_ledger::block_entries + 17;
+  std::vector<confirm_entry*> e;
+  for (std::size_t i = 0; i < n; ++i)
+    e.push_back(f.ledger->add(1));
+  // Settled backwards: nothing is confirmed until the first one is.
+  for (std::size_t i = n; i-- > 1;)
+    e[i]->delivered();
+  BOOST_TEST(!f.advance().has_value());
+  e[0]->delivered();
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(n));
+  for (std::size_t i = 0; i < n; ++i)
+    f.ledger->add(0, reject_reason::unroutable);
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(2 * n));
+  BOOST_TEST(f.rejects.size() == n);
+  BOOST_TEST(f.rejects.front().first == n + 1);
+}
+
+// Consumers settle on their own threads, in any order; the owner advances whenever it is woken
+// (as the session does on its strand). Every frame ends up confirmed once, none is lost, and a
+// wake-up is never missed: the last advance after the threads are done finds nothing left.
+BOOST_AUTO_TEST_CASE(threads_settling_at_once_lose_no_frame_and_no_wake_up) {
+  constexpr int frames = 200'000;
+  constexpr int consumers = 3;
+  struct waking_owner : confirm_owner {
+    std::mutex m;
+    std::condition_variable cv;
+    bool due = false;
+    void confirms_settled() noexcept override {
+      std::lock_guard lock(m);
+      due = true;
+      cv.notify_one();
+    }
+  };
+  auto o = std::make_shared<waking_owner>();
+  auto ledger = confirm_ledger::make(o, frames);
+  std::vector<confirm_entry*> entries;
+  for (int i = 0; i < frames; ++i)
+    entries.push_back(ledger->add(consumers));
+  std::vector<std::thread> threads;
+  for (int c = 0; c < consumers; ++c) {
+    threads.emplace_back([&, c] {
+      std::mt19937 rng(c);
+      std::vector<int> order(frames);
+      for (int i = 0; i < frames; ++i)
+        order[i] = i;
+      // Mostly in order (as a consumer's queue is), with local shuffles.
+      for (int i = 0; i + 8 < frames; i += 8)
+        std::shuffle(order.begin() + i, order.begin() + i + 8, rng);
+      for (const int i : order) {
+        if (c == 0 && i % 97 == 0) {
+          entries[i]->rejected(reject_reason::dropped);
+        } else {
+          entries[i]->delivered();
+        }
+      }
+    });
+  }
+  std::uint64_t confirmed = 0;
+  int rejects = 0;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (confirmed < frames && std::chrono::steady_clock::now() < until) {
+    {
+      std::unique_lock lock(o->m);
+      o->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return o->due; });
+      o->due = false;
+    }
+    if (const auto n = ledger->advance([&](std::uint64_t, reject_reason) { ++rejects; }))
+      confirmed = *n;
+  }
+  for (auto& t : threads)
+    t.join();
+  BOOST_TEST(confirmed == std::uint64_t{frames});
+  BOOST_TEST(rejects == (frames + 96) / 97);
+}
+
+// The owner may go first (its connection closed): the consumers still settle what they hold,
+// the last one frees the ledger (LeakSanitizer checks it), and nobody is woken any more.
+BOOST_AUTO_TEST_CASE(a_ledger_outlives_its_owner_while_frames_are_owed) {
+  auto o = std::make_shared<owner>();
+  auto ledger = confirm_ledger::make(o, 100);
+  confirm_entry* a = ledger->add(2);
+  confirm_entry* b = ledger->add(1);
+  ledger.reset();
+  o.reset();
+  a->delivered();
+  b->rejected(reject_reason::removed);
+  a->delivered();  // the last holder: the ledger goes
+  BOOST_TEST(true);
+}
