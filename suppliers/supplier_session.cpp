@@ -191,7 +191,7 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   r.handed_off = flushed.handed_off;
 }
 
-// Leader/Followers and asio-threads: the thread that saw the event reads and routes until the
+// The thread that saw the event reads and routes until the
 // socket is drained or the budget is spent, then hands each consumer one batch for the whole
 // pass. Under load a pass spans several reads, so the consumers' writes carry many frames
 // each (fewer syscalls and receiver wake-ups per frame); at low load it is one read, handed
