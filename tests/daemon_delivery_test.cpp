@@ -178,7 +178,7 @@ BOOST_AUTO_TEST_CASE(backpressure_pauses_and_resumes_without_loss) {
   BOOST_TEST(c.corruptions() == 0u);
 }
 
-BOOST_AUTO_TEST_CASE(the_consumer_drain_delivers_byte_for_byte_in_order) {
+BOOST_AUTO_TEST_CASE(the_strand_drains_deliver_byte_for_byte_in_order) {
   test_consumer one, two;
   gateway_fixture gw(consumer_toml("one", one.endpoint()) + consumer_toml("two", two.endpoint()) +
                      route_toml("f.>", {"one", "two"}) + route_toml("o.>", {"one"}));
