@@ -1,10 +1,12 @@
 #include "config/service_config.hpp"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <limits>
 #include <system_error>
+#include <utility>
 
 #include "config/routes_loader.hpp"
 #include "config/settings.hpp"
@@ -22,6 +24,13 @@ constexpr std::int64_t max_threads = 1024;
 constexpr std::int64_t max_idle_poll_us = 10000;       // beyond, a core burns for no latency gain
 constexpr std::int64_t max_payload_limit = 268435456;  // 256 MiB
 constexpr std::int64_t max_connections_limit = 1 << 20;
+
+// Keys that chose a pattern to compare (the comparison is bench/model_harness's now): a file
+// that still names one fails to load with what replaced it, rather than with "unknown key".
+constexpr std::array<std::pair<std::string_view, std::string_view>, 2> removed_gateway_keys{{
+    {"concurrency", "gatewayd always runs Leader/Followers"},
+    {"consumer_drain", "gatewayd always drains each consumer on its own strand"},
+}};
 
 std::string in_quotes(std::string_view s) {
   return '"' + std::string{s} + '"';
@@ -82,20 +91,6 @@ class service_reader {
     }
   }
 
-  // A [gateway] key whose value is one of the spellings in `names`.
-  template <class Names, class Enum>
-  void choice(const toml::table& t, std::string_view key, std::string_view what, const Names& names,
-              Enum& out) {
-    auto text = check_.string(t, "gateway", key);
-    if (!text) return;
-    if (auto value = names.parse(*text)) {
-      out = *value;
-    } else {
-      check_.error(*t.get(key), "gateway." + std::string{key} + ": unknown " + std::string{what} +
-                                    " " + in_quotes(*text) + " (expected " + names.choices() + ")");
-    }
-  }
-
   void read_reconnect(const toml::table& t) {
     const auto initial = check_.integer(t, "gateway", "reconnect_initial_ms", 1, max_milliseconds);
     const auto max = check_.integer(t, "gateway", "reconnect_max_ms", 1, max_milliseconds);
@@ -120,7 +115,16 @@ class service_reader {
   }
 
   void read_gateway(const toml::table& t) {
-    check_.reject_unknown_keys(t, "gateway", keys_of("gateway"));
+    std::vector<std::string_view> removed;
+    for (const auto& [key, why] : removed_gateway_keys) {
+      if (!t.contains(key)) continue;
+      removed.push_back(key);  // reported here with its replacement, not as an unknown key
+      check_.error(*t.get(key), "[gateway] " + std::string{key} +
+                                    " was removed: " + std::string{why} +
+                                    "; the other models are in bench/model_harness "
+                                    "(docs/benchmarks.md)");
+    }
+    check_.reject_unknown_keys(t, "gateway", keys_of("gateway"), removed);
     if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
     if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
       config_.threads = static_cast<std::uint32_t>(*v);
@@ -146,8 +150,6 @@ class service_reader {
             check_.integer(t, "gateway", "max_supplier_connections", 1, max_connections_limit)) {
       config_.max_supplier_connections = static_cast<std::uint32_t>(*v);
     }
-    choice(t, "concurrency", "model", runtime::concurrency_model_names, config_.concurrency);
-    choice(t, "consumer_drain", "model", consumers::drain_model_names, config_.consumer_drain);
     milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
     milliseconds(t, "lame_duck_ms", 0, config_.lame_duck);
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
@@ -349,17 +351,6 @@ full_load_result load_full_config(const fs::path& file, const credentials& creds
   if (!service.routes_file_as_named) return result;
   auto routes = load_routes_file(*service.routes_file_as_named, creds);
   result.errors.insert(result.errors.end(), routes.errors.begin(), routes.errors.end());
-  // The mutex drain writes from the queuing threads with blocking writes: there is no TLS
-  // writer for that baseline model, so TLS consumers need the strand drain.
-  if (routes.config && service.config.consumer_drain == consumers::drain_model::mutex) {
-    for (const auto& c : routes.config->consumers) {
-      if (!c.tls) continue;
-      result.errors.push_back({service.routes_file_as_named->string(), c.tls->line, c.tls->column,
-                               "consumers." + c.name +
-                                   ".tls: TLS consumers need [gateway] consumer_drain = "
-                                   "\"strand\" (the mutex model has no TLS writer)"});
-    }
-  }
   if (result.errors.empty()) {
     result.config =
         full_config{std::move(service.config), std::move(*routes.config), std::move(routes.sha256)};

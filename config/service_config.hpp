@@ -15,11 +15,9 @@
 #include "config/credentials.hpp"
 #include "config/ktls_mode.hpp"
 #include "config/routes_config.hpp"
-#include "consumers/drain_model.hpp"
 #include "net/cidr_block.hpp"
 #include "net/endpoint.hpp"
 #include "net/tls_files.hpp"
-#include "runtime/execution_model.hpp"
 #include "runtime/log.hpp"
 
 namespace gatewayd::config {
@@ -39,8 +37,6 @@ struct service_config {
   std::filesystem::path routes_file;              // absolute and normalised
   std::chrono::milliseconds idle_timeout{60000};  // 0 = never
   std::uint32_t max_supplier_connections = 10000;
-  runtime::concurrency_model concurrency = runtime::concurrency_model::leader_followers;
-  consumers::drain_model consumer_drain = consumers::drain_model::strand;
   std::chrono::milliseconds drain_timeout{5000};
   std::chrono::milliseconds lame_duck{0};  // SIGTERM: /readyz 503 and still accepting, first
   std::chrono::milliseconds reconnect_initial{100};

@@ -26,12 +26,6 @@ std::string text_of(std::chrono::microseconds us) {
 std::string text_of(const std::filesystem::path& p) {
   return p.string();
 }
-std::string text_of(runtime::concurrency_model m) {
-  return std::string{runtime::to_string(m)};
-}
-std::string text_of(consumers::drain_model m) {
-  return std::string{consumers::to_string(m)};
-}
 std::string text_of(ktls_mode m) {
   return std::string{to_string(m)};
 }
@@ -74,7 +68,6 @@ constexpr std::array table{
     field<&c::routes_file>("gateway", "routes_file", live),
     field<&c::idle_timeout>("gateway", "idle_timeout_ms", restart),
     field<&c::max_supplier_connections>("gateway", "max_supplier_connections", restart),
-    field<&c::concurrency>("gateway", "concurrency", restart),
     field<&c::drain_timeout>("gateway", "drain_timeout_ms", live),
     field<&c::lame_duck>("gateway", "lame_duck_ms", live),
     field<&c::reconnect_initial>("gateway", "reconnect_initial_ms", restart),
@@ -84,7 +77,6 @@ constexpr std::array table{
     field<&c::allow>("gateway", "allow", live),
     field<&c::proxy_protocol>("gateway", "proxy_protocol", restart),
     field<&c::proxy_from>("gateway", "proxy_from", restart),
-    field<&c::consumer_drain>("gateway", "consumer_drain", restart),
     field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),
     field<&c::consumer_connect_timeout>("gateway", "consumer_connect_timeout_ms", restart),
     field<&c::consumer_timeout>("gateway", "consumer_timeout_ms", restart),

@@ -157,9 +157,11 @@ void toml_checker::file_error(std::string message) {
 }
 
 void toml_checker::reject_unknown_keys(const toml::table& table, std::string_view path,
-                                       std::span<const std::string_view> known) {
+                                       std::span<const std::string_view> known,
+                                       std::span<const std::string_view> reported) {
   for (auto&& [key, value] : table) {
     if (std::find(known.begin(), known.end(), key.str()) != known.end()) continue;
+    if (std::find(reported.begin(), reported.end(), key.str()) != reported.end()) continue;
     std::string message = join_path(path, key.str()) + ": unknown key (expected ";
     bool first = true;
     for (auto k : known) {

@@ -42,9 +42,11 @@ class toml_checker {
   // A problem with no better position than the file itself.
   void file_error(std::string message);
 
-  // Reports each key of `table` that is not in `known`, at the key.
+  // Reports each key of `table` that is not in `known`, at the key; keys in `reported` (given
+  // their own error by the caller) are skipped and not listed.
   void reject_unknown_keys(const toml::table& table, std::string_view path,
-                           std::span<const std::string_view> known);
+                           std::span<const std::string_view> known,
+                           std::span<const std::string_view> reported = {});
   void reject_unknown_keys(const toml::table& table, std::string_view path,
                            std::initializer_list<std::string_view> known) {
     reject_unknown_keys(table, path, std::span(known.begin(), known.size()));

@@ -1,8 +1,5 @@
 #include "consumers/consumer.hpp"
 
-#include "consumers/mutex_drain.hpp"
-#include "consumers/strand_drain.hpp"
-
 namespace gatewayd::consumers {
 
 consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
@@ -18,13 +15,7 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
       link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max),
             opts.limits, *this),
       grace_timer_(strand_),
-      drain_timer_(strand_) {
-  if (opts_.drain == drain_model::mutex) {
-    drain_ = std::make_unique<mutex_drain>(*this);
-  } else {
-    drain_ = std::make_unique<strand_drain>(*this);
-  }
-}
+      drain_timer_(strand_) {}
 
 consumer::~consumer() {
   // Only a destroyed io_context (handlers dropped unrun) gets here with frames held; the
@@ -108,7 +99,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         result.paused_by_consumer = backpressure && congested_;
         paused_.add(listener);
       }
-      if (connected_ && !queue_.empty() && (drain_->writer_per_caller() || !writing_)) {
+      if (connected_ && !queue_.empty() && !writing_) {
         writing_ = true;
         start_drain = true;
       }
@@ -117,9 +108,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   }
   result.queued = a.queued;
   settle_policy(a, slow_conn);
-  // The mutex model writes in the caller whatever it was asked.
-  result.wrote = start_drain && (drain_here || drain_->writer_per_caller());
-  if (start_drain) drain_->start(drain_here);
+  result.wrote = start_drain && drain_here;
+  if (start_drain) drain_.start(drain_here);
   return result;
 }
 
@@ -183,7 +173,7 @@ void consumer::fell_behind() {
     // It will hold what it has for long: frames pinning mostly unused read chunks are copied
     // out of them (what follows is copied as it comes, in put()).
     queue_.compact(packer_);
-    drain_->compact(packer_);
+    drain_.compact(packer_);
     publish_depth_locked();
     // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
     // one, and its overflow policy deals with it from here on (backpressure keeps its own).
@@ -281,7 +271,7 @@ void consumer::on_link_up(std::uint64_t conn) {
     if (queue_.empty()) congested_ = false;
     stats_.congested.store(congested_, std::memory_order_relaxed);
   }
-  drain_->on_link_up(start);
+  drain_.on_link_up(start);
   if (!start) check_drain();
 }
 
@@ -304,7 +294,6 @@ void consumer::on_link_down() {
   stats_.congested.store(true, std::memory_order_relaxed);
   settle_policy(trimmed, 0);
   tell_held(held);
-  drain_->release_socket();
 }
 
 void consumer::reconfigure(const consumer_spec& spec) {

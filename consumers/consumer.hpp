@@ -19,13 +19,12 @@
 #include "consumers/consumer_link.hpp"
 #include "consumers/consumer_spec.hpp"
 #include "consumers/consumer_stats.hpp"
-#include "consumers/drain.hpp"
-#include "consumers/drain_model.hpp"
 #include "consumers/flow_control.hpp"
 #include "consumers/frame_packer.hpp"
 #include "consumers/frame_queue.hpp"
 #include "consumers/paused_suppliers.hpp"
 #include "consumers/queue_budget.hpp"
+#include "consumers/strand_drain.hpp"
 #include "consumers/write_batch.hpp"
 #include "runtime/executor.hpp"
 
@@ -37,7 +36,6 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
     std::chrono::milliseconds reconnect_initial{100};
     std::chrono::milliseconds reconnect_max{30000};
     queue_budget* budget = nullptr;  // gateway-wide byte cap shared by all consumers; may be null
-    drain_model drain = drain_model::strand;
     // How long a consumer whose socket is full may take to catch up (empty its queue) before
     // it counts as slow and its overflow policy applies; until then the gateway holds its
     // frames and pauses the suppliers feeding it at the high-water mark. Longer than a busy
@@ -68,14 +66,13 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // Starts dialing the endpoint. Call once, after construction (needs shared_from_this).
   void start();
 
-  // Any thread; never blocks on the network (except under the mutex drain model, whose point
-  // that is). Takes over exactly one chunk reference per slice (the caller added them), whether
-  // the frame is queued or dropped, and applies the overflow policy. With the backpressure
-  // policy, when the queue is at its limit, `listener` (if not null) is remembered and resumed
-  // once the queue falls below the low-water mark.
-  // `drain_here`: when no writer runs, the caller's thread writes the frames itself (one hop:
-  // the frame reaches the socket without waking another thread); false posts the write to
-  // the consumer's strand, for a free thread to take while the caller goes on reading.
+  // Any thread; never blocks on the network. Takes over exactly one chunk reference per slice (the
+  // caller added them), whether the frame is queued or dropped, and applies the overflow policy.
+  // With the backpressure policy, when the queue is at its limit, `listener` (if not null) is
+  // remembered and resumed once the queue falls below the low-water mark. `drain_here`: when no
+  // writer runs, the caller's thread writes the frames itself (one hop: the frame reaches the
+  // socket without waking another thread); false posts the write to the consumer's strand, for a
+  // free thread to take while the caller goes on reading.
   put_result put(std::span<const frame_slice> frames,
                  const std::shared_ptr<flow_control_listener>& listener, bool drain_here = true);
 
@@ -98,13 +95,12 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
 
  private:
   friend class strand_drain;
-  friend class mutex_drain;
 
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;
   void on_link_down() override;
 
-  // For the drains. Under mutex_: the next batch into `batch` (and the connection it is for),
+  // For the drain. Under mutex_: the next batch into `batch` (and the connection it is for),
   // or false after giving up the writer role when there is nothing to send or nowhere to.
   bool take_batch_locked(write_batch& batch, std::uint64_t& conn);
   // Strand. The socket took less than it was given: unless the consumer catches up (its queue
@@ -157,7 +153,7 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   // The TLS settings the link dials with (absent: plaintext).
   std::optional<consumer_tls> tls_;
   bool connected_ = false;  // a drain may write; cleared before the socket closes
-  bool writing_ = false;    // the writer role is taken (strand model)
+  bool writing_ = false;    // the writer role is taken
   // drain_and_close() was called: frames routed to it by the table that still named it are
   // taken (they are its own) but nobody is paused; once the drain ends they are refused.
   bool closing_ = false;
@@ -179,8 +175,8 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   std::atomic<overflow_policy> policy_view_;
 
   // The parts.
-  consumer_link link_;            // strand-only
-  std::unique_ptr<drain> drain_;  // the model's writer
+  consumer_link link_;         // strand-only
+  strand_drain drain_{*this};  // the writer
 
   // Strand-only: the socket refused bytes and the queue has not emptied since.
   bool stuck_ = false;

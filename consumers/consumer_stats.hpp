@@ -90,11 +90,9 @@ struct consumer_stats {
   std::array<std::atomic<std::uint64_t>, net::tls_error_count> tls_errors{};
   // Counted as sent, but not acknowledged by the consumer's host when its connection failed.
   std::atomic<std::uint64_t> unacknowledged_bytes{0};
-  // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total):
-  // waiting for its locks (the queue lock in put(); the writer mutex of the "mutex" drain
-  // model), and inside the blocking writes of that model.
+  // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total): waiting
+  // for its queue lock in put(), timed only when contended.
   std::atomic<std::uint64_t> blocked_lock_ns{0};
-  std::atomic<std::uint64_t> blocked_write_ns{0};
   // Set by the link, not on the data path.
   consumers::last_error last_error;
 

@@ -1,4 +1,4 @@
-// The strand drain model (the design): one writer at a time, on the consumer's strand, writes the
+// The consumer's writer: one writer at a time, on the consumer's strand, writes the
 // queue with gathered non-blocking writes, to the socket or through its TLS channel; when the
 // strand is idle it runs at once in the thread that queued the frames.
 #pragma once
@@ -7,14 +7,14 @@
 #include <span>
 #include <system_error>
 
-#include "consumers/drain.hpp"
+#include "consumers/frame_packer.hpp"
 #include "consumers/write_batch.hpp"
 
 namespace gatewayd::consumers {
 
 class consumer;
 
-class strand_drain final : public drain {
+class strand_drain {
  public:
   // What one turn writes at most before it yields the thread (posts the rest of its work to
   // the strand): a reading thread that found a consumer idle writes for it, but not forever
@@ -23,15 +23,17 @@ class strand_drain final : public drain {
 
   explicit strand_drain(consumer& c) noexcept : c_(c) {}
 
-  bool writer_per_caller() const noexcept override { return false; }
   // `here`: dispatched, not posted: when the consumer's strand is idle the drain runs right
   // here, in the thread that read and routed the frames, so a frame reaches the consumer's
   // socket without waking another thread; when the strand is busy it queues there. Otherwise
   // posted, for a free pool thread to write while this one goes on reading.
-  void start(bool here) override;
-  void on_link_up(bool frames_waiting) override;
-  void release_socket() override {}  // nothing writes outside the strand
-  void compact(frame_packer& packer) override { batch_.compact(packer); }
+  void start(bool here);
+  // Strand: a connection came up; `frames_waiting`: the writer role was taken for what
+  // queued while the link was down.
+  void on_link_up(bool frames_waiting);
+  // Strand, under the consumer's lock: the consumer fell behind; the batch being written moves
+  // what sits sparsely in its read chunks to `packer` (frame_packer.hpp).
+  void compact(frame_packer& packer) { batch_.compact(packer); }
 
  private:
   // Strand, with the writer role: writes until the queue is empty, the socket refuses more

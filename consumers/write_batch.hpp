@@ -1,5 +1,5 @@
 // The frames of one gathered write: taken from the queue in order, coalesced into iovecs, and
-// settled as the socket takes their bytes. Both drain models write through it.
+// settled as the socket takes their bytes. The strand drain writes through it.
 #pragma once
 
 #include <sys/uio.h>

@@ -14,6 +14,7 @@
 #include "metrics/process_collector.hpp"
 #include "routing/routing_table.hpp"
 #include "runtime/log.hpp"
+#include "runtime/thread_count.hpp"
 
 namespace gatewayd::gateway {
 
@@ -27,6 +28,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       budget_(service_.max_queued_bytes),
       session_ctx_{routes_, supplier_stats_, sessions_, service_.max_payload,
                    service_.idle_timeout},
+      pool_(ioc_, service_.threads, promotion_, service_.idle_poll),
       signals_(ioc_),
       control_(runtime::make_strand(executor_)),
       signal_strand_(runtime::make_strand(executor_)),
@@ -35,9 +37,6 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       notify_(executor_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
-  model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_,
-                                         service_.idle_poll);
-  session_ctx_.handoff = model_->handoff();
   session_ctx_.partial_budget = &partial_budget_;
   if (const auto files = service_.tls_files()) {
     auto built = net::make_tls_server_context(*files);
@@ -65,17 +64,15 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
   if (service_.metrics_enabled) start_metrics();
   const auto ep = acceptor_->local_endpoint();
-  GW_LOG(info)
-      << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
-      << (session_ctx_.tls ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)") : "")
-      << " (" << model_->size() << " threads, " << runtime::to_string(service_.concurrency)
-      << (service_.consumer_drain == consumers::drain_model::mutex ? ", consumer drain mutex" : "")
-      << ")";
+  GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
+               << (session_ctx_.tls ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)")
+                                    : "")
+               << " (" << pool_.size() << " threads, leader-followers)";
 }
 
 gateway::~gateway() {
-  model_->stop();
-  model_->join();
+  pool_.stop();
+  pool_.join();
 }
 
 void gateway::apply_routing(const config::routes_config& routes, std::string routes_sha256) {
@@ -96,7 +93,6 @@ void gateway::publish_routing(const config::routes_config& routes, std::string r
   options.reconnect_max = service_.reconnect_max;
   options.slow_after = service_.slow_consumer;
   options.budget = &budget_;
-  options.drain = service_.consumer_drain;
   options.limits = {service_.consumer_connect_timeout, service_.consumer_timeout};
 
   std::map<std::string, std::shared_ptr<consumers::consumer>> next;
@@ -128,9 +124,10 @@ void gateway::start_metrics() {
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
       supplier_stats_, routes_, promotion_, reloads_, budget_,
       [this] {
-        const auto r = model_->roles();
+        const auto r = pool_.roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
-                                                        model_->saturated(), model_->taken_back()};
+                                                        pool_.promotions_without_follower(),
+                                                        pool_.leadership_taken_back()};
       },
       GATEWAYD_VERSION, [this] { return certificates(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
@@ -163,8 +160,8 @@ void gateway::run() {
   }
   // The listeners were bound in the constructor: connections are accepted from here on.
   notify_.ready(serving_status());
-  model_->start();
-  model_->join();
+  pool_.start();
+  pool_.join();
   deadline_.ended();  // a forced stop got the threads back: no need to end the process itself
   // What the rate limits still hold back, whether or not its second is over.
   log::flush_suppressed(log::rate_limit::clock::time_point::max());
@@ -197,16 +194,6 @@ void gateway::do_reload(std::string_view trigger) {
   } catch (const std::exception& e) {
     GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
     return reload_failed(trigger, 1);
-  }
-  // consumer_drain takes a restart: a file that now says "strand" passed the loader's check, but
-  // the running mutex drain has no TLS writer.
-  if (service_.consumer_drain == consumers::drain_model::mutex) {
-    for (const auto& c : next.routing.consumers) {
-      if (!c.tls) continue;
-      GW_LOG(error) << next.service.routes_file.string() << ": consumers." << c.name
-                    << ".tls: the running consumer_drain \"mutex\" has no TLS writer (restart)";
-      return reload_failed(trigger, 1);
-    }
   }
   // The certificates are validated before anything is applied: a bad pair fails the whole
   // reload, and the running context (and table) stay.

@@ -27,9 +27,9 @@
 #include "metrics/serving_state.hpp"
 #include "net/tls_context.hpp"
 #include "protocol/partial_frame_budget.hpp"
-#include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
+#include "runtime/lf_pool.hpp"
 #include "runtime/periodic_timer.hpp"
 #include "suppliers/allow_list.hpp"
 #include "suppliers/route_snapshot.hpp"
@@ -122,7 +122,7 @@ class gateway {
   suppliers::route_snapshot_holder routes_;
   suppliers::allow_list allow_{{}};  // gateway.allow, read by the acceptor's threads
   suppliers::session_context session_ctx_;
-  std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
+  runtime::lf_pool pool_;  // the threads that run the handlers (Leader/Followers)
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
   runtime::strand control_;  // reloads and shutdown, one at a time

@@ -183,7 +183,7 @@ void gateway::force_stop(const std::vector<std::shared_ptr<consumers::consumer>>
                 << " frames queued for " << consumers.size() << " consumer(s), "
                 << supplier_stats_.connections.load()
                 << " supplier connection(s) open; stopping the threads (exit status 0)";
-  model_->stop();
+  pool_.stop();
 }
 
 // On the deadline's thread: stop_leave_grace after force_stop() a pool thread is still inside

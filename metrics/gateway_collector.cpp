@@ -59,8 +59,8 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       "failed: not delivered.",
       MetricType::Counter);
   auto blocked = family("gatewayd_consumer_blocked_seconds_total",
-                        "Thread time spent waiting for the consumer's locks (cause=lock) and in "
-                        "its blocking writes (cause=write, mutex drain model only).",
+                        "Thread time spent waiting for the consumer's queue lock, counted only "
+                        "when contended (cause=lock).",
                         MetricType::Counter);
   // Consumers a reload removed are exported until the reload after they closed, beside the live
   // ones (route_snapshot::retired): their drain's outcome, reason="removed", stays visible.
@@ -81,7 +81,6 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_sample(sent_bytes, value(st.sent_bytes), {{"consumer", n}});
       add_sample(reconnects, value(st.reconnects), {{"consumer", n}});
       add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
-      add_sample(blocked, value(st.blocked_write_ns) / 1e9, {{"consumer", n}, {"cause", "write"}});
       add_by_reason<consumers::drop_reason>(dropped, st.dropped, n);
       add_by_reason<consumers::disconnect_reason>(disconnects, st.disconnects, n);
       // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.

@@ -1,12 +1,10 @@
 #include "net/gathered_send.hpp"
 
-#include <poll.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
-#include <vector>
 
 namespace gatewayd::net {
 
@@ -22,31 +20,6 @@ std::size_t gathered_send(int fd, std::span<const iovec> buffers, std::error_cod
     ec.assign(errno, std::system_category());
     return 0;
   }
-}
-
-std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error_code& ec) {
-  std::vector<iovec> rest(buffers.begin(), buffers.end());
-  std::size_t total = 0;
-  std::size_t first = 0;
-  while (first < rest.size()) {
-    const std::size_t n = gathered_send(fd, std::span(rest).subspan(first), ec);
-    if (socket_full(ec)) {
-      pollfd p{fd, POLLOUT, 0};
-      ::poll(&p, 1, -1);
-      continue;
-    }
-    if (ec) return total;
-    total += n;
-    // Skip what was written: whole buffers, then the written part of the next one.
-    std::size_t left = n;
-    while (first < rest.size() && rest[first].iov_len <= left)
-      left -= rest[first++].iov_len;
-    if (first < rest.size()) {
-      rest[first].iov_base = static_cast<char*>(rest[first].iov_base) + left;
-      rest[first].iov_len -= left;
-    }
-  }
-  return total;
 }
 
 }  // namespace gatewayd::net

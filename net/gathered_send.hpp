@@ -22,12 +22,9 @@ std::size_t gathered_send(int fd, std::span<const iovec> buffers, std::error_cod
 // std::system_category(), a TLS channel Asio's enum (asio::error::would_block), which converts to
 // Asio's own "asio.system" category and compares unequal to the other: both are tested.
 inline bool socket_full(const std::error_code& ec) noexcept {
-  return ec == std::errc::operation_would_block || ec == std::errc::resource_unavailable_try_again ||
-         ec == asio::error::would_block || ec == asio::error::try_again;
+  return ec == std::errc::operation_would_block ||
+         ec == std::errc::resource_unavailable_try_again || ec == asio::error::would_block ||
+         ec == asio::error::try_again;
 }
-
-// The same, waiting for room while the socket is full (the mutex drain model's blocking write):
-// returns once everything is written or the socket failed.
-std::size_t gathered_send_all(int fd, std::span<const iovec> buffers, std::error_code& ec);
 
 }  // namespace gatewayd::net

@@ -1,5 +1,5 @@
 // The executor every gateway handler runs through: the io_context's own, wrapped so that the
-// first act of each function it runs is the concurrency model's hand-over (the L/F promotion).
+// first act of each function it runs is the Leader/Followers promotion.
 #pragma once
 
 #include <asio.hpp>
@@ -14,7 +14,7 @@ namespace gatewayd::runtime {
 // build their strands, sockets and timers from it. Every completion handler, post and dispatch
 // therefore reaches a pool thread through execute() below, so the Leader/Followers promotion
 // happens in exactly one place and no handler can run without it (lf_pool_test proves it per
-// handler kind). Under the other concurrency models the hook is a no-op.
+// handler kind). On a thread outside a pool the hook is a no-op.
 //
 // A strand over this executor runs its queue in one invoker; the invoker is what passes through
 // execute(), so the promotion happens once per strand turn, before its first handler, on the

@@ -129,7 +129,6 @@ void lf_pool::run_thread() {
       // is still ours; give it up here so the loop takes it again or hands it on.
       me.leading = false;
       has_leader_ = false;
-      if (handled) ++unpromoted_;
     } else {
       --processing_;
     }
@@ -192,11 +191,6 @@ bool lf_pool::idle_thread_waiting() noexcept {
 
 bool lf_pool::this_thread_leads() noexcept {
   return this_pool && static_cast<member*>(this_member)->leading;
-}
-
-std::uint64_t lf_pool::unpromoted_events() const {
-  std::lock_guard lock(mutex_);
-  return unpromoted_;
 }
 
 lf_pool::role_counts lf_pool::roles() const {

@@ -55,9 +55,6 @@ class lf_pool {
   unsigned size() const noexcept { return thread_count_; }
   // Promotions that found no idle follower (every thread was busy processing).
   std::uint64_t promotions_without_follower() const;
-  // Events that returned from run_one() with leadership still held: Asio-internal completions
-  // that run none of our code, or a handler that bypassed runtime::executor.
-  std::uint64_t unpromoted_events() const;
   // Promotions ended by the old leader leading again because the promoted follower had not
   // started to run when the old leader's event was done.
   std::uint64_t leadership_taken_back() const;
@@ -93,7 +90,6 @@ class lf_pool {
   // Written under mutex_; read without it by idle_thread_waiting().
   std::atomic<unsigned> processing_{0};
   std::uint64_t no_follower_ = 0;
-  std::uint64_t unpromoted_ = 0;
   std::uint64_t taken_back_ = 0;
   // Promoted, not yet running as the leader (under mutex_): the leadership a thread that
   // finishes its event first takes back.

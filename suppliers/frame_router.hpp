@@ -58,8 +58,6 @@ class frame_router {
   flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener,
                      bool busy = false);
 
-  std::uint64_t table_version() const noexcept { return snapshot_ ? snapshot_->version : 0; }
-
  private:
   void refresh(const route_snapshot_holder& routes);
   // The answer for `address`: from the memo, else looked up (and remembered if it fits).

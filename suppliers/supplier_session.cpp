@@ -106,12 +106,6 @@ void supplier_session::ask_to_leave() {
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (self->closed_ || self->held_) return;
-    // Half-Sync/Half-Async: the worker may have asked for the pause (flush) but its completion,
-    // which sets paused_, has not run yet; remember the resume for it.
-    if (self->handed_off_) {
-      self->resumed_while_handed_off_ = true;
-      return;
-    }
     if (!self->paused_) return;
     self->paused_ = false;
     self->set_paused_by_consumer(false);
@@ -154,7 +148,6 @@ void supplier_session::on_readable(std::error_code ec) {
     return;
   }
   if (paused_) return;
-  if (ctx_.handoff) return read_for_handoff();
   read_and_route();
 }
 
@@ -198,7 +191,7 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   r.handed_off = flushed.handed_off;
 }
 
-// Leader/Followers and asio-threads: the thread that saw the event reads and routes until the
+// The thread that saw the event reads and routes until the
 // socket is drained or the budget is spent, then hands each consumer one batch for the whole
 // pass. Under load a pass spans several reads, so the consumers' writes carry many frames
 // each (fewer syscalls and receiver wake-ups per frame); at low load it is one read, handed
@@ -262,42 +255,6 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
   return end;
 }
 
-// Half-Sync/Half-Async, on the I/O thread: one read, then the chunk goes to a worker. The
-// session stays unarmed until the worker is done, so its frames keep their order.
-void supplier_session::read_for_handoff() {
-  const auto buf = stream_.prepare();
-  if (buf.size == 0) return refuse_growth();
-  std::error_code ec;
-  const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
-  if (ec == asio::error::would_block || ec == asio::error::try_again) return do_wait();
-  if (ec) return closed_by_peer();
-  stream_.commit(n);
-  ctx_.stats.bytes_received.fetch_add(n, std::memory_order_relaxed);
-  stats_.bytes.fetch_add(n, std::memory_order_relaxed);
-  handed_off_ = true;
-  ctx_.handoff->submit(shared_from_this());
-}
-
-void supplier_session::run_offloaded() {
-  auto& router = frame_router::begin_pass(ctx_.routes);
-  handoff_result_ = route_frames(router);
-  flush(router, false, handoff_result_);
-  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->on_handoff_done(); });
-}
-
-void supplier_session::on_handoff_done() {
-  handed_off_ = false;
-  routed r = handoff_result_;
-  // A consumer that resumed us while the worker ran cancels the pause it asked for.
-  if (resumed_while_handed_off_) r.pause = false;
-  resumed_while_handed_off_ = false;
-  if (closed_) {
-    if (closed_for_) count_partial(*closed_for_);
-    return stream_.release_if_idle();
-  }
-  after_routing(r);
-}
-
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
@@ -358,10 +315,6 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
-  if (handed_off_) {
-    closed_for_ = partial;  // a worker still parses the stream: counted when it hands it back
-    return;
-  }
   if (partial) count_partial(*partial);
   stream_.release_if_idle();
 }

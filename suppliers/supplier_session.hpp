@@ -15,7 +15,6 @@
 #include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
 #include "protocol/frame_stream.hpp"
-#include "runtime/work_handoff.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
@@ -33,9 +32,6 @@ struct session_context {
   std::chrono::milliseconds idle_timeout;  // 0 = never
   // max_partial_frame_bytes: what frames larger than a chunk may hold while they arrive.
   protocol::partial_frame_budget* partial_budget = nullptr;
-  // Half-Sync/Half-Async: where a read chunk goes to be parsed and routed by a worker.
-  // Null (Leader/Followers, asio-threads): the thread that saw the event processes it.
-  runtime::work_handoff* handoff = nullptr;
   // [tls]: every connection does a server handshake with the holder's context before its first
   // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
   const net::tls_context_holder* tls = nullptr;
@@ -48,8 +44,7 @@ struct session_context {
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
-                         public consumers::flow_control_listener,
-                         public runtime::offloaded_work {
+                         public consumers::flow_control_listener {
  public:
   // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
@@ -103,10 +98,6 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // for plaintext and for TLS without client_ca. Set before the first frame is read.
   const std::string& identity() const noexcept { return identity_; }
 
-  // Half-Sync/Half-Async, on a worker: routes what the I/O thread read, then posts
-  // on_handoff_done() back to the session's strand.
-  void run_offloaded() override;
-
  private:
   // What routing the bytes of one or more reads came to.
   struct routed {
@@ -143,11 +134,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void on_readable(std::error_code ec);
   void read_and_route();
   pass_end read_pass(routed& all);
-  void read_for_handoff();
-  void on_handoff_done();
-  // Parses every whole frame the stream holds and routes it into `router` (on whichever thread
-  // owns the stream: the strand, or the worker it was handed to), holding the chunk references
-  // the frames need. Counts frames and unroutable ones.
+  // Parses every whole frame the stream holds and routes it into `router` (on the session's
+  // strand), holding the chunk references the frames need. Counts frames and unroutable ones.
   routed route_frames(frame_router& router);
   // Hands the consumers what was routed; `busy`: more was waiting than one read took. Sets
   // r.pause when a consumer asks us to pause, r.handed_off as the router says.
@@ -197,17 +185,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
   bool held_ = false;  // paused by the gateway itself (drain): resume only by it
   bool closed_ = false;
-  // Closed while a worker held the stream (Half-Sync/Half-Async): why, for the partial frame the
-  // worker hands back.
-  std::optional<partial_discard> closed_for_;
   bool handshaking_ = false;  // TLS: the handshake deadline runs on idle_timer_
   bool tls_drained_ = true;   // TLS: the last read ended in "would block"
   bool departing_ = false;    // the peer left while paused: reading to EOF, never pausing again
-  // Half-Sync/Half-Async: a worker owns stream_ from submit until on_handoff_done (strand-only
-  // flag); what it routed travels back in handoff_result_.
-  bool handed_off_ = false;
-  bool resumed_while_handed_off_ = false;  // a consumer resumed us before the pause landed
-  routed handoff_result_;
 };
 
 }  // namespace gatewayd::suppliers

@@ -277,6 +277,25 @@ BOOST_AUTO_TEST_CASE(check_reports_every_error_and_fails) {
                           routes + ":5:7: routes[0].to[0]: unknown consumer \"b\"\n");
 }
 
+// A file from before the concurrency models left the product: --check fails and says what
+// replaced the key, even when it names the model gatewayd runs.
+BOOST_AUTO_TEST_CASE(check_fails_on_a_removed_model_key) {
+  char pattern[] = "/tmp/command_line_test.XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(pattern) != nullptr);
+  const fs::path dir{pattern};
+  std::ofstream{dir / "gatewayd.toml"}
+      << "[gateway]\nroutes_file = \"routes.toml\"\nconcurrency = \"leader-followers\"\n";
+  std::ofstream{dir / "routes.toml"} << "[consumers.a]\nendpoint = \"127.0.0.1:1\"\n";
+  const auto r = run_gatewayd({"--check", "--config", (dir / "gatewayd.toml").string()});
+  fs::remove_all(dir);
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.out.empty());
+  BOOST_TEST(r.err == (dir / "gatewayd.toml").string() +
+                          ":3:15: [gateway] concurrency was removed: gatewayd always runs "
+                          "Leader/Followers; the other models are in bench/model_harness "
+                          "(docs/benchmarks.md)\n");
+}
+
 BOOST_AUTO_TEST_CASE(check_of_a_missing_file) {
   const auto r = run_gatewayd({"--check", "--config", "/nonexistent/gatewayd.toml"});
   BOOST_TEST(r.exit_code == 1);

@@ -79,21 +79,6 @@ BOOST_AUTO_TEST_CASE(errors_name_the_table_and_the_reason) {
   BOOST_TEST(first_error(unknown).find("verify") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(the_mutex_drain_refuses_tls_consumers) {
-  pki p;
-  p.dir.write("routes.toml",
-              "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\n"
-              "tls = { ca = \"ca.crt\" }\n");
-  p.dir.write("gatewayd.toml",
-              "[gateway]\nroutes_file = \"routes.toml\"\n"
-              "consumer_drain = \"mutex\"\n");
-  const auto r = config::load_full_config(p.at("gatewayd.toml"));
-  BOOST_TEST(!r.config.has_value());
-  BOOST_TEST_REQUIRE(r.errors.size() == 1u);
-  BOOST_TEST(r.errors.front().line == 3u);
-  BOOST_TEST(r.errors.front().message.find("consumer_drain = \"strand\"") != std::string::npos);
-}
-
 // Under systemd the files come through LoadCredential=: named ${CREDENTIALS_DIRECTORY}/..., they
 // are read from the directory systemd made (here the pki's own folder stands for it).
 BOOST_AUTO_TEST_CASE(file_names_may_start_with_the_credentials_directory) {

@@ -158,8 +158,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_does_not_slow_the_healthy_ones) {
   BOOST_TEST(stalled.corruptions() == 0u);
 }
 
-// Backpressure being lossless is tested for every concurrency model, Leader/Followers
-// included, in concurrency_models_test.
+// Backpressure being lossless is tested in daemon_delivery_test.
 
 BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
   test_consumer c;

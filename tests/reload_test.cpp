@@ -194,6 +194,37 @@ BOOST_AUTO_TEST_CASE(a_broken_edit_keeps_the_running_table_and_names_line_and_co
   BOOST_TEST(s.closed_by_peer(50ms) == false);
 }
 
+// The keys that chose a concurrency or drain model are gone: an edit that names one is refused
+// like any bad edit, saying what replaced it, and the running table (and consumers) stay.
+BOOST_AUTO_TEST_CASE(an_edit_naming_a_removed_model_key_keeps_the_running_table) {
+  test_consumer c1, c2;
+  gateway_fixture gw(consumer_toml("c1", c1.endpoint()) + route_toml("x.>", {"c1"}));
+  BOOST_TEST_REQUIRE(c1.wait_for_connections(1, 5s));
+
+  // The new routes would send x.> to c2 instead; the service file names consumer_drain.
+  gw.dir.write("routes.toml", consumer_toml("c2", c2.endpoint()) + route_toml("x.>", {"c2"}));
+  auto edited = gw.config;
+  edited.replace(edited.find("[gateway]\n"), 10, "[gateway]\nconsumer_drain = \"strand\"\n");
+  gw.dir.write("gatewayd.toml", edited);
+  gw.daemon->signal(SIGHUP);
+  const auto error = gw.daemon->wait_for_log(
+      "[gateway] consumer_drain was removed: gatewayd always drains each consumer on its own "
+      "strand; the other models are in bench/model_harness (docs/benchmarks.md)",
+      10s);
+  BOOST_TEST_REQUIRE(error.has_value(), gw.daemon->log());
+  BOOST_TEST(error->find(gw.config_path() + ":2:18:") != std::string::npos, *error);
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("reload (SIGHUP) failed with 1", 5s).has_value());
+  BOOST_TEST(metric(gw.metrics_port, reload_failed) == 1);
+  BOOST_TEST(metric(gw.metrics_port, "gatewayd_config_last_reload_successful") == 0);
+
+  // The old table still routes to c1; c2 was never dialled.
+  test_supplier s(gw.supplier_port);
+  for (int i = 0; i < 100; ++i)
+    s.send_frame("x.after", std::to_string(i));
+  BOOST_TEST(c1.wait_for_count(100, 10s));
+  BOOST_TEST(c2.connections() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(a_removed_consumer_drains_then_closes_an_added_one_receives) {
   test_consumer c1, c3;
   gateway_fixture gw(
@@ -280,11 +311,11 @@ BOOST_AUTO_TEST_CASE(settings_that_need_a_restart_are_warned_and_kept) {
   BOOST_TEST_REQUIRE(c1.wait_for_connections(1, 5s));
   test_supplier kept(gw.supplier_port);
 
-  // The fixture's gatewayd.toml with threads, the supplier address, the idle timeout and the
-  // consumer drain model changed (restart-only) and the log level raised (applies at once).
+  // The fixture's gatewayd.toml with threads, the supplier address and the idle timeout
+  // changed (restart-only) and the log level raised (applies at once).
   gw.dir.write("gatewayd.toml",
                "[gateway]\nsupplier_listen = \"127.0.0.1:1\"\nthreads = 3\n"
-               "routes_file = \"routes.toml\"\nidle_timeout_ms = 1000\nconsumer_drain = \"mutex\"\n"
+               "routes_file = \"routes.toml\"\nidle_timeout_ms = 1000\n"
                "[metrics]\nlisten = \"127.0.0.1:0\"\n[log]\nlevel = \"warning\"\n");
   gw.daemon->signal(SIGHUP);
   const auto threads =
@@ -295,8 +326,6 @@ BOOST_AUTO_TEST_CASE(settings_that_need_a_restart_are_warned_and_kept) {
                  "gateway.supplier_listen changed from 127.0.0.1:0 to 127.0.0.1:1: needs a "
                  "restart") >= 1u);
   BOOST_TEST(gw.daemon->count_in_log("gateway.idle_timeout_ms changed from 60000 to 1000") >= 1u);
-  BOOST_TEST(gw.daemon->count_in_log(
-                 "gateway.consumer_drain changed from strand to mutex: needs a restart") >= 1u);
   BOOST_TEST_REQUIRE(eventually([&] { return metric(gw.metrics_port, reload_ok) >= 1; }, 10s));
 
   // The running values stay: two pool threads, the same supplier port, and no idle timeout

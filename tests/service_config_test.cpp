@@ -63,7 +63,6 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(c.max_payload == 1048576u);
   BOOST_TEST(c.idle_timeout.count() == 60000);
   BOOST_TEST(c.max_supplier_connections == 10000u);
-  BOOST_TEST(to_string(c.concurrency) == "leader-followers");
   BOOST_TEST(c.drain_timeout.count() == 5000);
   BOOST_TEST(c.reconnect_initial.count() == 100);
   BOOST_TEST(c.reconnect_max.count() == 2000);
@@ -85,7 +84,6 @@ max_payload = 4096
 routes_file = "../routing/table.toml"
 idle_timeout_ms = 0
 max_supplier_connections = 12
-concurrency = "half-sync-half-async"
 drain_timeout_ms = 0
 lame_duck_ms = 2500
 reconnect_initial_ms = 250
@@ -114,7 +112,6 @@ level = "warning"
   BOOST_TEST(c.routes_file == fs::path{"/etc/routing/table.toml"});
   BOOST_TEST(c.idle_timeout.count() == 0);
   BOOST_TEST(c.max_supplier_connections == 12u);
-  BOOST_TEST((c.concurrency == gatewayd::runtime::concurrency_model::half_sync_half_async));
   BOOST_TEST(c.drain_timeout.count() == 0);
   BOOST_TEST(c.reconnect_initial.count() == 250);
   BOOST_TEST(c.reconnect_max.count() == 250);
@@ -134,13 +131,7 @@ level = "warning"
   BOOST_TEST((c.log_level == gatewayd::log::level::warning));
 }
 
-BOOST_AUTO_TEST_CASE(concurrency_models_and_log_levels) {
-  for (const char* model : {"leader-followers", "half-sync-half-async", "asio-threads"}) {
-    const auto r =
-        parse(std::string{"[gateway]\nroutes_file = \"r\"\nconcurrency = \""} + model + "\"\n");
-    BOOST_REQUIRE(r.config.has_value());
-    BOOST_TEST(to_string(r.config->concurrency) == model);
-  }
+BOOST_AUTO_TEST_CASE(log_levels) {
   const std::pair<const char*, gatewayd::log::level> levels[] = {
       {"debug", gatewayd::log::level::debug},
       {"info", gatewayd::log::level::info},
@@ -188,6 +179,25 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(errors)
 
+// The keys that chose a pattern to compare fail the load, whatever their value (the one
+// gatewayd runs included), naming what replaced them; the rest of the file is still read.
+BOOST_AUTO_TEST_CASE(the_removed_model_keys_name_what_replaced_them) {
+  expect_errors(
+      R"([gateway]
+routes_file = "r"
+concurrency = "leader-followers"
+consumer_drain = "strand"
+threads = 0.5
+)",
+      {{3, 15,
+        "[gateway] concurrency was removed: gatewayd always runs Leader/Followers; the other "
+        "models are in bench/model_harness (docs/benchmarks.md)"},
+       {4, 18,
+        "[gateway] consumer_drain was removed: gatewayd always drains each consumer on its own "
+        "strand; the other models are in bench/model_harness (docs/benchmarks.md)"},
+       {5, 11, "gateway.threads: expected an integer, got a floating-point number"}});
+}
+
 BOOST_AUTO_TEST_CASE(every_error_with_its_position) {
   expect_errors(
       R"(title = "gw"
@@ -226,8 +236,8 @@ level = "verbose"
        {7, 19, "gateway.idle_timeout_ms: 2147483648 is out of range (0..2147483647)"},
        {8, 28, "gateway.max_supplier_connections: 0 is out of range (1..1048576)"},
        {9, 15,
-        "gateway.concurrency: unknown model \"thread-per-connection\" (expected "
-        "leader-followers, half-sync-half-async or asio-threads)"},
+        "[gateway] concurrency was removed: gatewayd always runs Leader/Followers; the other "
+        "models are in bench/model_harness (docs/benchmarks.md)"},
        {10, 20, "gateway.drain_timeout_ms: expected an integer, got a string"},
        {11, 24, "gateway.reconnect_initial_ms: 0 is out of range (1..2147483647)"},
        {12, 20, "gateway.max_queued_bytes: -1 is out of range (0..9223372036854775807)"},
@@ -242,10 +252,10 @@ level = "verbose"
        {14, 3,
         "gateway.threds: unknown key (expected supplier_listen, threads, idle_poll_us, "
         "max_payload, "
-        "routes_file, idle_timeout_ms, max_supplier_connections, concurrency, "
+        "routes_file, idle_timeout_ms, max_supplier_connections, "
         "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
         "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
-        "consumer_drain, slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms)"},
+        "slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms)"},
        {17, 10,
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},

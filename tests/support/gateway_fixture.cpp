@@ -10,7 +10,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include "tests/support/models_list.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -44,24 +43,6 @@ std::optional<std::string> read_ports_file(const std::filesystem::path& path,
   return json;
 }
 
-// The [gateway] keys of the model GATEWAYD_TEST_MODEL names (a line of bench/models.txt), so
-// that CTest runs the hostile suites once per concurrency model; a test that sets a model's
-// keys itself keeps its own.
-std::string model_keys(const std::string& gateway_extra) {
-  const char* name = std::getenv("GATEWAYD_TEST_MODEL");
-  if (!name || !*name) return {};
-  for (const auto& m : read_models(GATEWAYD_SOURCE_DIR "/bench/models.txt")) {
-    if (m.name != name) continue;
-    std::string keys = "\n";
-    for (const auto& [key, value] : m.keys) {
-      if (gateway_extra.find(key + " =") == std::string::npos) keys += key + " = " + value + "\n";
-    }
-    return keys;
-  }
-  throw std::runtime_error(std::string("GATEWAYD_TEST_MODEL=") + name +
-                           ": no such model in bench/models.txt");
-}
-
 // The daemon built beside the tests, or the one GATEWAYD_TEST_DAEMON names: a test run against
 // another build (main's, say) gives the "before" figure of a change.
 std::string daemon_binary() {
@@ -75,12 +56,12 @@ gateway_fixture::gateway_fixture(const std::string& routes, const std::string& g
                                  const std::vector<std::string>& env, bool metrics,
                                  const std::string& tables) {
   dir.write("routes.toml", routes);
-  // The model's keys before the test's own: those may open another table ([log]). Two threads
-  // unless the test names its own number.
+  // The test's own keys last: those may open another table ([log]). Two threads unless the
+  // test names its own number.
   const bool own_threads = gateway_extra.find("threads =") != std::string::npos;
   config = std::string("[gateway]\nsupplier_listen = \"127.0.0.1:0\"\n") +
            (own_threads ? "" : "threads = 2\n") + "routes_file = \"routes.toml\"\n" +
-           model_keys(gateway_extra) + gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
+           gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
            (metrics ? "" : "enabled = false\n") + tables;
   dir.write("gatewayd.toml", config);
   start("gatewayd.log", env);
