@@ -24,14 +24,13 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
-      budget_(service_.max_queued_bytes),
-      session_ctx_{routes_, supplier_stats_, sessions_, service_.max_payload,
+      control_(runtime::make_strand(executor_)),
+      consumers_(executor_, control_, service_, supplier_stats_.not_permitted),
+      session_ctx_{consumers_.routes(), supplier_stats_, sessions_, service_.max_payload,
                    service_.idle_timeout},
       signals_(ioc_),
-      control_(runtime::make_strand(executor_)),
       signal_strand_(runtime::make_strand(executor_)),
       stop_timer_(control_),
-      retirement_(control_),
       notify_(executor_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
@@ -52,7 +51,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
   signals_.add(SIGHUP);
-  apply_routing(routes, std::move(routes_sha256));
+  consumers_.apply(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   allow_.replace(service_.allow);
@@ -78,55 +77,11 @@ gateway::~gateway() {
   model_->join();
 }
 
-void gateway::apply_routing(const config::routes_config& routes, std::string routes_sha256) {
-  publish_routing(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
-}
-
-void gateway::publish_routing(const config::routes_config& routes, std::string routes_sha256,
-                              std::shared_ptr<const routing::routing_table> table) {
-  auto snapshot = std::make_shared<suppliers::route_snapshot>();
-  snapshot->table = std::move(table);
-  snapshot->specs = routes.consumers;
-  snapshot->sha256 = std::move(routes_sha256);
-  snapshot->loaded_at = std::chrono::system_clock::now();
-  snapshot->permissions = std::make_shared<const routing::publish_permissions>(
-      routes.suppliers, routes.suppliers_default, supplier_stats_.not_permitted);
-  consumers::consumer::options options;
-  options.reconnect_initial = service_.reconnect_initial;
-  options.reconnect_max = service_.reconnect_max;
-  options.slow_after = service_.slow_consumer;
-  options.budget = &budget_;
-  options.drain = service_.consumer_drain;
-  options.limits = {service_.consumer_connect_timeout, service_.consumer_timeout};
-
-  std::map<std::string, std::shared_ptr<consumers::consumer>> next;
-  for (const auto& spec : routes.consumers) {
-    std::shared_ptr<consumers::consumer> c;
-    if (auto it = consumers_.find(spec.name); it != consumers_.end()) {
-      c = it->second;
-      c->reconfigure(spec);
-    } else {
-      c = std::make_shared<consumers::consumer>(executor_, spec, options);
-      c->start();
-    }
-    snapshot->consumers.push_back(c);
-    next.emplace(spec.name, std::move(c));
-  }
-  for (auto& [name, c] : consumers_) {
-    if (!next.count(name)) retirement_.retire(c, service_.drain_timeout);
-  }
-  snapshot->retired = retirement_.to_export(snapshot->consumers);
-  // Publish first: passes that begin from here on route by the new table; the removed consumers
-  // drain once the passes that began earlier are over, so what those route to them is theirs.
-  retirement_.published(routes_.publish(std::move(snapshot)));
-  consumers_ = std::move(next);
-}
-
 void gateway::start_metrics() {
   metrics_ =
       std::make_unique<metrics::metrics_server>(service_.metrics_listen, service_.metrics_allow);
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
-      supplier_stats_, routes_, promotion_, reloads_, budget_,
+      supplier_stats_, consumers_.routes(), promotion_, reloads_, consumers_.budget(),
       [this] {
         const auto r = model_->roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
@@ -135,7 +90,7 @@ void gateway::start_metrics() {
       GATEWAYD_VERSION, [this] { return certificates(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
-      sessions_, routes_, supplier_stats_, serving_, GATEWAYD_VERSION});
+      sessions_, consumers_.routes(), supplier_stats_, serving_, GATEWAYD_VERSION});
   operator_api_->serve_on(*metrics_);
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
                << "/metrics (and /healthz, /readyz, /connz, /routez)";
@@ -162,7 +117,7 @@ void gateway::run() {
         << " ms";
   }
   // The listeners were bound in the constructor: connections are accepted from here on.
-  notify_.ready(serving_status());
+  notify_.ready(consumers_.status());
   model_->start();
   model_->join();
   deadline_.ended();  // a forced stop got the threads back: no need to end the process itself
@@ -212,7 +167,7 @@ void gateway::do_reload(std::string_view trigger) {
   // reload, and the running context (and table) stay.
   if (!reload_tls(next.service)) return reload_failed(trigger, 1);
   apply_settings(next.service);
-  publish_routing(next.routing, std::move(next.routes_sha256), std::move(table));
+  consumers_.apply(next.routing, std::move(next.routes_sha256), std::move(table));
   if (watcher_) watcher_->watch(watched_files());
   reloads_.succeeded.fetch_add(1);
   reloads_.last_successful.store(true);
@@ -220,7 +175,7 @@ void gateway::do_reload(std::string_view trigger) {
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
                << " consumers, " << next.routing.routes.size() << " routes";
-  notify_.ready(serving_status());
+  notify_.ready(consumers_.status());
 }
 
 std::vector<std::filesystem::path> gateway::watched_files(
@@ -233,8 +188,8 @@ std::vector<std::filesystem::path> gateway::watched_files(
   }
   // The consumers' PEM files too: a certificate rotated in place reloads, and the consumers
   // whose files' digest changed redial with the new context.
-  // (The constructor names its consumers: routes_ is not built yet when it stamps the files.)
-  const auto snapshot = consumers ? nullptr : routes_.load();
+  // (The constructor names its consumers: none is published yet when it stamps the files.)
+  const auto snapshot = consumers ? nullptr : consumers_.routes().load();
   if (snapshot) consumers = &snapshot->specs;
   if (!consumers) return files;
   for (const auto& spec : *consumers) {
@@ -252,7 +207,7 @@ std::vector<std::filesystem::path> gateway::watched_files(
 // several consumers (or the listener) share expires once.
 std::vector<net::tls_certificate_expiry> gateway::certificates() const {
   auto all = tls_.expiry();
-  const auto snapshot = routes_.load();
+  const auto snapshot = consumers_.routes().load();
   if (!snapshot) return all;
   std::set<std::string> seen;
   for (const auto& c : all)
@@ -295,7 +250,7 @@ void gateway::reload_failed(std::string_view trigger, std::size_t errors) {
   reloads_.last_successful.store(false);
   GW_LOG(error) << "reload (" << trigger << ") failed with " << errors
                 << " configuration error(s); the running routing table stays in force";
-  std::string status = serving_status();
+  std::string status = consumers_.status();
   status += "; the last reload failed with ";
   status += std::to_string(errors);
   status += " error(s), see the journal";
@@ -352,14 +307,6 @@ void gateway::log_kernel_tls(const config::routes_config& routes) const {
     GW_LOG(info) << "kernel TLS: not loaded (no \"tls\" in /proc/sys/net/ipv4/tcp_available_ulp); "
                     "OpenSSL seals and opens every record. `modprobe tls` offloads them";
   }
-}
-
-std::string gateway::serving_status() const {
-  const auto snapshot = routes_.load();
-  std::ostringstream s;
-  s << "serving: " << consumers_.size() << " consumers, "
-    << (snapshot && snapshot->table ? snapshot->table->route_count() : 0) << " routes";
-  return s.str();
 }
 
 }  // namespace gatewayd::gateway

@@ -15,9 +15,8 @@
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
 #include "consumers/consumer.hpp"
-#include "consumers/queue_budget.hpp"
 #include "gateway/config_watcher.hpp"
-#include "gateway/consumer_retirement.hpp"
+#include "gateway/consumer_set.hpp"
 #include "gateway/stop_deadline.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
@@ -62,15 +61,13 @@ class gateway {
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
-  // Replaces the routing table and the consumer set (diffing consumers by name).
-  void apply_routing(const config::routes_config& routes, std::string routes_sha256);
   // Re-reads both configuration files from any thread, on the control strand: all or
   // nothing (an error keeps the running table), settings that cannot change live warned.
   void reload(std::string trigger);
 
   asio::ip::tcp::endpoint supplier_endpoint() const { return acceptor_->local_endpoint(); }
   const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
-  const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
+  const suppliers::route_snapshot_holder& routes() const noexcept { return consumers_.routes(); }
   const runtime::latency_histogram& promotion_latency() const noexcept { return promotion_; }
   const config::service_config& settings() const noexcept { return service_; }
   // The metrics port actually bound (0 when metrics are disabled).
@@ -88,15 +85,12 @@ class gateway {
   // On the stop deadline's own thread (stop_deadline): never touches what the strands own.
   void force_stop(const std::vector<std::shared_ptr<consumers::consumer>>& consumers);
   [[noreturn]] void abandon_stop();
-  void finish_shutdown();
+  void finish_shutdown(std::uint64_t undelivered);
   void start_metrics();
   void do_reload(std::string_view trigger);
   void reload_failed(std::string_view trigger, std::size_t errors);
   void apply_settings(const config::service_config& next);
   void apply_allow_list();
-  void publish_routing(const config::routes_config& routes, std::string routes_sha256,
-                       std::shared_ptr<const routing::routing_table> table);
-  std::string serving_status() const;
   void log_kernel_tls(const config::routes_config& routes) const;
   // The files a change of which reloads: both configuration files and the [tls] PEM files.
   // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
@@ -116,16 +110,15 @@ class gateway {
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
-  consumers::queue_budget budget_;
   suppliers::supplier_stats supplier_stats_;
   suppliers::session_registry sessions_;
-  suppliers::route_snapshot_holder routes_;
+  runtime::strand control_;  // reloads and shutdown, one at a time
+  consumer_set consumers_;   // and the route snapshot that names them
   suppliers::allow_list allow_{{}};  // gateway.allow, read by the acceptor's threads
   suppliers::session_context session_ctx_;
   std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
   asio::signal_set signals_;
-  runtime::strand control_;  // reloads and shutdown, one at a time
   // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
@@ -133,7 +126,6 @@ class gateway {
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_timer_;   // on control_: the lame duck, then the suppliers' leaving
-  consumer_retirement retirement_;  // on control_: consumers removed by a reload
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
@@ -142,12 +134,10 @@ class gateway {
   metrics::serving_state serving_;
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
-  std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
   net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
   bool shutting_down_ = false;
   bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
-  std::size_t draining_ = 0;
-  std::uint64_t undelivered_ = 0;
+  bool drained_ = false;           // and ended
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
   // Last: its thread, if a stop started it, reads the members above until it is joined.
   stop_deadline deadline_;

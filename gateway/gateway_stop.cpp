@@ -61,14 +61,11 @@ void gateway::begin_shutdown() {
   // Whatever happens to the lame duck, the drain or the pool's threads, the stop ends by
   // lame_duck_ms + drain_timeout_ms + stop_grace: kept by a thread of its own, which nothing on
   // the pool can hold up. The consumers are its own copy: consumers_ belongs to this strand.
-  std::vector<std::shared_ptr<consumers::consumer>> left;
-  for (const auto& [name, c] : consumers_)
-    left.push_back(c);
   const bool armed = deadline_.arm(
       steady_clock::now() + service_.lame_duck + service_.drain_timeout + stop_grace -
           stop_leave_grace,
       stop_leave_grace,
-      {[this, left = std::move(left)] { force_stop(left); }, [this] { abandon_stop(); }});
+      {[this, left = consumers_.running()] { force_stop(left); }, [this] { abandon_stop(); }});
   if (!armed) {
     GW_LOG(error) << "cannot start the stop deadline's thread: this stop has no hard deadline";
   }
@@ -129,28 +126,16 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
   acceptor_->stop();
   serving_.listening.store(false);
   sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
-  retirement_.stop(false);  // consumers a reload removed drain on their own deadlines
-  draining_ = consumers_.size();
   std::string status = "stopping: draining ";
-  status += std::to_string(draining_);
+  status += std::to_string(consumers_.size());
   status += " consumer queues for up to ";
   status += std::to_string(within.count());
   status += " ms";
   notify_.stopping(status);
-  if (draining_ == 0) return finish_shutdown();
-  for (auto& [name, c] : consumers_) {
-    c->drain_and_close(within, consumers::drop_reason::shutdown,
-                       [this, n = name](std::uint64_t left) {
-                         asio::post(control_, [this, n, left] {
-                           if (left) {
-                             GW_LOG(warning) << "consumer " << n << ": " << left
-                                             << " frames undelivered at shutdown";
-                           }
-                           undelivered_ += left;
-                           if (--draining_ == 0) finish_shutdown();
-                         });
-                       });
-  }
+  consumers_.drain(within, [this](std::uint64_t undelivered) {
+    drained_ = true;
+    finish_shutdown(undelivered);
+  });
 }
 
 // A second signal: a lame duck ends, suppliers are no longer waited for, and every consumer's
@@ -158,11 +143,8 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
 // reports what it leaves, as a drain that timed out does.
 void gateway::cut_drain_short() {
   if (!shutting_down_) begin_shutdown();
-  retirement_.stop(true);
-  if (!draining_started_) return drain_consumers(std::chrono::milliseconds(0));
-  if (draining_ == 0) return;
-  for (auto& [name, c] : consumers_)
-    c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
+  if (!draining_started_) drain_consumers(std::chrono::milliseconds(0));
+  if (!drained_) consumers_.cut_short();
 }
 
 // On the deadline's thread: the stop is not over by lame_duck_ms + drain_timeout_ms and most of
@@ -195,17 +177,14 @@ void gateway::abandon_stop() {
   ::_exit(0);
 }
 
-void gateway::finish_shutdown() {
-  GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
+void gateway::finish_shutdown(std::uint64_t undelivered) {
+  GW_LOG(info) << "drain finished: " << undelivered << " frames undelivered";
   // The counters' last values, which no scrape can read once the process is gone: with the
   // other nodes' and the consumers', they account for every frame a fleet was sent.
   const auto& in = supplier_stats_;
   GW_LOG(info) << "totals: " << in.frames_received.load() << " frames received from suppliers, "
                << in.unroutable.load() << " unroutable";
-  for (const auto& [name, c] : consumers_) {
-    GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
-                 << " frames, dropped " << c->stats().dropped_total();
-  }
+  consumers_.log_totals();
   stop_timer_.cancel();
   // On the signal strand: on_signal re-arms the wait there after posting a stop, and a cancel
   // from here could come first and find nothing to cancel, leaving the pool a wait that never
