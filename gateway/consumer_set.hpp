@@ -48,7 +48,8 @@ class consumer_set {
   // now, on their own deadlines); `drained(undelivered frames)` runs on the control strand once
   // every running one has closed, at once when none runs.
   void drain(std::chrono::milliseconds within, std::function<void(std::uint64_t)> drained);
-  // A second signal: every drain, of running and retired consumers, ends now.
+  // A second signal: every drain, of running and retired consumers, ends now. Safe to call
+  // again, and after the running ones drained (retired ones may still be draining).
   void cut_short();
 
   std::size_t size() const noexcept { return running_.size(); }

@@ -112,8 +112,8 @@ class gateway {
   runtime::latency_histogram promotion_;
   suppliers::supplier_stats supplier_stats_;
   suppliers::session_registry sessions_;
-  runtime::strand control_;  // reloads and shutdown, one at a time
-  consumer_set consumers_;   // and the route snapshot that names them
+  runtime::strand control_;          // reloads and shutdown, one at a time
+  consumer_set consumers_;           // and the route snapshot that names them
   suppliers::allow_list allow_{{}};  // gateway.allow, read by the acceptor's threads
   suppliers::session_context session_ctx_;
   std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
@@ -125,7 +125,7 @@ class gateway {
   bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
   std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
-  asio::steady_timer stop_timer_;   // on control_: the lame duck, then the suppliers' leaving
+  asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
@@ -137,7 +137,6 @@ class gateway {
   net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
   bool shutting_down_ = false;
   bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
-  bool drained_ = false;           // and ended
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
   // Last: its thread, if a stop started it, reads the members above until it is joined.
   stop_deadline deadline_;

@@ -132,10 +132,7 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
   status += std::to_string(within.count());
   status += " ms";
   notify_.stopping(status);
-  consumers_.drain(within, [this](std::uint64_t undelivered) {
-    drained_ = true;
-    finish_shutdown(undelivered);
-  });
+  consumers_.drain(within, [this](std::uint64_t undelivered) { finish_shutdown(undelivered); });
 }
 
 // A second signal: a lame duck ends, suppliers are no longer waited for, and every consumer's
@@ -144,7 +141,8 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
 void gateway::cut_drain_short() {
   if (!shutting_down_) begin_shutdown();
   if (!draining_started_) drain_consumers(std::chrono::milliseconds(0));
-  if (!drained_) consumers_.cut_short();
+  // Also after the running consumers drained: those a reload removed may still be draining.
+  consumers_.cut_short();
 }
 
 // On the deadline's thread: the stop is not over by lame_duck_ms + drain_timeout_ms and most of
