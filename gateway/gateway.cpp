@@ -26,8 +26,6 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       executor_(runtime::make_executor(ioc_)),
       control_(runtime::make_strand(executor_)),
       consumers_(executor_, control_, service_, supplier_stats_.not_permitted),
-      session_ctx_{consumers_.routes(), supplier_stats_, sessions_, service_.max_payload,
-                   service_.idle_timeout},
       signals_(ioc_),
       signal_strand_(runtime::make_strand(executor_)),
       stop_timer_(control_),
@@ -36,16 +34,10 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   model_ = runtime::make_execution_model(service_.concurrency, ioc_, service_.threads, promotion_,
                                          service_.idle_poll);
-  session_ctx_.handoff = model_->handoff();
-  session_ctx_.partial_budget = &partial_budget_;
-  if (const auto files = service_.tls_files()) {
-    auto built = net::make_tls_server_context(*files);
-    if (!built.context) throw std::runtime_error("[tls] " + built.error);
-    tls_.store(std::move(built));
-    session_ctx_.tls = &tls_;
-    session_ctx_.handshake_timeout = service_.tls_handshake_timeout;
-    session_ctx_.kernel_tls.store(service_.tls_ktls == config::ktls_mode::automatic);
-  }
+  listener_ = std::make_unique<supplier_listener>(
+      executor_, service_,
+      supplier_listener::shared{consumers_.routes(), supplier_stats_, partial_budget_,
+                                model_->handoff()});
   log_kernel_tls(routes);
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
@@ -54,19 +46,11 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
   consumers_.apply(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
   reloads_.last_success_unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  allow_.replace(service_.allow);
-  using acceptor = suppliers::supplier_acceptor;
-  acceptor::proxy_options proxy;
-  if (service_.proxy_protocol) proxy.from = acceptor::from_blocks(service_.proxy_from);
-  // The allow list is read through allow_ at every accept, so that a reload can replace it.
-  acceptor_ = std::make_shared<acceptor>(
-      executor_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
-      [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
   if (service_.metrics_enabled) start_metrics();
-  const auto ep = acceptor_->local_endpoint();
+  const auto ep = listener_->endpoint();
   GW_LOG(info)
       << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
-      << (session_ctx_.tls ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)") : "")
+      << (listener_->tls() ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)") : "")
       << " (" << model_->size() << " threads, " << runtime::to_string(service_.concurrency)
       << (service_.consumer_drain == consumers::drain_model::mutex ? ", consumer drain mutex" : "")
       << ")";
@@ -90,7 +74,7 @@ void gateway::start_metrics() {
       GATEWAYD_VERSION, [this] { return certificates(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
-      sessions_, consumers_.routes(), supplier_stats_, serving_, GATEWAYD_VERSION});
+      listener_->sessions(), consumers_.routes(), supplier_stats_, serving_, GATEWAYD_VERSION});
   operator_api_->serve_on(*metrics_);
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
                << "/metrics (and /healthz, /readyz, /connz, /routez)";
@@ -106,7 +90,7 @@ void gateway::run() {
     GW_LOG(warning) << "not watching the configuration files (" << e.what()
                     << "); reload with SIGHUP";
   }
-  acceptor_->start();
+  listener_->start();
   serving_.listening.store(true);
   watchdog_.start();
   log_flush_.start();
@@ -206,7 +190,8 @@ std::vector<std::filesystem::path> gateway::watched_files(
 // certificates), each file once: the family's only label is the file, and a CA bundle that
 // several consumers (or the listener) share expires once.
 std::vector<net::tls_certificate_expiry> gateway::certificates() const {
-  auto all = tls_.expiry();
+  std::vector<net::tls_certificate_expiry> all;
+  if (const auto* tls = listener_->tls()) all = tls->expiry();
   const auto snapshot = consumers_.routes().load();
   if (!snapshot) return all;
   std::set<std::string> seen;
@@ -229,7 +214,8 @@ std::vector<net::tls_certificate_expiry> gateway::certificates() const {
 // The whole context is rebuilt, CA included (mosquitto's reload kept the old CA): new
 // connections use the new one, open ones keep theirs.
 bool gateway::reload_tls(const config::service_config& next) {
-  if (!session_ctx_.tls) return true;  // a plaintext listener: turning TLS on takes a restart
+  auto* tls = listener_->tls();
+  if (!tls) return true;  // a plaintext listener: turning TLS on takes a restart
   // New paths apply with the reload (apply_settings then takes them, and the watcher follows);
   // a file that turns TLS off keeps the running files, reread.
   const auto files = next.tls_files() ? next.tls_files() : service_.tls_files();
@@ -240,7 +226,7 @@ bool gateway::reload_tls(const config::service_config& next) {
                      "certificate, key and CA";
     return false;
   }
-  tls_.store(std::move(built));
+  tls->store(std::move(built));
   GW_LOG(info) << "[tls] certificate, key and CA reloaded from " << files->cert.string();
   return true;
 }
@@ -275,20 +261,14 @@ void gateway::apply_settings(const config::service_config& next) {
   for (const config::setting* s : plan.live)
     s->copy(service_, next);
   log::set_level(service_.log_level);
-  session_ctx_.kernel_tls.store(service_.tls_ktls == config::ktls_mode::automatic);
+  listener_->offer_kernel_tls(service_.tls_ktls == config::ktls_mode::automatic);
   if (allow_changed) apply_allow_list();
 }
 
 // New connections are checked against the new list from the swap on; open ones from networks
 // it no longer admits are closed, so that removing a network takes effect without a restart.
 void gateway::apply_allow_list() {
-  allow_.replace(service_.allow);
-  std::size_t expelled = 0;
-  sessions_.for_each([&](suppliers::supplier_session& s) {
-    if (allow_.admits(s.peer_address())) return;
-    s.expel(suppliers::close_reason::not_allowed);
-    ++expelled;
-  });
+  const std::size_t expelled = listener_->admit_only(service_.allow);
   GW_LOG(info) << "allow list changed to " << service_.allow.size() << " block(s); closing "
                << expelled << " supplier connection(s) it no longer admits";
 }
@@ -296,7 +276,7 @@ void gateway::apply_allow_list() {
 // Kernel TLS is used only where the kernel has the TLS module loaded, which an unprivileged
 // daemon cannot do: say once which record layer TLS connections will get, and how to change it.
 void gateway::log_kernel_tls(const config::routes_config& routes) const {
-  bool asked = session_ctx_.tls && service_.tls_ktls == config::ktls_mode::automatic;
+  bool asked = listener_->tls() && service_.tls_ktls == config::ktls_mode::automatic;
   for (const auto& c : routes.consumers)
     asked = asked || (c.tls && c.tls->kernel_tls);
   if (!asked) return;

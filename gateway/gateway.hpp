@@ -18,22 +18,19 @@
 #include "gateway/config_watcher.hpp"
 #include "gateway/consumer_set.hpp"
 #include "gateway/stop_deadline.hpp"
+#include "gateway/supplier_listener.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
 #include "metrics/operator_api.hpp"
 #include "metrics/reload_stats.hpp"
 #include "metrics/serving_state.hpp"
-#include "net/tls_context.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
 #include "runtime/periodic_timer.hpp"
-#include "suppliers/allow_list.hpp"
 #include "suppliers/route_snapshot.hpp"
-#include "suppliers/session_registry.hpp"
-#include "suppliers/supplier_acceptor.hpp"
 #include "suppliers/supplier_stats.hpp"
 
 namespace gatewayd::gateway {
@@ -65,7 +62,7 @@ class gateway {
   // nothing (an error keeps the running table), settings that cannot change live warned.
   void reload(std::string trigger);
 
-  asio::ip::tcp::endpoint supplier_endpoint() const { return acceptor_->local_endpoint(); }
+  asio::ip::tcp::endpoint supplier_endpoint() const { return listener_->endpoint(); }
   const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
   const suppliers::route_snapshot_holder& routes() const noexcept { return consumers_.routes(); }
   const runtime::latency_histogram& promotion_latency() const noexcept { return promotion_; }
@@ -111,13 +108,12 @@ class gateway {
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
   suppliers::supplier_stats supplier_stats_;
-  suppliers::session_registry sessions_;
-  runtime::strand control_;          // reloads and shutdown, one at a time
-  consumer_set consumers_;           // and the route snapshot that names them
-  suppliers::allow_list allow_{{}};  // gateway.allow, read by the acceptor's threads
-  suppliers::session_context session_ctx_;
+  runtime::strand control_;                          // reloads and shutdown, one at a time
+  consumer_set consumers_;                           // and the route snapshot that names them
   std::unique_ptr<runtime::execution_model> model_;  // the threads that run the handlers
-  std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
+  // Built once model_ is (it takes the model's hand-off): the listener, its sessions, the allow
+  // list and the [tls] context.
+  std::unique_ptr<supplier_listener> listener_;
   asio::signal_set signals_;
   // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
   // as fast as it comes and folds into the one reload queued (reload_queued_).
@@ -134,7 +130,6 @@ class gateway {
   metrics::serving_state serving_;
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
-  net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
   bool shutting_down_ = false;
   bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then

@@ -86,20 +86,20 @@ void gateway::begin_shutdown() {
 // side, so a supplier that moves to another node on end-of-file loses nothing here. Suppliers
 // get half of drain_timeout_ms; the consumer queues the rest.
 void gateway::ask_suppliers_to_leave() {
-  acceptor_->stop();
+  listener_->stop();
   serving_.listening.store(false);
   const auto now = steady_clock::now();
   drain_deadline_ = now + service_.drain_timeout;
-  GW_LOG(info) << "lame duck over: listener closed; asking " << sessions_.size()
+  GW_LOG(info) << "lame duck over: listener closed; asking " << listener_->sessions().size()
                << " supplier(s) to leave (half-close), waiting up to "
                << service_.drain_timeout.count() / 2 << " ms";
-  sessions_.for_each([](suppliers::supplier_session& s) { s.ask_to_leave(); });
+  listener_->sessions().for_each([](suppliers::supplier_session& s) { s.ask_to_leave(); });
   wait_for_suppliers(now + service_.drain_timeout / 2);
 }
 
 // Polled: the registry changes on every connect and close, and nothing else needs to know.
 void gateway::wait_for_suppliers(steady_clock::time_point leave_by) {
-  const std::size_t left = sessions_.size();
+  const std::size_t left = listener_->sessions().size();
   if (left != 0 && steady_clock::now() < leave_by) {
     stop_timer_.expires_after(std::chrono::milliseconds(20));
     stop_timer_.async_wait([this, leave_by](std::error_code ec) {
@@ -123,9 +123,9 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
   if (draining_started_) return;
   draining_started_ = true;
   stop_timer_.cancel();
-  acceptor_->stop();
+  listener_->stop();
   serving_.listening.store(false);
-  sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+  listener_->sessions().for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
   std::string status = "stopping: draining ";
   status += std::to_string(consumers_.size());
   status += " consumer queues for up to ";
@@ -192,7 +192,7 @@ void gateway::finish_shutdown(std::uint64_t undelivered) {
     std::error_code ignored;
     signals_.cancel(ignored);
   });
-  sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
+  listener_->sessions().for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here; a
   // notification still waiting for room in systemd's socket would keep the pool alive.
   watchdog_.stop();
