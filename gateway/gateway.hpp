@@ -15,15 +15,14 @@
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
 #include "consumers/consumer.hpp"
-#include "gateway/config_watcher.hpp"
 #include "gateway/consumer_set.hpp"
+#include "gateway/reloader.hpp"
 #include "gateway/stop_deadline.hpp"
 #include "gateway/supplier_listener.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
 #include "metrics/operator_api.hpp"
-#include "metrics/reload_stats.hpp"
 #include "metrics/serving_state.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/execution_model.hpp"
@@ -60,7 +59,7 @@ class gateway {
 
   // Re-reads both configuration files from any thread, on the control strand: all or
   // nothing (an error keeps the running table), settings that cannot change live warned.
-  void reload(std::string trigger);
+  void reload(std::string trigger) { reloader_->request(std::move(trigger)); }
 
   asio::ip::tcp::endpoint supplier_endpoint() const { return listener_->endpoint(); }
   const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
@@ -84,24 +83,11 @@ class gateway {
   [[noreturn]] void abandon_stop();
   void finish_shutdown(std::uint64_t undelivered);
   void start_metrics();
-  void do_reload(std::string_view trigger);
-  void reload_failed(std::string_view trigger, std::size_t errors);
-  void apply_settings(const config::service_config& next);
-  void apply_allow_list();
   void log_kernel_tls(const config::routes_config& routes) const;
-  // The files a change of which reloads: both configuration files and the [tls] PEM files.
-  // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
-  std::vector<std::filesystem::path> watched_files(
-      const std::vector<consumers::consumer_spec>* consumers = nullptr) const;
-  // [tls] on: builds a context from the [tls] files `next` names (the running ones if `next`
-  // turns TLS off, which takes a restart); false (logged) when they do not load or do not
-  // match, and the running context stays.
-  bool reload_tls(const config::service_config& next);
   // What gatewayd_tls_certificate_expiry_timestamp_seconds shows (any thread, at scrape time).
   std::vector<net::tls_certificate_expiry> certificates() const;
 
   config::service_config service_;
-  file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
   // Before ioc_: sessions that the io_context's destruction frees give their share back here.
   protocol::partial_frame_budget partial_budget_;
   asio::io_context ioc_;
@@ -114,19 +100,17 @@ class gateway {
   // Built once model_ is (it takes the model's hand-off): the listener, its sessions, the allow
   // list and the [tls] context.
   std::unique_ptr<supplier_listener> listener_;
+  std::unique_ptr<reloader> reloader_;  // built after listener_, which it reloads
   asio::signal_set signals_;
   // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
   bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
-  std::atomic<bool> reload_queued_{false};
   std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
   asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
   systemd_notify notify_;
   watchdog watchdog_;
-  runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
-  std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
-  metrics::reload_stats reloads_;
+  runtime::periodic_timer log_flush_;  // reports rate-limited log lines held back
   metrics::serving_state serving_;
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;

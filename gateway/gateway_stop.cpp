@@ -28,14 +28,9 @@ void gateway::wait_for_signal() {
 void gateway::on_signal(int signo) {
   const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "SIGHUP";
   if (signo == SIGHUP) {
-    if (!stop_requested_.load() && !reload_queued_.exchange(true)) {
-      asio::post(control_, [this] {
-        reload_queued_.store(false);
-        if (watcher_) watcher_->reading(stamp_files(watched_files()));
-        do_reload("SIGHUP");
-      });
-    }
+    if (!stop_requested_.load()) reloader_->on_sighup();
   } else if (!stop_requested_.exchange(true)) {
+    reloader_->stop();
     GW_LOG(info) << "received " << name << "; shutting down";
     asio::post(control_, [this] { begin_shutdown(); });
   } else {
@@ -47,6 +42,7 @@ void gateway::on_signal(int signo) {
 
 void gateway::shutdown() {
   stop_requested_.store(true);
+  reloader_->stop();
   asio::post(control_, [this] { begin_shutdown(); });
 }
 
@@ -57,7 +53,7 @@ void gateway::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
   serving_.draining.store(true);
-  if (watcher_) watcher_->stop();
+  reloader_->stop();
   // Whatever happens to the lame duck, the drain or the pool's threads, the stop ends by
   // lame_duck_ms + drain_timeout_ms + stop_grace: kept by a thread of its own, which nothing on
   // the pool can hold up. The consumers are its own copy: consumers_ belongs to this strand.
