@@ -72,26 +72,8 @@ void reloader::do_reload(std::string_view trigger) {
     return failed(trigger, loaded.errors.size());
   }
   auto& next = *loaded.config;
-  std::shared_ptr<const routing::routing_table> table;
-  try {
-    table = routing::routing_table::build(next.routing.rules());
-  } catch (const std::exception& e) {
-    GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
-    return failed(trigger, 1);
-  }
-  // consumer_drain takes a restart: a file that now says "strand" passed the loader's check, but
-  // the running mutex drain has no TLS writer.
-  if (parts_.settings.consumer_drain == consumers::drain_model::mutex) {
-    for (const auto& c : next.routing.consumers) {
-      if (!c.tls) continue;
-      GW_LOG(error) << next.service.routes_file.string() << ": consumers." << c.name
-                    << ".tls: the running consumer_drain \"mutex\" has no TLS writer (restart)";
-      return failed(trigger, 1);
-    }
-  }
-  // The certificates are validated before anything is applied: a bad pair fails the whole
-  // reload, and the running context (and table) stay.
-  if (!reload_tls(next.service)) return failed(trigger, 1);
+  auto table = prepare(next);
+  if (!table) return failed(trigger, 1);
   apply_settings(next.service);
   parts_.consumers.apply(next.routing, std::move(next.routes_sha256), std::move(table));
   if (watcher_) watcher_->watch(watched_files());
@@ -101,6 +83,30 @@ void reloader::do_reload(std::string_view trigger) {
   GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
                << " consumers, " << next.routing.routes.size() << " routes";
   parts_.notify.ready(parts_.consumers.status());
+}
+
+std::shared_ptr<const routing::routing_table> reloader::prepare(const config::full_config& next) {
+  std::shared_ptr<const routing::routing_table> table;
+  try {
+    table = routing::routing_table::build(next.routing.rules());
+  } catch (const std::exception& e) {
+    GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
+    return nullptr;
+  }
+  // consumer_drain takes a restart: a file that now says "strand" passed the loader's check, but
+  // the running mutex drain has no TLS writer.
+  if (parts_.settings.consumer_drain == consumers::drain_model::mutex) {
+    for (const auto& c : next.routing.consumers) {
+      if (!c.tls) continue;
+      GW_LOG(error) << next.service.routes_file.string() << ": consumers." << c.name
+                    << ".tls: the running consumer_drain \"mutex\" has no TLS writer (restart)";
+      return nullptr;
+    }
+  }
+  // The certificates are validated before anything is applied: a bad pair fails the whole
+  // reload, and the running context (and table) stay.
+  if (!reload_tls(next.service)) return nullptr;
+  return table;
 }
 
 void reloader::failed(std::string_view trigger, std::size_t errors) {

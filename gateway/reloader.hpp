@@ -17,6 +17,7 @@
 #include "gateway/supplier_listener.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "metrics/reload_stats.hpp"
+#include "routing/routing_table.hpp"
 #include "runtime/executor.hpp"
 
 namespace gatewayd::gateway {
@@ -55,6 +56,9 @@ class reloader {
 
  private:
   void do_reload(std::string_view trigger);
+  // What can fail, before anything else is applied: the new table, the [tls] context (stored
+  // once it loads). Null (logged) when the reload must fail.
+  std::shared_ptr<const routing::routing_table> prepare(const config::full_config& next);
   void failed(std::string_view trigger, std::size_t errors);
   void apply_settings(const config::service_config& next);
   void apply_allow_list();
