@@ -83,8 +83,7 @@ void gateway::start_metrics() {
 void gateway::run() {
   wait_for_signal();
   reloader_->watch();
-  listener_->start();
-  serving_.listening.store(true);
+  enter(lifecycle::serving);
   watchdog_.start();
   log_flush_.start();
   if (watchdog_.period().count()) {

@@ -73,6 +73,11 @@ class gateway {
   void wait_for_signal();
   void on_signal(int signo);
   // The stop, in gateway_stop.cpp: lame duck, suppliers asked to leave, drain, exit.
+  // The daemon's life, forward only. Each state's entry (listener, /readyz, sessions, reloads)
+  // is done by enter() alone, on control_ (or in run(), before the threads start).
+  enum class lifecycle { starting, serving, lame_duck, suppliers_leaving, draining, stopped };
+  // False (nothing done) when the gateway is already there or past it.
+  bool enter(lifecycle next);
   void begin_shutdown();
   void ask_suppliers_to_leave();
   void wait_for_suppliers(std::chrono::steady_clock::time_point leave_by);
@@ -106,7 +111,9 @@ class gateway {
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
   bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
-  std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
+  // Set by the first SIGINT/SIGTERM (or shutdown()), on any thread, so that the next one cuts
+  // the stop short without waiting for control_ to enter the stop's states.
+  std::atomic<bool> stop_requested_{false};
   asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
   systemd_notify notify_;
   watchdog watchdog_;
@@ -114,8 +121,7 @@ class gateway {
   metrics::serving_state serving_;
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
-  bool shutting_down_ = false;
-  bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
+  lifecycle state_ = lifecycle::starting;                   // on control_: see enter()
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
   // Last: its thread, if a stop started it, reads the members above until it is joined.
   stop_deadline deadline_;

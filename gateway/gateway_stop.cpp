@@ -46,14 +46,42 @@ void gateway::shutdown() {
   asio::post(control_, [this] { begin_shutdown(); });
 }
 
+bool gateway::enter(lifecycle next) {
+  if (next <= state_) return false;
+  state_ = next;
+  switch (next) {
+    case lifecycle::starting:
+      break;
+    case lifecycle::serving:
+      listener_->start();
+      serving_.listening.store(true);
+      break;
+    case lifecycle::lame_duck:  // /readyz answers 503; suppliers are still accepted and read
+      serving_.draining.store(true);
+      reloader_->stop();
+      break;
+    case lifecycle::suppliers_leaving:
+      listener_->stop();
+      serving_.listening.store(false);
+      break;
+    case lifecycle::draining:  // nothing new comes in; the consumers' queues go out
+      stop_timer_.cancel();
+      listener_->stop();
+      serving_.draining.store(true);
+      serving_.listening.store(false);
+      listener_->sessions().for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+      break;
+    case lifecycle::stopped:
+      break;
+  }
+  return true;
+}
+
 // With lame_duck_ms = 0 the drain starts at once. Otherwise /readyz answers 503 from here on
 // while the listener still accepts and every supplier is still read, so a balancer's health
 // check takes the node out before anything is refused.
 void gateway::begin_shutdown() {
-  if (shutting_down_) return;
-  shutting_down_ = true;
-  serving_.draining.store(true);
-  reloader_->stop();
+  if (!enter(lifecycle::lame_duck)) return;
   // Whatever happens to the lame duck, the drain or the pool's threads, the stop ends by
   // lame_duck_ms + drain_timeout_ms + stop_grace: kept by a thread of its own, which nothing on
   // the pool can hold up. The consumers are its own copy: consumers_ belongs to this strand.
@@ -82,8 +110,7 @@ void gateway::begin_shutdown() {
 // side, so a supplier that moves to another node on end-of-file loses nothing here. Suppliers
 // get half of drain_timeout_ms; the consumer queues the rest.
 void gateway::ask_suppliers_to_leave() {
-  listener_->stop();
-  serving_.listening.store(false);
+  if (!enter(lifecycle::suppliers_leaving)) return;
   const auto now = steady_clock::now();
   drain_deadline_ = now + service_.drain_timeout;
   GW_LOG(info) << "lame duck over: listener closed; asking " << listener_->sessions().size()
@@ -116,12 +143,7 @@ void gateway::wait_for_suppliers(steady_clock::time_point leave_by) {
 // Suppliers still connected stay so, unread (nothing new comes in, nothing is cut mid-frame);
 // every consumer queue is sent for at most `within`.
 void gateway::drain_consumers(std::chrono::milliseconds within) {
-  if (draining_started_) return;
-  draining_started_ = true;
-  stop_timer_.cancel();
-  listener_->stop();
-  serving_.listening.store(false);
-  listener_->sessions().for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+  if (!enter(lifecycle::draining)) return;
   std::string status = "stopping: draining ";
   status += std::to_string(consumers_.size());
   status += " consumer queues for up to ";
@@ -135,8 +157,8 @@ void gateway::drain_consumers(std::chrono::milliseconds within) {
 // drain deadline becomes now. Each closes at once (a write still out is cancelled first) and
 // reports what it leaves, as a drain that timed out does.
 void gateway::cut_drain_short() {
-  if (!shutting_down_) begin_shutdown();
-  if (!draining_started_) drain_consumers(std::chrono::milliseconds(0));
+  begin_shutdown();                               // nothing, if it began
+  drain_consumers(std::chrono::milliseconds(0));  // nothing, if it began
   // Also after the running consumers drained: those a reload removed may still be draining.
   consumers_.cut_short();
 }
@@ -172,6 +194,7 @@ void gateway::abandon_stop() {
 }
 
 void gateway::finish_shutdown(std::uint64_t undelivered) {
+  enter(lifecycle::stopped);
   GW_LOG(info) << "drain finished: " << undelivered << " frames undelivered";
   // The counters' last values, which no scrape can read once the process is gone: with the
   // other nodes' and the consumers', they account for every frame a fleet was sent.
