@@ -21,51 +21,34 @@ namespace gatewayd::gateway {
 gateway::gateway(config::service_config service, const config::routes_config& routes,
                  std::string routes_sha256)
     : service_(std::move(service)),
-      started_from_(stamp_files(watched_files(&routes.consumers))),
       partial_budget_(service_.max_partial_frame_bytes),
       ioc_(static_cast<int>(runtime::thread_count(service_.threads))),
       executor_(runtime::make_executor(ioc_)),
-      budget_(service_.max_queued_bytes),
-      session_ctx_{routes_, supplier_stats_, sessions_, service_.max_payload,
-                   service_.idle_timeout},
+      control_(runtime::make_strand(executor_)),
+      consumers_(executor_, control_, service_, supplier_stats_.not_permitted),
       pool_(ioc_, service_.threads, promotion_, service_.idle_poll),
       signals_(ioc_),
-      control_(runtime::make_strand(executor_)),
       signal_strand_(runtime::make_strand(executor_)),
       stop_timer_(control_),
-      retirement_(control_),
       notify_(executor_),
       watchdog_(executor_, notify_),
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
-  session_ctx_.partial_budget = &partial_budget_;
-  if (const auto files = service_.tls_files()) {
-    auto built = net::make_tls_server_context(*files);
-    if (!built.context) throw std::runtime_error("[tls] " + built.error);
-    tls_.store(std::move(built));
-    session_ctx_.tls = &tls_;
-    session_ctx_.handshake_timeout = service_.tls_handshake_timeout;
-    session_ctx_.kernel_tls.store(service_.tls_ktls == config::ktls_mode::automatic);
-  }
+  listener_ = std::make_unique<supplier_listener>(
+      executor_, service_,
+      supplier_listener::shared{consumers_.routes(), supplier_stats_, partial_budget_});
   log_kernel_tls(routes);
   // Signals are ours from here on: a SIGHUP during start-up must not end the process.
   signals_.add(SIGINT);
   signals_.add(SIGTERM);
   signals_.add(SIGHUP);
-  apply_routing(routes, std::move(routes_sha256));
-  reloads_.last_success_unix_seconds =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  allow_.replace(service_.allow);
-  using acceptor = suppliers::supplier_acceptor;
-  acceptor::proxy_options proxy;
-  if (service_.proxy_protocol) proxy.from = acceptor::from_blocks(service_.proxy_from);
-  // The allow list is read through allow_ at every accept, so that a reload can replace it.
-  acceptor_ = std::make_shared<acceptor>(
-      executor_, service_.supplier_listen, session_ctx_, service_.max_supplier_connections,
-      [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
+  reloader_ = std::make_unique<reloader>(executor_, control_,
+                                         reloader::parts{service_, consumers_, *listener_, notify_},
+                                         routes.consumers);
+  consumers_.apply(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
   if (service_.metrics_enabled) start_metrics();
-  const auto ep = acceptor_->local_endpoint();
+  const auto ep = listener_->endpoint();
   GW_LOG(info) << "listening for suppliers on " << ep.address().to_string() << ":" << ep.port()
-               << (session_ctx_.tls ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)")
+               << (listener_->tls() ? (service_.tls_client_ca.empty() ? " (TLS)" : " (mutual TLS)")
                                     : "")
                << " (" << pool_.size() << " threads, leader-followers)";
 }
@@ -75,54 +58,11 @@ gateway::~gateway() {
   pool_.join();
 }
 
-void gateway::apply_routing(const config::routes_config& routes, std::string routes_sha256) {
-  publish_routing(routes, std::move(routes_sha256), routing::routing_table::build(routes.rules()));
-}
-
-void gateway::publish_routing(const config::routes_config& routes, std::string routes_sha256,
-                              std::shared_ptr<const routing::routing_table> table) {
-  auto snapshot = std::make_shared<suppliers::route_snapshot>();
-  snapshot->table = std::move(table);
-  snapshot->specs = routes.consumers;
-  snapshot->sha256 = std::move(routes_sha256);
-  snapshot->loaded_at = std::chrono::system_clock::now();
-  snapshot->permissions = std::make_shared<const routing::publish_permissions>(
-      routes.suppliers, routes.suppliers_default, supplier_stats_.not_permitted);
-  consumers::consumer::options options;
-  options.reconnect_initial = service_.reconnect_initial;
-  options.reconnect_max = service_.reconnect_max;
-  options.slow_after = service_.slow_consumer;
-  options.budget = &budget_;
-  options.limits = {service_.consumer_connect_timeout, service_.consumer_timeout};
-
-  std::map<std::string, std::shared_ptr<consumers::consumer>> next;
-  for (const auto& spec : routes.consumers) {
-    std::shared_ptr<consumers::consumer> c;
-    if (auto it = consumers_.find(spec.name); it != consumers_.end()) {
-      c = it->second;
-      c->reconfigure(spec);
-    } else {
-      c = std::make_shared<consumers::consumer>(executor_, spec, options);
-      c->start();
-    }
-    snapshot->consumers.push_back(c);
-    next.emplace(spec.name, std::move(c));
-  }
-  for (auto& [name, c] : consumers_) {
-    if (!next.count(name)) retirement_.retire(c, service_.drain_timeout);
-  }
-  snapshot->retired = retirement_.to_export(snapshot->consumers);
-  // Publish first: passes that begin from here on route by the new table; the removed consumers
-  // drain once the passes that began earlier are over, so what those route to them is theirs.
-  retirement_.published(routes_.publish(std::move(snapshot)));
-  consumers_ = std::move(next);
-}
-
 void gateway::start_metrics() {
   metrics_ =
       std::make_unique<metrics::metrics_server>(service_.metrics_listen, service_.metrics_allow);
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
-      supplier_stats_, routes_, promotion_, reloads_, budget_,
+      supplier_stats_, consumers_.routes(), promotion_, reloader_->stats(), consumers_.budget(),
       [this] {
         const auto r = pool_.roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
@@ -132,7 +72,7 @@ void gateway::start_metrics() {
       GATEWAYD_VERSION, [this] { return certificates(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
-      sessions_, routes_, supplier_stats_, serving_, GATEWAYD_VERSION});
+      listener_->sessions(), consumers_.routes(), supplier_stats_, serving_, GATEWAYD_VERSION});
   operator_api_->serve_on(*metrics_);
   GW_LOG(info) << "serving metrics on " << service_.metrics_listen.host << ":" << metrics_->port()
                << "/metrics (and /healthz, /readyz, /connz, /routez)";
@@ -140,16 +80,8 @@ void gateway::start_metrics() {
 
 void gateway::run() {
   wait_for_signal();
-  try {
-    watcher_ = std::make_unique<config_watcher>(executor_, [this] { reload("file changed"); });
-    watcher_->reading(std::move(started_from_));
-    watcher_->watch(watched_files());
-  } catch (const std::exception& e) {
-    GW_LOG(warning) << "not watching the configuration files (" << e.what()
-                    << "); reload with SIGHUP";
-  }
-  acceptor_->start();
-  serving_.listening.store(true);
+  reloader_->watch();
+  enter(lifecycle::serving);
   watchdog_.start();
   log_flush_.start();
   if (watchdog_.period().count()) {
@@ -159,7 +91,7 @@ void gateway::run() {
         << " ms";
   }
   // The listeners were bound in the constructor: connections are accepted from here on.
-  notify_.ready(serving_status());
+  notify_.ready(consumers_.status());
   pool_.start();
   pool_.join();
   deadline_.ended();  // a forced stop got the threads back: no need to end the process itself
@@ -168,78 +100,13 @@ void gateway::run() {
   GW_LOG(info) << "gatewayd stopped";
 }
 
-void gateway::reload(std::string trigger) {
-  asio::post(control_, [this, trigger = std::move(trigger)] { do_reload(trigger); });
-}
-
-// On the control strand. Validates both files whole and builds the new table off to the side
-// before touching anything: a failure leaves the running table, consumers and settings as
-// they were.
-void gateway::do_reload(std::string_view trigger) {
-  if (shutting_down_ || stop_requested_.load()) return;
-  std::string status = "reloading the configuration (";
-  status += trigger;
-  status += ')';
-  notify_.reloading(status);
-  auto loaded = config::load_full_config(service_.config_file);
-  if (!loaded.config) {
-    for (const auto& e : loaded.errors)
-      GW_LOG(error) << e.to_string();
-    return reload_failed(trigger, loaded.errors.size());
-  }
-  auto& next = *loaded.config;
-  std::shared_ptr<const routing::routing_table> table;
-  try {
-    table = routing::routing_table::build(next.routing.rules());
-  } catch (const std::exception& e) {
-    GW_LOG(error) << next.service.routes_file.string() << ": " << e.what();
-    return reload_failed(trigger, 1);
-  }
-  // The certificates are validated before anything is applied: a bad pair fails the whole
-  // reload, and the running context (and table) stay.
-  if (!reload_tls(next.service)) return reload_failed(trigger, 1);
-  apply_settings(next.service);
-  publish_routing(next.routing, std::move(next.routes_sha256), std::move(table));
-  if (watcher_) watcher_->watch(watched_files());
-  reloads_.succeeded.fetch_add(1);
-  reloads_.last_successful.store(true);
-  reloads_.last_success_unix_seconds.store(
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
-               << " consumers, " << next.routing.routes.size() << " routes";
-  notify_.ready(serving_status());
-}
-
-std::vector<std::filesystem::path> gateway::watched_files(
-    const std::vector<consumers::consumer_spec>* consumers) const {
-  std::vector<std::filesystem::path> files{service_.config_file, service_.routes_file};
-  if (const auto tls = service_.tls_files()) {
-    files.push_back(tls->cert);
-    files.push_back(tls->key);
-    if (!tls->client_ca.empty()) files.push_back(tls->client_ca);
-  }
-  // The consumers' PEM files too: a certificate rotated in place reloads, and the consumers
-  // whose files' digest changed redial with the new context.
-  // (The constructor names its consumers: routes_ is not built yet when it stamps the files.)
-  const auto snapshot = consumers ? nullptr : routes_.load();
-  if (snapshot) consumers = &snapshot->specs;
-  if (!consumers) return files;
-  for (const auto& spec : *consumers) {
-    if (!spec.tls) continue;
-    for (const auto* f : {&spec.tls->files.ca, &spec.tls->files.cert, &spec.tls->files.key}) {
-      if (!f->empty() && std::find(files.begin(), files.end(), *f) == files.end())
-        files.push_back(*f);
-    }
-  }
-  return files;
-}
-
 // The supplier listener's certificates, then the TLS consumers' (CA bundles and client
 // certificates), each file once: the family's only label is the file, and a CA bundle that
 // several consumers (or the listener) share expires once.
 std::vector<net::tls_certificate_expiry> gateway::certificates() const {
-  auto all = tls_.expiry();
-  const auto snapshot = routes_.load();
+  std::vector<net::tls_certificate_expiry> all;
+  if (const auto* tls = listener_->tls()) all = tls->expiry();
+  const auto snapshot = consumers_.routes().load();
   if (!snapshot) return all;
   std::set<std::string> seen;
   for (const auto& c : all)
@@ -258,77 +125,10 @@ std::vector<net::tls_certificate_expiry> gateway::certificates() const {
   return all;
 }
 
-// The whole context is rebuilt, CA included (mosquitto's reload kept the old CA): new
-// connections use the new one, open ones keep theirs.
-bool gateway::reload_tls(const config::service_config& next) {
-  if (!session_ctx_.tls) return true;  // a plaintext listener: turning TLS on takes a restart
-  // New paths apply with the reload (apply_settings then takes them, and the watcher follows);
-  // a file that turns TLS off keeps the running files, reread.
-  const auto files = next.tls_files() ? next.tls_files() : service_.tls_files();
-  auto built = net::make_tls_server_context(*files);
-  if (!built.context) {
-    GW_LOG(error) << "[tls] " << built.error
-                  << "; new supplier connections keep the running "
-                     "certificate, key and CA";
-    return false;
-  }
-  tls_.store(std::move(built));
-  GW_LOG(info) << "[tls] certificate, key and CA reloaded from " << files->cert.string();
-  return true;
-}
-
-void gateway::reload_failed(std::string_view trigger, std::size_t errors) {
-  reloads_.failed.fetch_add(1);
-  reloads_.last_successful.store(false);
-  GW_LOG(error) << "reload (" << trigger << ") failed with " << errors
-                << " configuration error(s); the running routing table stays in force";
-  std::string status = serving_status();
-  status += "; the last reload failed with ";
-  status += std::to_string(errors);
-  status += " error(s), see the journal";
-  notify_.ready(status);
-}
-
-// What the settings table (config/settings.cpp) says a reload may change is applied; what
-// needs a restart keeps its running value and the operator is told, not ignored.
-void gateway::apply_settings(const config::service_config& next) {
-  const auto plan = config::plan_reload(service_, next);
-  for (const config::setting* s : plan.restart) {
-    GW_LOG(warning) << service_.config_file.string() << ": " << s->path() << " changed from "
-                    << s->text(service_) << " to " << s->text(next) << ": needs a restart; keeping "
-                    << s->text(service_) << " until then";
-  }
-  if (plan.unclassified) {
-    GW_LOG(error) << service_.config_file.string()
-                  << ": a setting changed that the reload does not know; it is not applied";
-  }
-  // Read on this strand only, so plain assignment is enough.
-  const bool allow_changed = service_.allow != next.allow;
-  for (const config::setting* s : plan.live)
-    s->copy(service_, next);
-  log::set_level(service_.log_level);
-  session_ctx_.kernel_tls.store(service_.tls_ktls == config::ktls_mode::automatic);
-  if (allow_changed) apply_allow_list();
-}
-
-// New connections are checked against the new list from the swap on; open ones from networks
-// it no longer admits are closed, so that removing a network takes effect without a restart.
-void gateway::apply_allow_list() {
-  allow_.replace(service_.allow);
-  std::size_t expelled = 0;
-  sessions_.for_each([&](suppliers::supplier_session& s) {
-    if (allow_.admits(s.peer_address())) return;
-    s.expel(suppliers::close_reason::not_allowed);
-    ++expelled;
-  });
-  GW_LOG(info) << "allow list changed to " << service_.allow.size() << " block(s); closing "
-               << expelled << " supplier connection(s) it no longer admits";
-}
-
 // Kernel TLS is used only where the kernel has the TLS module loaded, which an unprivileged
 // daemon cannot do: say once which record layer TLS connections will get, and how to change it.
 void gateway::log_kernel_tls(const config::routes_config& routes) const {
-  bool asked = session_ctx_.tls && service_.tls_ktls == config::ktls_mode::automatic;
+  bool asked = listener_->tls() && service_.tls_ktls == config::ktls_mode::automatic;
   for (const auto& c : routes.consumers)
     asked = asked || (c.tls && c.tls->kernel_tls);
   if (!asked) return;
@@ -339,14 +139,6 @@ void gateway::log_kernel_tls(const config::routes_config& routes) const {
     GW_LOG(info) << "kernel TLS: not loaded (no \"tls\" in /proc/sys/net/ipv4/tcp_available_ulp); "
                     "OpenSSL seals and opens every record. `modprobe tls` offloads them";
   }
-}
-
-std::string gateway::serving_status() const {
-  const auto snapshot = routes_.load();
-  std::ostringstream s;
-  s << "serving: " << consumers_.size() << " consumers, "
-    << (snapshot && snapshot->table ? snapshot->table->route_count() : 0) << " routes";
-  return s.str();
 }
 
 }  // namespace gatewayd::gateway

@@ -15,26 +15,21 @@
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
 #include "consumers/consumer.hpp"
-#include "consumers/queue_budget.hpp"
-#include "gateway/config_watcher.hpp"
-#include "gateway/consumer_retirement.hpp"
+#include "gateway/consumer_set.hpp"
+#include "gateway/reloader.hpp"
 #include "gateway/stop_deadline.hpp"
+#include "gateway/supplier_listener.hpp"
 #include "gateway/systemd_notify.hpp"
 #include "gateway/watchdog.hpp"
 #include "metrics/metrics_server.hpp"
 #include "metrics/operator_api.hpp"
-#include "metrics/reload_stats.hpp"
 #include "metrics/serving_state.hpp"
-#include "net/tls_context.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
 #include "runtime/lf_pool.hpp"
 #include "runtime/periodic_timer.hpp"
-#include "suppliers/allow_list.hpp"
 #include "suppliers/route_snapshot.hpp"
-#include "suppliers/session_registry.hpp"
-#include "suppliers/supplier_acceptor.hpp"
 #include "suppliers/supplier_stats.hpp"
 
 namespace gatewayd::gateway {
@@ -62,15 +57,13 @@ class gateway {
   // Starts the graceful stop from any thread: stop accepting and reading, drain, exit.
   void shutdown();
 
-  // Replaces the routing table and the consumer set (diffing consumers by name).
-  void apply_routing(const config::routes_config& routes, std::string routes_sha256);
   // Re-reads both configuration files from any thread, on the control strand: all or
   // nothing (an error keeps the running table), settings that cannot change live warned.
-  void reload(std::string trigger);
+  void reload(std::string trigger) { reloader_->request(std::move(trigger)); }
 
-  asio::ip::tcp::endpoint supplier_endpoint() const { return acceptor_->local_endpoint(); }
+  asio::ip::tcp::endpoint supplier_endpoint() const { return listener_->endpoint(); }
   const suppliers::supplier_stats& supplier_stats() const noexcept { return supplier_stats_; }
-  const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
+  const suppliers::route_snapshot_holder& routes() const noexcept { return consumers_.routes(); }
   const runtime::latency_histogram& promotion_latency() const noexcept { return promotion_; }
   const config::service_config& settings() const noexcept { return service_; }
   // The metrics port actually bound (0 when metrics are disabled).
@@ -80,6 +73,11 @@ class gateway {
   void wait_for_signal();
   void on_signal(int signo);
   // The stop, in gateway_stop.cpp: lame duck, suppliers asked to leave, drain, exit.
+  // The daemon's life, forward only. Each state's entry (listener, /readyz, sessions, reloads)
+  // is done by enter() alone, on control_ (or in run(), before the threads start).
+  enum class lifecycle { starting, serving, lame_duck, suppliers_leaving, draining, stopped };
+  // False (nothing done) when the gateway is already there or past it.
+  bool enter(lifecycle next);
   void begin_shutdown();
   void ask_suppliers_to_leave();
   void wait_for_suppliers(std::chrono::steady_clock::time_point leave_by);
@@ -88,66 +86,41 @@ class gateway {
   // On the stop deadline's own thread (stop_deadline): never touches what the strands own.
   void force_stop(const std::vector<std::shared_ptr<consumers::consumer>>& consumers);
   [[noreturn]] void abandon_stop();
-  void finish_shutdown();
+  void finish_shutdown(std::uint64_t undelivered);
   void start_metrics();
-  void do_reload(std::string_view trigger);
-  void reload_failed(std::string_view trigger, std::size_t errors);
-  void apply_settings(const config::service_config& next);
-  void apply_allow_list();
-  void publish_routing(const config::routes_config& routes, std::string routes_sha256,
-                       std::shared_ptr<const routing::routing_table> table);
-  std::string serving_status() const;
   void log_kernel_tls(const config::routes_config& routes) const;
-  // The files a change of which reloads: both configuration files and the [tls] PEM files.
-  // The TLS consumers' PEM files too: of `consumers`, or (null) of the running snapshot.
-  std::vector<std::filesystem::path> watched_files(
-      const std::vector<consumers::consumer_spec>* consumers = nullptr) const;
-  // [tls] on: builds a context from the [tls] files `next` names (the running ones if `next`
-  // turns TLS off, which takes a restart); false (logged) when they do not load or do not
-  // match, and the running context stays.
-  bool reload_tls(const config::service_config& next);
   // What gatewayd_tls_certificate_expiry_timestamp_seconds shows (any thread, at scrape time).
   std::vector<net::tls_certificate_expiry> certificates() const;
 
   config::service_config service_;
-  file_stamps started_from_;  // what start-up read, for the watcher to compare with the disk
   // Before ioc_: sessions that the io_context's destruction frees give their share back here.
   protocol::partial_frame_budget partial_budget_;
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
-  consumers::queue_budget budget_;
   suppliers::supplier_stats supplier_stats_;
-  suppliers::session_registry sessions_;
-  suppliers::route_snapshot_holder routes_;
-  suppliers::allow_list allow_{{}};  // gateway.allow, read by the acceptor's threads
-  suppliers::session_context session_ctx_;
-  runtime::lf_pool pool_;  // the threads that run the handlers (Leader/Followers)
-  std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
-  asio::signal_set signals_;
   runtime::strand control_;  // reloads and shutdown, one at a time
+  consumer_set consumers_;   // and the route snapshot that names them
+  runtime::lf_pool pool_;    // the threads that run the handlers (Leader/Followers)
+  // The listener, its sessions, the allow list and the [tls] context.
+  std::unique_ptr<supplier_listener> listener_;
+  std::unique_ptr<reloader> reloader_;  // built after listener_, which it reloads
+  asio::signal_set signals_;
   // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
   // as fast as it comes and folds into the one reload queued (reload_queued_).
   runtime::strand signal_strand_;
   bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
-  std::atomic<bool> reload_queued_{false};
-  std::atomic<bool> stop_requested_{false};  // set by the first SIGINT/SIGTERM: no more reloads
-  asio::steady_timer stop_timer_;   // on control_: the lame duck, then the suppliers' leaving
-  consumer_retirement retirement_;  // on control_: consumers removed by a reload
+  // Set by the first SIGINT/SIGTERM (or shutdown()), on any thread, so that the next one cuts
+  // the stop short without waiting for control_ to enter the stop's states.
+  std::atomic<bool> stop_requested_{false};
+  asio::steady_timer stop_timer_;  // on control_: the lame duck, then the suppliers' leaving
   systemd_notify notify_;
   watchdog watchdog_;
-  runtime::periodic_timer log_flush_;        // reports rate-limited log lines held back
-  std::unique_ptr<config_watcher> watcher_;  // null when inotify is unavailable
-  metrics::reload_stats reloads_;
+  runtime::periodic_timer log_flush_;  // reports rate-limited log lines held back
   metrics::serving_state serving_;
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;
-  std::map<std::string, std::shared_ptr<consumers::consumer>> consumers_;
-  net::tls_context_holder tls_;  // [tls]: what new supplier connections handshake with
-  bool shutting_down_ = false;
-  bool draining_started_ = false;  // the consumers' drain began (after any lame duck)
-  std::size_t draining_ = 0;
-  std::uint64_t undelivered_ = 0;
+  lifecycle state_ = lifecycle::starting;                   // on control_: see enter()
   std::chrono::steady_clock::time_point drain_deadline_{};  // lame duck: the drain ends by then
   // Last: its thread, if a stop started it, reads the members above until it is joined.
   stop_deadline deadline_;

@@ -28,14 +28,9 @@ void gateway::wait_for_signal() {
 void gateway::on_signal(int signo) {
   const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "SIGHUP";
   if (signo == SIGHUP) {
-    if (!stop_requested_.load() && !reload_queued_.exchange(true)) {
-      asio::post(control_, [this] {
-        reload_queued_.store(false);
-        if (watcher_) watcher_->reading(stamp_files(watched_files()));
-        do_reload("SIGHUP");
-      });
-    }
+    if (!stop_requested_.load()) reloader_->on_sighup();
   } else if (!stop_requested_.exchange(true)) {
+    reloader_->stop();
     GW_LOG(info) << "received " << name << "; shutting down";
     asio::post(control_, [this] { begin_shutdown(); });
   } else {
@@ -47,28 +42,54 @@ void gateway::on_signal(int signo) {
 
 void gateway::shutdown() {
   stop_requested_.store(true);
+  reloader_->stop();
   asio::post(control_, [this] { begin_shutdown(); });
+}
+
+bool gateway::enter(lifecycle next) {
+  if (next <= state_) return false;
+  state_ = next;
+  switch (next) {
+    case lifecycle::starting:
+      break;
+    case lifecycle::serving:
+      listener_->start();
+      serving_.listening.store(true);
+      break;
+    case lifecycle::lame_duck:  // /readyz answers 503; suppliers are still accepted and read
+      serving_.draining.store(true);
+      reloader_->stop();
+      break;
+    case lifecycle::suppliers_leaving:
+      listener_->stop();
+      serving_.listening.store(false);
+      break;
+    case lifecycle::draining:  // nothing new comes in; the consumers' queues go out
+      stop_timer_.cancel();
+      listener_->stop();
+      serving_.draining.store(true);
+      serving_.listening.store(false);
+      listener_->sessions().for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+      break;
+    case lifecycle::stopped:
+      break;
+  }
+  return true;
 }
 
 // With lame_duck_ms = 0 the drain starts at once. Otherwise /readyz answers 503 from here on
 // while the listener still accepts and every supplier is still read, so a balancer's health
 // check takes the node out before anything is refused.
 void gateway::begin_shutdown() {
-  if (shutting_down_) return;
-  shutting_down_ = true;
-  serving_.draining.store(true);
-  if (watcher_) watcher_->stop();
+  if (!enter(lifecycle::lame_duck)) return;
   // Whatever happens to the lame duck, the drain or the pool's threads, the stop ends by
   // lame_duck_ms + drain_timeout_ms + stop_grace: kept by a thread of its own, which nothing on
   // the pool can hold up. The consumers are its own copy: consumers_ belongs to this strand.
-  std::vector<std::shared_ptr<consumers::consumer>> left;
-  for (const auto& [name, c] : consumers_)
-    left.push_back(c);
   const bool armed = deadline_.arm(
       steady_clock::now() + service_.lame_duck + service_.drain_timeout + stop_grace -
           stop_leave_grace,
       stop_leave_grace,
-      {[this, left = std::move(left)] { force_stop(left); }, [this] { abandon_stop(); }});
+      {[this, left = consumers_.running()] { force_stop(left); }, [this] { abandon_stop(); }});
   if (!armed) {
     GW_LOG(error) << "cannot start the stop deadline's thread: this stop has no hard deadline";
   }
@@ -89,20 +110,19 @@ void gateway::begin_shutdown() {
 // side, so a supplier that moves to another node on end-of-file loses nothing here. Suppliers
 // get half of drain_timeout_ms; the consumer queues the rest.
 void gateway::ask_suppliers_to_leave() {
-  acceptor_->stop();
-  serving_.listening.store(false);
+  if (!enter(lifecycle::suppliers_leaving)) return;
   const auto now = steady_clock::now();
   drain_deadline_ = now + service_.drain_timeout;
-  GW_LOG(info) << "lame duck over: listener closed; asking " << sessions_.size()
+  GW_LOG(info) << "lame duck over: listener closed; asking " << listener_->sessions().size()
                << " supplier(s) to leave (half-close), waiting up to "
                << service_.drain_timeout.count() / 2 << " ms";
-  sessions_.for_each([](suppliers::supplier_session& s) { s.ask_to_leave(); });
+  listener_->sessions().for_each([](suppliers::supplier_session& s) { s.ask_to_leave(); });
   wait_for_suppliers(now + service_.drain_timeout / 2);
 }
 
 // Polled: the registry changes on every connect and close, and nothing else needs to know.
 void gateway::wait_for_suppliers(steady_clock::time_point leave_by) {
-  const std::size_t left = sessions_.size();
+  const std::size_t left = listener_->sessions().size();
   if (left != 0 && steady_clock::now() < leave_by) {
     stop_timer_.expires_after(std::chrono::milliseconds(20));
     stop_timer_.async_wait([this, leave_by](std::error_code ec) {
@@ -123,46 +143,24 @@ void gateway::wait_for_suppliers(steady_clock::time_point leave_by) {
 // Suppliers still connected stay so, unread (nothing new comes in, nothing is cut mid-frame);
 // every consumer queue is sent for at most `within`.
 void gateway::drain_consumers(std::chrono::milliseconds within) {
-  if (draining_started_) return;
-  draining_started_ = true;
-  stop_timer_.cancel();
-  acceptor_->stop();
-  serving_.listening.store(false);
-  sessions_.for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
-  retirement_.stop(false);  // consumers a reload removed drain on their own deadlines
-  draining_ = consumers_.size();
+  if (!enter(lifecycle::draining)) return;
   std::string status = "stopping: draining ";
-  status += std::to_string(draining_);
+  status += std::to_string(consumers_.size());
   status += " consumer queues for up to ";
   status += std::to_string(within.count());
   status += " ms";
   notify_.stopping(status);
-  if (draining_ == 0) return finish_shutdown();
-  for (auto& [name, c] : consumers_) {
-    c->drain_and_close(within, consumers::drop_reason::shutdown,
-                       [this, n = name](std::uint64_t left) {
-                         asio::post(control_, [this, n, left] {
-                           if (left) {
-                             GW_LOG(warning) << "consumer " << n << ": " << left
-                                             << " frames undelivered at shutdown";
-                           }
-                           undelivered_ += left;
-                           if (--draining_ == 0) finish_shutdown();
-                         });
-                       });
-  }
+  consumers_.drain(within, [this](std::uint64_t undelivered) { finish_shutdown(undelivered); });
 }
 
 // A second signal: a lame duck ends, suppliers are no longer waited for, and every consumer's
 // drain deadline becomes now. Each closes at once (a write still out is cancelled first) and
 // reports what it leaves, as a drain that timed out does.
 void gateway::cut_drain_short() {
-  if (!shutting_down_) begin_shutdown();
-  retirement_.stop(true);
-  if (!draining_started_) return drain_consumers(std::chrono::milliseconds(0));
-  if (draining_ == 0) return;
-  for (auto& [name, c] : consumers_)
-    c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
+  begin_shutdown();                               // nothing, if it began
+  drain_consumers(std::chrono::milliseconds(0));  // nothing, if it began
+  // Also after the running consumers drained: those a reload removed may still be draining.
+  consumers_.cut_short();
 }
 
 // On the deadline's thread: the stop is not over by lame_duck_ms + drain_timeout_ms and most of
@@ -195,17 +193,15 @@ void gateway::abandon_stop() {
   ::_exit(0);
 }
 
-void gateway::finish_shutdown() {
-  GW_LOG(info) << "drain finished: " << undelivered_ << " frames undelivered";
+void gateway::finish_shutdown(std::uint64_t undelivered) {
+  enter(lifecycle::stopped);
+  GW_LOG(info) << "drain finished: " << undelivered << " frames undelivered";
   // The counters' last values, which no scrape can read once the process is gone: with the
   // other nodes' and the consumers', they account for every frame a fleet was sent.
   const auto& in = supplier_stats_;
   GW_LOG(info) << "totals: " << in.frames_received.load() << " frames received from suppliers, "
                << in.unroutable.load() << " unroutable";
-  for (const auto& [name, c] : consumers_) {
-    GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
-                 << " frames, dropped " << c->stats().dropped_total();
-  }
+  consumers_.log_totals();
   stop_timer_.cancel();
   // On the signal strand: on_signal re-arms the wait there after posting a stop, and a cancel
   // from here could come first and find nothing to cancel, leaving the pool a wait that never
@@ -215,7 +211,7 @@ void gateway::finish_shutdown() {
     std::error_code ignored;
     signals_.cancel(ignored);
   });
-  sessions_.for_each([](suppliers::supplier_session& s) { s.stop(); });
+  listener_->sessions().for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here; a
   // notification still waiting for room in systemd's socket would keep the pool alive.
   watchdog_.stop();

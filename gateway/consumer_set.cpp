@@ -1,0 +1,119 @@
+#include "gateway/consumer_set.hpp"
+
+#include <sstream>
+
+#include "runtime/log.hpp"
+
+namespace gatewayd::gateway {
+
+consumer_set::consumer_set(const runtime::executor& ex, runtime::strand& control,
+                           const config::service_config& settings,
+                           std::shared_ptr<routing::publish_drop_counters> not_permitted)
+    : executor_(ex),
+      control_(control),
+      settings_(settings),
+      not_permitted_(std::move(not_permitted)),
+      budget_(settings.max_queued_bytes),
+      retirement_(control) {}
+
+consumers::consumer::options consumer_set::consumer_options() {
+  consumers::consumer::options options;
+  options.reconnect_initial = settings_.reconnect_initial;
+  options.reconnect_max = settings_.reconnect_max;
+  options.slow_after = settings_.slow_consumer;
+  options.budget = &budget_;
+  options.limits = {settings_.consumer_connect_timeout, settings_.consumer_timeout};
+  return options;
+}
+
+void consumer_set::apply(const config::routes_config& routes, std::string routes_sha256,
+                         std::shared_ptr<const routing::routing_table> table) {
+  auto snapshot = std::make_shared<suppliers::route_snapshot>();
+  snapshot->table = std::move(table);
+  snapshot->specs = routes.consumers;
+  snapshot->sha256 = std::move(routes_sha256);
+  snapshot->loaded_at = std::chrono::system_clock::now();
+  snapshot->permissions = std::make_shared<const routing::publish_permissions>(
+      routes.suppliers, routes.suppliers_default, not_permitted_);
+
+  std::map<std::string, std::shared_ptr<consumers::consumer>> next;
+  for (const auto& spec : routes.consumers) {
+    std::shared_ptr<consumers::consumer> c;
+    if (auto it = running_.find(spec.name); it != running_.end()) {
+      c = it->second;
+      c->reconfigure(spec);
+    } else {
+      c = std::make_shared<consumers::consumer>(executor_, spec, consumer_options());
+      c->start();
+    }
+    snapshot->consumers.push_back(c);
+    next.emplace(spec.name, std::move(c));
+  }
+  for (auto& [name, c] : running_) {
+    if (!next.count(name)) retirement_.retire(c, settings_.drain_timeout);
+  }
+  snapshot->retired = retirement_.to_export(snapshot->consumers);
+  // Publish first: passes that begin from here on route by the new table; the removed consumers
+  // drain once the passes that began earlier are over, so what those route to them is theirs.
+  retirement_.published(routes_.publish(std::move(snapshot)));
+  running_ = std::move(next);
+}
+
+void consumer_set::drain(std::chrono::milliseconds within,
+                         std::function<void(std::uint64_t)> drained) {
+  retirement_.stop(false);  // consumers a reload removed drain on their own deadlines
+  if (running_.empty()) return drained(0);
+  // Counted on the control strand, where each consumer's report is posted.
+  struct progress {
+    std::size_t left;
+    std::uint64_t undelivered = 0;
+    std::function<void(std::uint64_t)> drained;
+  };
+  auto p = std::make_shared<progress>(progress{running_.size(), 0, std::move(drained)});
+  for (auto& [name, c] : running_) {
+    c->drain_and_close(within, consumers::drop_reason::shutdown,
+                       [control = control_, p, n = name](std::uint64_t left) {
+                         asio::post(control, [p, n, left] {
+                           if (left) {
+                             GW_LOG(warning) << "consumer " << n << ": " << left
+                                             << " frames undelivered at shutdown";
+                           }
+                           p->undelivered += left;
+                           if (--p->left == 0) p->drained(p->undelivered);
+                         });
+                       });
+  }
+}
+
+// Each consumer closes at once (a write still out is cancelled first) and reports what it
+// leaves, as a drain that timed out does.
+void consumer_set::cut_short() {
+  retirement_.stop(true);
+  for (auto& [name, c] : running_)
+    c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
+}
+
+std::vector<std::shared_ptr<consumers::consumer>> consumer_set::running() const {
+  std::vector<std::shared_ptr<consumers::consumer>> out;
+  out.reserve(running_.size());
+  for (const auto& [name, c] : running_)
+    out.push_back(c);
+  return out;
+}
+
+std::string consumer_set::status() const {
+  const auto snapshot = routes_.load();
+  std::ostringstream s;
+  s << "serving: " << running_.size() << " consumers, "
+    << (snapshot && snapshot->table ? snapshot->table->route_count() : 0) << " routes";
+  return s.str();
+}
+
+void consumer_set::log_totals() const {
+  for (const auto& [name, c] : running_) {
+    GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
+                 << " frames, dropped " << c->stats().dropped_total();
+  }
+}
+
+}  // namespace gatewayd::gateway

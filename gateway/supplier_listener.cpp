@@ -1,0 +1,49 @@
+#include "gateway/supplier_listener.hpp"
+
+#include <stdexcept>
+
+namespace gatewayd::gateway {
+
+supplier_listener::supplier_listener(const runtime::executor& ex,
+                                     const config::service_config& settings, shared with)
+    : allow_(settings.allow),
+      session_ctx_{with.routes, with.stats, sessions_, settings.max_payload,
+                   settings.idle_timeout} {
+  session_ctx_.partial_budget = &with.partial_budget;
+  if (const auto files = settings.tls_files()) {
+    auto built = net::make_tls_server_context(*files);
+    if (!built.context) throw std::runtime_error("[tls] " + built.error);
+    tls_.store(std::move(built));
+    session_ctx_.tls = &tls_;
+    session_ctx_.handshake_timeout = settings.tls_handshake_timeout;
+    session_ctx_.kernel_tls.store(settings.tls_ktls == config::ktls_mode::automatic);
+  }
+  using acceptor = suppliers::supplier_acceptor;
+  acceptor::proxy_options proxy;
+  if (settings.proxy_protocol) proxy.from = acceptor::from_blocks(settings.proxy_from);
+  // The allow list is read through allow_ at every accept, so that a reload can replace it.
+  acceptor_ = std::make_shared<acceptor>(
+      ex, settings.supplier_listen, session_ctx_, settings.max_supplier_connections,
+      [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
+}
+
+void supplier_listener::start() {
+  acceptor_->start();
+}
+
+void supplier_listener::stop() {
+  acceptor_->stop();
+}
+
+std::size_t supplier_listener::admit_only(std::vector<net::cidr_block> blocks) {
+  allow_.replace(std::move(blocks));
+  std::size_t expelled = 0;
+  sessions_.for_each([&](suppliers::supplier_session& s) {
+    if (allow_.admits(s.peer_address())) return;
+    s.expel(suppliers::close_reason::not_allowed);
+    ++expelled;
+  });
+  return expelled;
+}
+
+}  // namespace gatewayd::gateway
