@@ -71,7 +71,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
           std::memory_order_relaxed);
     }
-    if (closed_for_puts_) {
+    if (life_ == life::closed) {
       // Only a session that routed by a table older than the one that removed this consumer
       // gets here, after its drain ended: counted as removed (and still shown in /metrics).
       for (const auto& f : frames)
@@ -97,7 +97,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           !policy && (flow_ == flow::refusing ? full : above_high_water(queue_, limits_));
       // A draining consumer takes what was routed to it but pauses nobody: new frames go by a
       // table that no longer names it.
-      if (!closing_ && (backpressure || gateway_behind)) {
+      if (life_ == life::open && (backpressure || gateway_behind)) {
         result.pause_supplier = true;
         result.paused_by_consumer = backpressure && policy;
         paused_.add(listener);
@@ -317,9 +317,9 @@ void consumer::on_link_down() {
     // Its policy applies to what it holds from now on (the link is down already: a disconnect
     // only discards). Not once its drain has ended: what is left then is counted as the
     // close's reason.
-    if (!closed_for_puts_) hold_to_limits_locked(trimmed, released);
+    if (life_ != life::closed) hold_to_limits_locked(trimmed, released);
     publish_depth_locked();
-    if (limits_.policy == overflow_policy::backpressure && !closing_)
+    if (limits_.policy == overflow_policy::backpressure && life_ == life::open)
       paused_.copy_waiting_locked(held);
   }
   settle_policy(trimmed, 0);
@@ -358,7 +358,7 @@ bool consumer::below_low_water_locked() const noexcept {
   // Suppliers paused on this consumer are released when it stops taking frames (closing);
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
-  if (closing_) return true;
+  if (life_ != life::open) return true;
   // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
   // (put()); they go on once it is down to half its limits.
   const bool caught_up =

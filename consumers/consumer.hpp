@@ -188,10 +188,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::optional<consumer_tls> tls_;
   flow flow_ = flow::disconnected;
   bool writing_ = false;  // the writer role is taken
-  // drain_and_close() was called: frames routed to it by the table that still named it are
-  // taken (they are its own) but nobody is paused; once the drain ends they are refused.
-  bool closing_ = false;
-  bool closed_for_puts_ = false;
+  // Where its end is, under mutex_: open ─▶ draining (drain_and_close() was called: frames
+  // routed to it by the table that still named it are taken, they are its own, but nobody is
+  // paused) ─▶ closed (the drain ended: frames are refused, counted as removed).
+  enum class life : std::uint8_t { open, draining, closed };
+  life life_ = life::open;
   bool discard_in_flight_ = false;  // the disconnect policy fired during a write
   std::uint64_t conn_ = 0;          // the connection writes go to
   paused_suppliers paused_;
@@ -209,9 +210,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
 
   // drain_and_close, strand-only.
   struct closing_state {
-    bool draining = false;   // begin_drain ran
-    bool finishing = false;  // the deadline passed or the queue emptied: closing now
-    bool closed = false;
+    bool draining = false;  // begin_drain ran
+    bool closed = false;    // complete_close ran
     drop_reason reason = drop_reason::shutdown;
     std::chrono::steady_clock::time_point deadline{};
     std::vector<std::function<void(std::uint64_t)>> done;
