@@ -1,5 +1,7 @@
 #include "consumers/consumer.hpp"
 
+#include <cassert>
+
 namespace gatewayd::consumers {
 
 consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
@@ -69,7 +71,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
           std::memory_order_relaxed);
     }
-    if (closed_for_puts_) {
+    if (life_ == life::closed) {
       // Only a session that routed by a table older than the one that removed this consumer
       // gets here, after its drain ended: counted as removed (and still shown in /metrics).
       for (const auto& f : frames)
@@ -79,8 +81,9 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
       // packed from the moment it refuses, not once it counts as slow, so that its grace is
       // bounded by its limits rather than by the read chunks its frames pin.
-      a = admit(queue_, frames, limits_, opts_.budget, congested_,
-                congested_ || refusing_ ? &packer_ : nullptr, refused);
+      const bool policy = policy_applies(flow_);
+      a = admit(queue_, frames, limits_, opts_.budget, policy,
+                policy || flow_ == flow::refusing ? &packer_ : nullptr, refused);
       if (a.slow) slow_conn = give_up_link_locked();
       // Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the
       // gateway's own high-water mark, where the gateway, not the consumer, is behind. One
@@ -91,15 +94,15 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       const bool full = at_limit(queue_, limits_) || a.over_budget;
       const bool backpressure = limits_.policy == overflow_policy::backpressure && full;
       const bool gateway_behind =
-          !congested_ && (refusing_ ? full : above_high_water(queue_, limits_));
+          !policy && (flow_ == flow::refusing ? full : above_high_water(queue_, limits_));
       // A draining consumer takes what was routed to it but pauses nobody: new frames go by a
       // table that no longer names it.
-      if (!closing_ && (backpressure || gateway_behind)) {
+      if (life_ == life::open && (backpressure || gateway_behind)) {
         result.pause_supplier = true;
-        result.paused_by_consumer = backpressure && congested_;
+        result.paused_by_consumer = backpressure && policy;
         paused_.add(listener);
       }
-      if (connected_ && !queue_.empty() && !writing_) {
+      if (writable(flow_) && !queue_.empty() && !writing_) {
         writing_ = true;
         start_drain = true;
       }
@@ -114,34 +117,70 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
 }
 
 // ---------------------------------------------------------------------------------------------
-// For the drains
+// The flow state
 
-bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn) {
-  if (connected_ && !queue_.empty()) {
+void consumer::enter_locked(flow to) noexcept {
+  const flow from = flow_;
+  if (from == to) return;
+  // The table in consumer.hpp; anything else is a bug.
+  [[maybe_unused]] const bool allowed =
+      to == flow::disconnected ||
+      (from == flow::disconnected && (to == flow::keeping_up || to == flow::congested)) ||
+      (from == flow::keeping_up && (to == flow::refusing || to == flow::moving)) ||
+      (from == flow::refusing &&
+       (to == flow::keeping_up || to == flow::congested || to == flow::moving)) ||
+      (from == flow::congested && to == flow::keeping_up);
+  assert(allowed);
+  flow_ = to;
+  // Caught up with everything on a live connection: what was packed for the wait is let go.
+  if (to == flow::keeping_up && (from == flow::refusing || from == flow::congested))
+    packer_.let_go();
+  stats_.congested.store(policy_applies(to), std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// For the drain
+
+bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
+  bool more = false;
+  bool left_refusing = false;
+  {
+    std::lock_guard lock(mutex_);
+    more = take_batch_locked(batch, conn, left_refusing);
+    if (below_low_water_locked()) paused_.release_locked();
+  }
+  if (left_refusing) grace_timer_.cancel();
+  // Nothing to send: a TLS connection gives its staging buffer back while it idles.
+  if (!more && link_.secure_stream()) link_.secure_stream()->release_buffers();
+  paused_.resume_released();
+  if (!more) check_drain();
+  return more;
+}
+
+bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing) {
+  if (writable(flow_) && !queue_.empty()) {
     batch.fill(queue_);
     conn = conn_;
     publish_depth_locked();
     return true;
   }
   // Caught up with everything on a live connection: from here on the consumer keeps up again.
-  if (connected_ && refusing_ && !congested_) packer_.let_go();
-  if (connected_) refusing_ = false;
-  if (connected_ && congested_) {
-    congested_ = false;
-    packer_.let_go();
-    stats_.congested.store(false, std::memory_order_relaxed);
+  if (writable(flow_)) {
+    left_refusing = flow_ == flow::refusing;
+    enter_locked(flow::keeping_up);
   }
   writing_ = false;
   discard_in_flight_ = false;
   return false;
 }
 
-void consumer::socket_refused() {
-  if (stuck_) return;
-  stuck_ = true;
+void consumer::batch_refused() {
   {
     std::lock_guard lock(mutex_);
-    refusing_ = true;
+    // Already refusing (its grace runs) or behind (its policy applies), or no longer writing
+    // to this connection: nothing changes.
+    if (flow_ != flow::keeping_up) return;
+    enter_locked(flow::refusing);
     // Suppliers paused at the high-water mark while the socket still took bytes are let go: from
     // here on only a full queue holds them (put()).
     if (below_low_water_locked()) paused_.release_locked();
@@ -149,25 +188,20 @@ void consumer::socket_refused() {
   paused_.resume_released();
   grace_timer_.expires_after(opts_.slow_after);
   grace_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-    if (!ec && self->stuck_) self->fell_behind();
+    if (!ec) self->fell_behind();
   });
 }
 
-void consumer::caught_up() {
-  if (!stuck_) return;
-  stuck_ = false;
-  grace_timer_.cancel();
-}
-
 void consumer::fell_behind() {
-  stats_.congested.store(true, std::memory_order_relaxed);
   protocol::release_batch released;  // released after the unlock
   admission trimmed;
   std::uint64_t slow_conn = 0;
   std::vector<std::weak_ptr<flow_control_listener>> held;
   {
     std::lock_guard lock(mutex_);
-    congested_ = true;
+    // Caught up, or gone, meanwhile.
+    if (flow_ != flow::refusing) return;
+    enter_locked(flow::congested);
     // What queued while it kept up meets its policy now, not only what comes next.
     slow_conn = hold_to_limits_locked(trimmed, released);
     // It will hold what it has for long: frames pinning mostly unused read chunks are copied
@@ -188,7 +222,7 @@ void consumer::fell_behind() {
   tell_held(held);
 }
 
-void consumer::settle_rest(write_batch& batch) {
+void consumer::batch_failed(write_batch& batch) {
   frame_counts discarded;
   protocol::release_batch released;
   admission trimmed;
@@ -201,7 +235,7 @@ void consumer::settle_rest(write_batch& batch) {
       } else {
         batch.return_to(queue_);  // sent whole on the next connection
         // A congested queue stays within its limits with the batch back in it too.
-        if (congested_) slow_conn = hold_to_limits_locked(trimmed, released);
+        if (policy_applies(flow_)) slow_conn = hold_to_limits_locked(trimmed, released);
       }
     }
     discard_in_flight_ = false;
@@ -215,7 +249,7 @@ void consumer::settle_rest(write_batch& batch) {
   }
 }
 
-void consumer::count_sent(frame_counts sent) noexcept {
+void consumer::batch_sent(frame_counts sent) noexcept {
   if (!sent.frames) return;
   if (opts_.budget) opts_.budget->release(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
@@ -228,10 +262,10 @@ std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_ba
 }
 
 std::uint64_t consumer::give_up_link_locked() noexcept {
-  if (!connected_) return 0;
+  if (!writable(flow_)) return 0;
   // No write may start on the doomed connection from here on; the strand drops it, and a
   // batch being written is discarded when it comes back.
-  connected_ = false;
+  enter_locked(flow::disconnected);
   if (writing_) discard_in_flight_ = true;
   return conn_;
 }
@@ -260,7 +294,6 @@ void consumer::on_link_up(std::uint64_t conn) {
   {
     std::lock_guard lock(mutex_);
     conn_ = conn;
-    connected_ = true;
     // A write of the previous connection still on its way back (aborted) resumes the drain
     // itself when it returns. What waited meanwhile keeps the consumer congested until it is
     // written out.
@@ -268,8 +301,7 @@ void consumer::on_link_up(std::uint64_t conn) {
       writing_ = true;
       start = true;
     }
-    if (queue_.empty()) congested_ = false;
-    stats_.congested.store(congested_, std::memory_order_relaxed);
+    enter_locked(queue_.empty() ? flow::keeping_up : flow::congested);
   }
   drain_.on_link_up(start);
   if (!start) check_drain();
@@ -281,17 +313,15 @@ void consumer::on_link_down() {
   std::vector<std::weak_ptr<flow_control_listener>> held;
   {
     std::lock_guard lock(mutex_);
-    connected_ = false;
-    congested_ = true;
+    enter_locked(flow::disconnected);
     // Its policy applies to what it holds from now on (the link is down already: a disconnect
     // only discards). Not once its drain has ended: what is left then is counted as the
     // close's reason.
-    if (!closed_for_puts_) hold_to_limits_locked(trimmed, released);
+    if (life_ != life::closed) hold_to_limits_locked(trimmed, released);
     publish_depth_locked();
-    if (limits_.policy == overflow_policy::backpressure && !closing_)
+    if (limits_.policy == overflow_policy::backpressure && life_ == life::open)
       paused_.copy_waiting_locked(held);
   }
-  stats_.congested.store(true, std::memory_order_relaxed);
   settle_policy(trimmed, 0);
   tell_held(held);
 }
@@ -311,7 +341,8 @@ void consumer::reconfigure(const consumer_spec& spec) {
     tls_ = spec.tls;
     // From here on frames wait for the new endpoint; a batch already out may still go to the
     // old one.
-    if (moved) connected_ = false;
+    if (moved && writable(flow_))
+      enter_locked(flow_ == flow::congested ? flow::disconnected : flow::moving);
   }
   // A larger capacity or a policy other than backpressure may release paused suppliers.
   asio::post(strand_, [self = shared_from_this(), moved, at = spec.address, tls = spec.tls] {
@@ -327,11 +358,12 @@ bool consumer::below_low_water_locked() const noexcept {
   // Suppliers paused on this consumer are released when it stops taking frames (closing);
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
-  if (closing_) return true;
+  if (life_ != life::open) return true;
   // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
   // (put()); they go on once it is down to half its limits.
-  const bool caught_up = congested_ || (refusing_ ? below_half_limits(queue_, limits_)
-                                                  : below_low_water(queue_, limits_));
+  const bool caught_up =
+      policy_applies(flow_) || (flow_ == flow::refusing ? below_half_limits(queue_, limits_)
+                                                        : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
   return caught_up && below_half_limits(queue_, limits_);
 }

@@ -30,7 +30,9 @@
 
 namespace gatewayd::consumers {
 
-class consumer : public std::enable_shared_from_this<consumer>, private link_events {
+class consumer : public std::enable_shared_from_this<consumer>,
+                 private link_events,
+                 private batch_source {
  public:
   struct options {
     std::chrono::milliseconds reconnect_initial{100};
@@ -94,25 +96,57 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   overflow_policy policy() const noexcept;
 
  private:
-  friend class strand_drain;
+  // How frames flow to the consumer's endpoint, under mutex_. Every change goes through
+  // enter_locked(), which holds the table of transitions:
+  //   disconnected -> keeping_up (link up, nothing waited) | congested (link up, frames waited)
+  //   keeping_up   -> refusing (socket full) | moving (reload) | disconnected (link down)
+  //   refusing     -> keeping_up (queue emptied) | congested (slow_after passed) | moving |
+  //                   disconnected
+  //   congested    -> keeping_up (queue emptied) | disconnected (link down, policy gave it up,
+  //                   reload)
+  //   moving       -> disconnected (the old connection goes down)
+  enum class flow : std::uint8_t {
+    // No connection to write to: its overflow policy applies (admission.hpp). The start.
+    disconnected,
+    // A reload moved it: frames wait for the new endpoint, held as by one that keeps up,
+    // until the old connection goes down (at once, on the strand).
+    moving,
+    // Connected, the socket takes what it is given: the gateway holds its frames and pauses
+    // the suppliers at the high-water mark.
+    keeping_up,
+    // Connected, the socket refused bytes and the queue has not emptied since: within its
+    // grace (options::slow_after) the queue may fill to its own limits; only a full queue
+    // pauses the suppliers, and nothing is dropped yet.
+    refusing,
+    // Connected, but it fell behind (the grace passed): its overflow policy applies.
+    congested,
+  };
+  static bool writable(flow f) noexcept {
+    return f == flow::keeping_up || f == flow::refusing || f == flow::congested;
+  }
+  static bool policy_applies(flow f) noexcept {
+    return f == flow::congested || f == flow::disconnected;
+  }
+  void enter_locked(flow to) noexcept;
 
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;
   void on_link_down() override;
 
-  // For the drain. Under mutex_: the next batch into `batch` (and the connection it is for),
-  // or false after giving up the writer role when there is nothing to send or nowhere to.
-  bool take_batch_locked(write_batch& batch, std::uint64_t& conn);
-  // Strand. The socket took less than it was given: unless the consumer catches up (its queue
-  // empties) within options::slow_after, it is slow, and its overflow policy applies.
-  void socket_refused();
-  void caught_up();
+  // batch_source, for the drain (strand).
+  bool take_batch(write_batch& batch, std::uint64_t& conn) override;
+  void batch_sent(frame_counts sent) noexcept override;
+  // Unless the consumer catches up (its queue empties) within options::slow_after, it is slow,
+  // and its overflow policy applies.
+  void batch_refused() override;
+  // The unsent rest goes back to the queue, or away if the disconnect policy fired meanwhile.
+  void batch_failed(write_batch& rest) override;
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
+
+  // Under mutex_: the next batch, or false after giving up the writer role. `left_refusing`:
+  // the queue emptied while the socket was refusing.
+  bool take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing);
   void fell_behind();
-  // After a write ended (completed, cut or failed): the unsent rest goes back to the queue, or
-  // away if the disconnect policy fired meanwhile.
-  void settle_rest(write_batch& batch);
-  // Frames the socket took whole: sent, and their budget given back.
-  void count_sent(frame_counts sent) noexcept;
   void publish_depth_locked() noexcept;
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
   // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
@@ -152,21 +186,15 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   net::endpoint endpoint_;
   // The TLS settings the link dials with (absent: plaintext).
   std::optional<consumer_tls> tls_;
-  bool connected_ = false;  // a drain may write; cleared before the socket closes
-  bool writing_ = false;    // the writer role is taken
-  // drain_and_close() was called: frames routed to it by the table that still named it are
-  // taken (they are its own) but nobody is paused; once the drain ends they are refused.
-  bool closing_ = false;
-  bool closed_for_puts_ = false;
+  flow flow_ = flow::disconnected;
+  bool writing_ = false;  // the writer role is taken
+  // Where its end is, under mutex_: open ─▶ draining (drain_and_close() was called: frames
+  // routed to it by the table that still named it are taken, they are its own, but nobody is
+  // paused) ─▶ closed (the drain ended: frames are refused, counted as removed).
+  enum class life : std::uint8_t { open, draining, closed };
+  life life_ = life::open;
   bool discard_in_flight_ = false;  // the disconnect policy fired during a write
-  // Not connected, or its socket has refused bytes for options::slow_after without the queue
-  // emptying since: only then does the overflow policy drop (admission.hpp). Until then the
-  // gateway holds its frames and pauses the suppliers at the high-water mark.
-  bool congested_ = true;
-  // stuck_, as put() sees it: the socket refused bytes and the queue has not emptied since. The
-  // gateway then pauses the suppliers only at the queue's limits (admission.hpp).
-  bool refusing_ = false;
-  std::uint64_t conn_ = 0;  // the connection writes go to
+  std::uint64_t conn_ = 0;          // the connection writes go to
   paused_suppliers paused_;
   frame_packer packer_;  // a congested consumer's own chunks for sparse frames
 
@@ -175,18 +203,15 @@ class consumer : public std::enable_shared_from_this<consumer>, private link_eve
   std::atomic<overflow_policy> policy_view_;
 
   // The parts.
-  consumer_link link_;         // strand-only
-  strand_drain drain_{*this};  // the writer
+  consumer_link link_;                         // strand-only
+  strand_drain drain_{strand_, link_, *this};  // the writer
 
-  // Strand-only: the socket refused bytes and the queue has not emptied since.
-  bool stuck_ = false;
-  asio::steady_timer grace_timer_;
+  asio::steady_timer grace_timer_;  // strand-only: a refusing consumer's slow_after
 
   // drain_and_close, strand-only.
   struct closing_state {
-    bool draining = false;   // begin_drain ran
-    bool finishing = false;  // the deadline passed or the queue emptied: closing now
-    bool closed = false;
+    bool draining = false;  // begin_drain ran
+    bool closed = false;    // complete_close ran
     drop_reason reason = drop_reason::shutdown;
     std::chrono::steady_clock::time_point deadline{};
     std::vector<std::function<void(std::uint64_t)>> done;

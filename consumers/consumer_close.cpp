@@ -8,7 +8,7 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
                                std::function<void(std::uint64_t)> done) {
   {
     std::lock_guard lock(mutex_);
-    closing_ = true;
+    if (life_ == life::open) life_ = life::draining;
   }
   asio::post(strand_,
              [self = shared_from_this(), timeout, reason, done = std::move(done)]() mutable {
@@ -33,7 +33,7 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
     drain_timer_.expires_at(deadline);
     drain_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
       // Cancelled: re-armed for an earlier deadline, or already finished.
-      if (!ec && !self->close_.finishing) self->finish_drain();
+      if (!ec) self->finish_drain();
     });
   }
   // No new table routes to it: what it holds must not keep any supplier waiting.
@@ -51,12 +51,14 @@ void consumer::check_drain() {
   if (!close_.draining || close_.closed) return;
   bool idle = false;
   bool empty = false;
+  bool finishing = false;
   {
     std::lock_guard lock(mutex_);
     idle = !writing_;
     empty = queue_.empty();
+    finishing = life_ == life::closed;
   }
-  if (close_.finishing) {
+  if (finishing) {
     if (idle) complete_close();
   } else if (idle && empty) {
     finish_drain();
@@ -64,11 +66,10 @@ void consumer::check_drain() {
 }
 
 void consumer::finish_drain() {
-  if (close_.finishing) return;
-  close_.finishing = true;
   {
     std::lock_guard lock(mutex_);
-    closed_for_puts_ = true;
+    if (life_ == life::closed) return;
+    life_ = life::closed;
   }
   drain_timer_.cancel();
   link_.shut();

@@ -4,15 +4,36 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <system_error>
 
+#include "consumers/consumer_link.hpp"
 #include "consumers/frame_packer.hpp"
 #include "consumers/write_batch.hpp"
+#include "runtime/executor.hpp"
 
 namespace gatewayd::consumers {
 
-class consumer;
+// What the writer asks of the one whose frames it writes (the consumer), on its strand: a batch
+// to write, and how each one ended. The only way the writer reaches the queue.
+class batch_source {
+ public:
+  // The next batch into `batch` (empty), and the connection it is for; or false: nothing to
+  // send or nowhere to send it, and the writer role is given up.
+  virtual bool take_batch(write_batch& batch, std::uint64_t& conn) = 0;
+  // The socket took these frames whole.
+  virtual void batch_sent(frame_counts sent) noexcept = 0;
+  // The socket took less than it was offered: it is full.
+  virtual void batch_refused() = 0;
+  // The write ended (the connection broke, or went away under it) with `rest` unsent.
+  virtual void batch_failed(write_batch& rest) = 0;
+  // Kept alive by every operation the writer has out.
+  virtual std::shared_ptr<void> keep_alive() = 0;
+
+ protected:
+  ~batch_source() = default;
+};
 
 class strand_drain {
  public:
@@ -21,17 +42,19 @@ class strand_drain {
   // while other suppliers keep that consumer's queue full.
   static constexpr std::uint64_t turn_bytes = 4 * write_batch::max_bytes;
 
-  explicit strand_drain(consumer& c) noexcept : c_(c) {}
+  strand_drain(const runtime::strand& strand, consumer_link& link, batch_source& source)
+      : strand_(strand), link_(link), source_(source) {}
 
-  // `here`: dispatched, not posted: when the consumer's strand is idle the drain runs right
-  // here, in the thread that read and routed the frames, so a frame reaches the consumer's
-  // socket without waking another thread; when the strand is busy it queues there. Otherwise
-  // posted, for a free pool thread to write while this one goes on reading.
+  // The writer role was taken (from the source, under its lock). `here`: dispatched, not
+  // posted: when the strand is idle the drain runs right here, in the thread that read and
+  // routed the frames, so a frame reaches the consumer's socket without waking another thread;
+  // when the strand is busy it queues there. Otherwise posted, for a free pool thread to write
+  // while this one goes on reading.
   void start(bool here);
   // Strand: a connection came up; `frames_waiting`: the writer role was taken for what
   // queued while the link was down.
   void on_link_up(bool frames_waiting);
-  // Strand, under the consumer's lock: the consumer fell behind; the batch being written moves
+  // Strand, under the source's lock: the consumer fell behind; the batch being written moves
   // what sits sparsely in its read chunks to `packer` (frame_packer.hpp).
   void compact(frame_packer& packer) { batch_.compact(packer); }
 
@@ -43,11 +66,11 @@ class strand_drain {
   // socket (or one whose records the kernel seals), OpenSSL's records on a TLS one. The bytes
   // taken; the error as the socket or the channel reports it.
   std::size_t write(std::span<const iovec> pieces, std::error_code& ec);
-  // The next batch, or false after giving the writer role up.
-  bool next_batch();
   void wait_writable();
 
-  consumer& c_;
+  runtime::strand strand_;
+  consumer_link& link_;
+  batch_source& source_;
   write_batch batch_;       // strand-only
   std::uint64_t conn_ = 0;  // the connection batch_ is written to
 };
