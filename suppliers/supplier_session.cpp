@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "runtime/lf_pool.hpp"
 #include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
 #include "suppliers/session_registry.hpp"
@@ -185,7 +186,11 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
 void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   const std::shared_ptr<consumers::flow_control_listener> listener(
       shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
-  const auto flushed = router.flush(listener, busy);
+  // A busy pass leaves the writes to an idle thread, if the pool has one, and reads on (the
+  // session's next pass): reading and writing then run on two cores. Otherwise, and always at
+  // low load, this thread writes (one hop, nobody woken).
+  const bool write_here = !(busy && runtime::lf_pool::idle_thread_waiting());
+  const auto flushed = router.flush(listener, write_here);
   r.pause = r.pause || flushed.pause;
   r.paused_by_consumer = r.paused_by_consumer || flushed.paused_by_consumer;
   r.handed_off = flushed.handed_off;
