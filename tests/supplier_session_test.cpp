@@ -216,6 +216,26 @@ BOOST_FIXTURE_TEST_CASE(a_full_consumer_pauses_the_session_until_it_drains, io_f
   BOOST_TEST(wait_until([&] { return gw.registry.size() == 0; }, 3s));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_peer_that_leaves_while_paused_is_read_to_its_end, io_fixture) {
+  // A backpressure consumer that never connects: full after one frame, it never resumes anyone.
+  auto c = make(spec(unused_endpoint(), 1, gc::overflow_policy::backpressure));
+  gateway_side gw(ioc, c);
+  {
+    connection s(ioc, gw);
+    s.send(frame(0, 8000) + frame(1, 8000));
+    BOOST_TEST_REQUIRE(wait_until([&] { return s.session->paused(); }, 3s));
+    // It leaves while the session is paused: only the pause check can notice. What it sent
+    // before its FIN is read and routed (queued past the consumer's limit), then it is closed.
+    s.send(frame(2, 8000) + frame(3, 8000) + frame(4, 8000));
+    s.client.shutdown(tcp::socket::shutdown_send);
+    BOOST_TEST(wait_until([&] { return gw.stats.frames_received.load() == 5u; }, 5s));
+    BOOST_TEST(wait_until([&] { return c->stats().queued_frames.load() == 5u; }, 3s));
+    BOOST_TEST(s.closed_by_gateway(3s));
+    BOOST_TEST(!s.session->paused());
+  }
+  close_consumer(*c, 100ms);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_close_mid_frame_counts_the_partial_frame, io_fixture) {
   peer p;
   auto c = make(spec(p.address(), 100000, gc::overflow_policy::backpressure));
