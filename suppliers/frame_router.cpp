@@ -1,7 +1,5 @@
 #include "suppliers/frame_router.hpp"
 
-#include "runtime/lf_pool.hpp"
-
 namespace gatewayd::suppliers {
 
 frame_router& frame_router::begin_pass(const route_snapshot_holder& routes) {
@@ -110,27 +108,23 @@ void frame_router::hold() noexcept {
 }
 
 frame_router::flush_result frame_router::flush(
-    const std::shared_ptr<consumers::flow_control_listener>& listener, bool busy) {
+    const std::shared_ptr<consumers::flow_control_listener>& listener, bool write_here) {
   // References first: a consumer may send and release a frame before put() even returns.
   hold();
   refs_chunk_ = nullptr;
   publish_hits();
   flush_result r;
-  // A busy pass leaves the writes to an idle thread, if the pool has one, and reads on (the
-  // session's next pass): reading and writing then run on two cores. Otherwise, and always at
-  // low load, this thread writes (one hop, nobody woken).
-  const bool here = !(busy && runtime::lf_pool::idle_thread_waiting());
   bool wrote = false;
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
-    const auto put = snapshot_->consumers[i]->put(batch, listener, here);
+    const auto put = snapshot_->consumers[i]->put(batch, listener, write_here);
     r.pause = r.pause || put.pause_supplier;
     r.paused_by_consumer = r.paused_by_consumer || put.paused_by_consumer;
     wrote = wrote || put.wrote;
     batch.clear();
   }
   // Other threads write everything this pass routed (posted now, or already writing).
-  r.handed_off = !here && !wrote;
+  r.handed_off = !write_here && !wrote;
   touched_.clear();
   reading_.leave();
   return r;

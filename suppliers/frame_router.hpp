@@ -52,11 +52,12 @@ class frame_router {
   // Takes the references still pending and hands every consumer its batch: one put() per
   // consumer for everything routed in the pass, however many reads that spans. Adds the
   // pass's route hits to the snapshot's counters. Ends the pass.
-  // `busy`: the pass found more waiting than one read takes. A busy pass on a pool with an
-  // idle thread posts the consumers' writes to their strands (handed_off) instead of writing
-  // them here, so the caller can read on while that thread writes.
+  // `write_here`: this thread writes the batches (one hop, nobody woken); false posts the
+  // consumers' writes to their strands (handed_off unless one was already writing here), so the
+  // caller can read on while another thread writes. The caller decides: it knows how busy its
+  // pass was and whether a thread is idle to take the writes.
   flush_result flush(const std::shared_ptr<consumers::flow_control_listener>& listener,
-                     bool busy = false);
+                     bool write_here = true);
 
  private:
   void refresh(const route_snapshot_holder& routes);

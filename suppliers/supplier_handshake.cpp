@@ -13,15 +13,14 @@ void supplier_session::do_handshake() {
       net::tls_channel::make(socket_, tls_context_->native_handle(), net::tls_channel::side::server,
                              ctx_.kernel_tls.load(std::memory_order_relaxed), ec);
   if (!tls_) return fail_handshake(net::tls_failure::protocol, ec);
-  handshaking_ = true;
-  arm_idle_timer(ctx_.handshake_timeout);
+  enter(state::handshaking);
+  arm_handshake_deadline();
   tls_->async_handshake([self = shared_from_this()](std::error_code e) { self->on_handshake(e); });
 }
 
 void supplier_session::on_handshake(std::error_code ec) {
-  handshaking_ = false;
-  if (closed_) return;  // the deadline passed, or the gateway stopped us
-  idle_timer_.cancel();
+  if (in(state::closed)) return;  // the deadline passed, or the gateway stopped us
+  handshake_deadline_.cancel();
   if (ec) {
     const long verify = SSL_get_verify_result(tls_->native_handle());
     return fail_handshake(net::classify_tls_failure(ec, verify), ec);
@@ -58,12 +57,22 @@ void supplier_session::fail_tls(const std::error_code& ec) {
   close(partial_discard::tls_error);
 }
 
+void supplier_session::arm_handshake_deadline() {
+  handshake_deadline_.expires_after(ctx_.handshake_timeout);
+  handshake_deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
+    // Its end may have been ready before on_handshake cancelled the wait: OpenSSL says whether
+    // the handshake is done (a stop may hold the session meanwhile, so the state cannot).
+    if (ec || self->in(state::closed) || SSL_is_init_finished(self->tls_->native_handle())) return;
+    self->fail_handshake(net::tls_failure::timeout, {});
+  });
+}
+
 void supplier_session::arm_send_deadline() {
   send_deadline_.expires_after(ctx_.handshake_timeout);
   send_deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
     // A later wait (for reading) may have begun after this one ended: only a wait for room
     // still out counts.
-    if (ec || self->closed_ || !self->waiting_) return;
+    if (ec || self->in(state::closed) || !self->waiting_) return;
     if (self->tls_->wait_for() != asio::socket_base::wait_write) return;
     self->fail_tls(net::make_error_code(net::tls_error::slow_peer));
   });

@@ -2,8 +2,7 @@
 
 #include <poll.h>
 
-#include <algorithm>
-
+#include "runtime/lf_pool.hpp"
 #include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
 #include "suppliers/session_registry.hpp"
@@ -14,6 +13,8 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
                                    std::optional<asio::ip::tcp::endpoint> peer)
     : socket_(std::move(socket)),
       idle_timer_(socket_.get_executor()),
+      pause_timer_(socket_.get_executor()),
+      handshake_deadline_(socket_.get_executor()),
       send_deadline_(socket_.get_executor()),
       ctx_(ctx),
       stream_(ctx.max_payload, ctx.partial_budget) {
@@ -45,6 +46,7 @@ void supplier_session::start() {
 }
 
 void supplier_session::begin_reading() {
+  if (in(state::handshaking)) enter(state::reading);  // (a stop may have held it meanwhile)
   last_progress_ = std::chrono::steady_clock::now();
   if (ctx_.idle_timeout.count() > 0) arm_idle_timer(ctx_.idle_timeout);
   do_wait();
@@ -57,7 +59,7 @@ void supplier_session::stop() {
 
 void supplier_session::expel(close_reason why) {
   asio::post(socket_.get_executor(), [self = shared_from_this(), why] {
-    if (self->closed_) return;
+    if (self->in(state::closed)) return;
     self->ctx_.stats.closed[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
     GW_LOG_LIMITED(warning, "supplier connections expelled")
         << "supplier " << self->peer_ << ": closing the connection (" << to_string(why)
@@ -68,7 +70,7 @@ void supplier_session::expel(close_reason why) {
 
 void supplier_session::reclaim() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (self->closed_) return;  // gone meanwhile: its place is free all the same
+    if (self->in(state::closed)) return;  // gone meanwhile: its place is free all the same
     self->ctx_.stats.closed[static_cast<std::size_t>(close_reason::reclaimed)].fetch_add(
         1, std::memory_order_relaxed);
     const auto since = self->paused_by_consumer_since();
@@ -87,15 +89,15 @@ void supplier_session::reclaim() {
 
 void supplier_session::pause_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    self->held_ = true;
-    self->set_paused_by_consumer(false);  // the gateway's own stop holds it now: not reclaimable
-    if (!self->paused_) self->pause();
+    // The gateway's own stop holds it now: not reclaimable (enter() ends a consumer's pause).
+    if (self->in(state::closed) || self->in(state::held)) return;
+    self->pause(state::held);
   });
 }
 
 void supplier_session::ask_to_leave() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (self->closed_) return;
+    if (self->in(state::closed)) return;
     // TLS: close_notify before the FIN, or the supplier sees a cut stream, not a goodbye.
     if (self->tls_) self->tls_->close_notify();
     std::error_code ignored;
@@ -105,10 +107,8 @@ void supplier_session::ask_to_leave() {
 
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (self->closed_ || self->held_) return;
-    if (!self->paused_) return;
-    self->paused_ = false;
-    self->set_paused_by_consumer(false);
+    if (!self->in(state::paused)) return;  // only a consumer's pause ends so
+    self->enter(state::reading);
     if (!self->waiting_) self->do_wait();
   });
 }
@@ -117,7 +117,7 @@ void supplier_session::held_by_stalled_consumer() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     // Still paused, and by a consumer (not the gateway's stop, not reading to its peer's end).
     // A pause already counted keeps its start.
-    if (self->closed_ || !self->paused_ || self->held_ || self->departing_) return;
+    if (!self->in(state::paused)) return;
     if (!self->paused_by_consumer_since()) self->set_paused_by_consumer(true);
   });
 }
@@ -142,12 +142,12 @@ void supplier_session::do_wait() {
 void supplier_session::on_readable(std::error_code ec) {
   waiting_ = false;
   send_deadline_.cancel();
-  if (closed_) return;
+  if (in(state::closed)) return;
   if (ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
-  if (paused_) return;
+  if (paused()) return;
   read_and_route();
 }
 
@@ -185,7 +185,11 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
 void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   const std::shared_ptr<consumers::flow_control_listener> listener(
       shared_from_this(), static_cast<consumers::flow_control_listener*>(this));
-  const auto flushed = router.flush(listener, busy);
+  // A busy pass leaves the writes to an idle thread, if the pool has one, and reads on (the
+  // session's next pass): reading and writing then run on two cores. Otherwise, and always at
+  // low load, this thread writes (one hop, nobody woken).
+  const bool write_here = !(busy && runtime::lf_pool::idle_thread_waiting());
+  const auto flushed = router.flush(listener, write_here);
   r.pause = r.pause || flushed.pause;
   r.paused_by_consumer = r.paused_by_consumer || flushed.paused_by_consumer;
   r.handed_off = flushed.handed_off;
@@ -204,7 +208,7 @@ void supplier_session::read_and_route() {
     const pass_end end = read_pass(all);
     if ((end == pass_end::peer_gone || end == pass_end::refused) && !all.error) {
       if (all.frames) last_progress_ = std::chrono::steady_clock::now();
-      return end == pass_end::peer_gone ? closed_by_peer() : refuse_growth();
+      return end == pass_end::peer_gone ? closed_by_peer(all.read_error) : refuse_growth();
     }
     if (end != pass_end::budget || !all.handed_off || all.pause || all.error ||
         pass == max_passes) {
@@ -232,7 +236,7 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
     }
     if (ec) {
       end = pass_end::peer_gone;
-      read_error_ = ec;
+      all.read_error = ec;
       break;
     }
     stream_.commit(n);
@@ -258,20 +262,20 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
-  if (r.pause && !departing_) {
+  if (r.pause && in(state::reading)) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
     // Behind a stalled backpressure consumer it waits for as long as that consumer stalls: the
     // connection cap may reclaim it. Other pauses end in moments, or within slow_consumer_ms.
-    if (!held_ && r.paused_by_consumer) set_paused_by_consumer(true);
-    return pause();
+    if (r.paused_by_consumer) set_paused_by_consumer(true);
+    return pause(state::paused);
   }
-  if (paused_) return;  // held by the gateway (drain) meanwhile
+  if (paused()) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
   do_wait();
 }
 
-void supplier_session::closed_by_peer() {
-  if (tls_ && read_error_ && read_error_ != asio::error::eof) return fail_tls(read_error_);
+void supplier_session::closed_by_peer(const std::error_code& ec) {
+  if (tls_ && ec && ec != asio::error::eof) return fail_tls(ec);
   if (stream_.has_partial()) {
     GW_LOG_LIMITED(info, "supplier connections closed mid-frame")
         << "supplier " << peer_ << " closed mid-frame at offset " << stream_.offset() << " ("
@@ -306,11 +310,12 @@ void supplier_session::fail_protocol(const protocol::frame_stream::stream_error&
 }
 
 void supplier_session::close(std::optional<partial_discard> partial) {
-  if (closed_) return;
-  closed_ = true;
-  set_paused_by_consumer(false);
+  if (in(state::closed)) return;
+  enter(state::closed);
   std::error_code ignored;
   idle_timer_.cancel();
+  pause_timer_.cancel();
+  handshake_deadline_.cancel();
   send_deadline_.cancel();
   if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
@@ -335,13 +340,21 @@ void supplier_session::set_paused_by_consumer(bool on) noexcept {
   if ((before != not_paused) != on) ctx_.registry.count_paused(on);
 }
 
+// The one place the state changes. Leaving a consumer's pause ends the wait the connection cap
+// counts (set_paused_by_consumer); the timers and the socket are the business of the states'
+// own handlers, which see the state they run in.
+void supplier_session::enter(state next) noexcept {
+  const state was = state_.exchange(next, std::memory_order_relaxed);
+  if (was == state::paused && next != state::paused) set_paused_by_consumer(false);
+}
+
 // A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
 // until a consumer resumed it. The kernel knows at once (POLLRDHUP) even with data unread, so
-// the session asks it now, and the session's timer asks again every pause_check while paused.
-void supplier_session::pause() {
-  paused_ = true;
+// the session asks it now, and its pause timer asks again every pause_check while paused.
+void supplier_session::pause(state why) {
+  enter(why);
   if (peer_left()) return depart();
-  arm_idle_timer(pause_check);
+  arm_pause_check();
 }
 
 // The peer closed while we were not reading. What it sent before its FIN is in our receive
@@ -349,16 +362,26 @@ void supplier_session::pause() {
 // backpressure consumer queues it past its limit, by at most that much), then EOF closes the
 // session. A session held by a stop reads nothing more: it just closes.
 void supplier_session::depart() {
-  if (held_) return closed_by_peer();
-  departing_ = true;
-  paused_ = false;
-  set_paused_by_consumer(false);
+  if (in(state::held)) return closed_by_peer();
+  enter(state::departing);
   if (!waiting_) do_wait();
 }
 
 bool supplier_session::peer_left() {
   pollfd p{socket_.native_handle(), POLLRDHUP, 0};
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void supplier_session::arm_pause_check() {
+  pause_timer_.expires_after(pause_check);
+  pause_timer_.async_wait(
+      [self = shared_from_this()](std::error_code ec) { self->on_pause_check(ec); });
+}
+
+void supplier_session::on_pause_check(std::error_code ec) {
+  if (ec || !paused()) return;  // resumed, departed or closed meanwhile
+  if (peer_left()) return depart();
+  arm_pause_check();
 }
 
 void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after) {
@@ -368,19 +391,11 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 }
 
 void supplier_session::on_idle_timer(std::error_code ec) {
-  if (ec || closed_) return;
-  if (handshaking_) return fail_handshake(net::tls_failure::timeout, {});
-  if (paused_ && peer_left()) return depart();
+  if (ec || in(state::closed)) return;
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
   // A pause counts as no progress, so it holds a connection no longer than the idle timeout.
   const auto idle = std::chrono::steady_clock::now() - last_progress_;
-  const bool timed = ctx_.idle_timeout.count() > 0;
-  if (!timed || idle < ctx_.idle_timeout) {
-    auto next = timed ? ctx_.idle_timeout - idle : std::chrono::steady_clock::duration::max();
-    if (paused_) next = std::min<std::chrono::steady_clock::duration>(next, pause_check);
-    if (next != std::chrono::steady_clock::duration::max()) arm_idle_timer(next);
-    return;
-  }
+  if (idle < ctx_.idle_timeout) return arm_idle_timer(ctx_.idle_timeout - idle);
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::idle_timeout)].fetch_add(
       1, std::memory_order_relaxed);
   GW_LOG_LIMITED(info, "supplier idle timeouts")

@@ -84,7 +84,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // discarded and counted.
   void reclaim();
   const session_stats& stats() const noexcept { return stats_; }
-  bool paused() const noexcept { return paused_.load(std::memory_order_relaxed); }
+  // Not reading: paused by a consumer, or held by the gateway's stop. Any thread.
+  bool paused() const noexcept { return in(state::paused) || in(state::held); }
   // Since when it waits for a stalled backpressure consumer (paused by one that had fallen
   // behind, or told that the one that paused it has since), on the steady clock; nothing when it
   // is reading, departing, closed, held by the gateway's own stop, or paused only for a moment
@@ -99,6 +100,25 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   const std::string& identity() const noexcept { return identity_; }
 
  private:
+  // Where the connection is. Every change goes through enter(), the one place that says what
+  // leaving and entering a state does. The transitions:
+  //   handshaking -> reading (handshake done) | held | closed
+  //   reading     -> paused (a consumer is full) | held | closed
+  //   paused      -> reading (resume_reading) | held | departing (its peer left) | closed
+  //   departing   -> held (then closed at once: its peer has left) | closed
+  //   held        -> closed
+  // Written on the strand only; atomic so /connz may read paused() from its own thread.
+  enum class state : std::uint8_t {
+    handshaking,  // TLS: before the first read, under the handshake deadline
+    reading,      // waiting for readability, or reading and routing
+    paused,       // a consumer asked it to stop reading: its resume_reading() ends it
+    held,         // paused by the gateway itself (drain): only a close ends it
+    departing,    // the peer left while paused: reading to its end, never pausing again
+    closed,
+  };
+  bool in(state s) const noexcept { return state_.load(std::memory_order_relaxed) == s; }
+  void enter(state next) noexcept;
+
   // What routing the bytes of one or more reads came to.
   struct routed {
     std::uint64_t frames = 0;
@@ -106,6 +126,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     bool paused_by_consumer = false;  // a stalled backpressure consumer (reclaimable at the cap)
     bool handed_off = false;          // another thread writes what the pass routed
     protocol::frame_stream::stream_error error;
+    std::error_code read_error;  // what ended the pass if it was not the socket (TLS)
   };
   // How a read pass ended besides what it routed.
   enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused };
@@ -114,6 +135,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void do_handshake();
   void on_handshake(std::error_code ec);
   void fail_handshake(net::tls_failure why, const std::error_code& ec);
+  // The handshake must be done within handshake_timeout, or it fails as timed out.
+  void arm_handshake_deadline();
   void begin_reading();
   // The one read seam: plaintext reads the socket into the chunk, TLS decrypts into it. A
   // branch per read (a chunk of many frames), chosen once at connection setup; no copy either way.
@@ -142,9 +165,10 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void flush(frame_router& router, bool busy, routed& r);
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
-  void closed_by_peer();
-  // Stops reading until resumed, watching for the peer to leave meanwhile.
-  void pause();
+  // `ec`: what ended the read if it was not an orderly end (TLS: counted as a TLS error).
+  void closed_by_peer(const std::error_code& ec = {});
+  // Stops reading (`why`: paused or held), watching for the peer to leave meanwhile.
+  void pause(state why);
   bool peer_left();
   // The peer left while paused: read what it sent to the end, then close.
   void depart();
@@ -159,35 +183,35 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void set_paused_by_consumer(bool on) noexcept;
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
+  // While paused or held: asks the kernel every pause_check whether the peer has left.
+  void arm_pause_check();
+  void on_pause_check(std::error_code ec);
 
   asio::ip::tcp::socket socket_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with
   std::shared_ptr<net::tls_channel> tls_;            // null = plaintext
   std::string identity_;
-  asio::steady_timer idle_timer_;
-  asio::steady_timer send_deadline_;  // TLS: while a wait is for room to send
-  std::error_code read_error_;        // what ended the last read pass, if it was not the socket
+  // One timer per purpose. None is armed per read: the idle timer is re-armed for the remainder
+  // when it expires, the others once per handshake, pause or wait for room to send.
+  asio::steady_timer idle_timer_;          // idle_timeout without a whole frame: closes
+  asio::steady_timer pause_timer_;         // while paused or held: has the peer left?
+  asio::steady_timer handshake_deadline_;  // TLS: the handshake takes at most handshake_timeout
+  asio::steady_timer send_deadline_;       // TLS: while a wait is for room to send
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;
   asio::ip::address peer_address_;
   std::chrono::steady_clock::time_point last_progress_;
   session_stats stats_;
-  bool waiting_ = false;  // an async_wait is pending
-  // Backpressure or drain: no new wait until resumed. Written on the strand only; atomic so
-  // /connz may read it from its own thread.
-  std::atomic<bool> paused_{false};
-  // While paused_ by a stalled backpressure consumer (not held_): since when,
+  std::atomic<state> state_{state::reading};
+  bool waiting_ = false;  // an async_wait (or a read posted in its place) is pending
+  // While paused by a stalled backpressure consumer (state::paused only): since when,
   // steady-clock ticks, for the connection cap to reclaim the one paused longest (the registry
   // reads it at the cap, /connz shows it). Written on the strand only.
   static constexpr std::chrono::steady_clock::rep not_paused =
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
-  bool held_ = false;  // paused by the gateway itself (drain): resume only by it
-  bool closed_ = false;
-  bool handshaking_ = false;  // TLS: the handshake deadline runs on idle_timer_
-  bool tls_drained_ = true;   // TLS: the last read ended in "would block"
-  bool departing_ = false;    // the peer left while paused: reading to EOF, never pausing again
+  bool tls_drained_ = true;  // TLS: the last read ended in "would block"
 };
 
 }  // namespace gatewayd::suppliers
