@@ -96,6 +96,10 @@ struct reload_fixture : io_fixture {
     on_control([&] { set.drain(1s, [&](std::uint64_t n) { left.set_value(n); }); });
     BOOST_TEST((left.get_future().wait_for(5s) == std::future_status::ready));
     on_control([] {});
+    // The watcher's stop and its aborted wait run on its own strand and name the watcher: the
+    // threads finish them before the members go (the daemon joins its pool first, likewise).
+    work.reset();
+    BOOST_TEST(wait_until([&] { return finished.load() == 2; }, 3s));
   }
 
   gatewayd::config::full_config load(const std::string& routes, const std::string& extra = "") {
