@@ -80,12 +80,7 @@ struct set_fixture : io_fixture {
   // Runs `f` on the control strand and waits for it.
   template <class F>
   void on_control(F f) {
-    std::promise<void> done;
-    asio::post(control, [&] {
-      f();
-      done.set_value();
-    });
-    BOOST_REQUIRE(done.get_future().wait_for(5s) == std::future_status::ready);
+    run_on(control, std::move(f));
   }
   void apply(const gatewayd::config::routes_config& routes) {
     on_control(

@@ -113,12 +113,7 @@ struct reload_fixture : io_fixture {
   // Runs `f` on the control strand and waits for it: what was posted there before is done.
   template <class F>
   void on_control(F f) {
-    std::promise<void> done;
-    asio::post(control, [&] {
-      f();
-      done.set_value();
-    });
-    BOOST_REQUIRE(done.get_future().wait_for(5s) == std::future_status::ready);
+    run_on(control, std::move(f));
   }
   std::uint64_t succeeded() const { return reloader.stats().succeeded.load(); }
   std::uint64_t failed() const { return reloader.stats().failed.load(); }

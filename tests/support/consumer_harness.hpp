@@ -33,6 +33,17 @@ using namespace std::chrono_literals;
 // back at its starting value proves that every reference was released exactly once.
 inline constexpr std::size_t test_chunk_capacity = gs::frame_chunk::standard_capacity + 64;
 
+// Runs `f` on `strand` and waits for it (5 s at most): what was posted there before is done.
+template <class Strand, class F>
+void run_on(Strand& strand, F f) {
+  std::promise<void> done;
+  asio::post(strand, [&] {
+    f();
+    done.set_value();
+  });
+  BOOST_REQUIRE(done.get_future().wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+}
+
 template <class Pred>
 inline bool wait_until(Pred pred, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
