@@ -60,103 +60,109 @@ struct routing_table::walk {
   }
 };
 
-std::shared_ptr<const routing_table> routing_table::build(const routing_rules& rules) {
-  static std::atomic<std::uint64_t> next_id{1};
-  std::shared_ptr<routing_table> table{new routing_table};
-  table->rules_ = rules;
-  table->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
-
-  for (consumer_index i = 0; i < rules.consumers.size(); ++i) {
-    if (!table->consumer_by_name_.emplace(rules.consumers[i], i).second) {
-      throw std::invalid_argument("duplicate consumer \"" + rules.consumers[i] + '"');
-    }
-  }
-  if (rules.dead_letter) {
-    table->dead_letter_ = table->find_consumer(*rules.dead_letter);
-    if (!table->dead_letter_) {
-      throw std::invalid_argument("unknown dead-letter consumer \"" + *rules.dead_letter + '"');
-    }
-    table->dead_letter_list_[0] = *table->dead_letter_;
-  }
-
-  // Grow the trie with ordered maps first; the flat lookup structures are laid out once the
-  // shape is known.
-  struct draft_node {
+// Grown with ordered maps first; the flat lookup structures are laid out once the shape is known.
+struct routing_table::draft {
+  struct node {
     std::uint32_t star = no_node;
     std::vector<consumer_index> exact;
     std::vector<consumer_index> tail;
     pattern_index exact_pattern = no_pattern;
     pattern_index tail_pattern = no_pattern;
   };
-  std::vector<draft_node> drafts(1);
+  std::vector<node> nodes = std::vector<node>(1);
   std::map<std::pair<std::uint32_t, std::string>, std::uint32_t> literal_edges;
 
-  for (const auto& route : rules.routes) {
-    if (auto why = pattern_error(route.match)) {
-      throw std::invalid_argument("invalid pattern \"" + route.match + "\": " + *why);
-    }
-    std::vector<consumer_index> targets;
-    for (const auto& name : route.to) {
-      const auto index = table->find_consumer(name);
-      if (!index) throw std::invalid_argument("route names unknown consumer \"" + name + '"');
-      targets.push_back(*index);
-    }
-    std::uint32_t at = 0;
-    bool tail = false;
-    for (const auto token : split_tokens(route.match)) {
-      if (token == tail_wildcard) {
-        tail = true;
-        break;
+  // The child of `at` for `token` (`*` or a literal), made if it is not there yet.
+  std::uint32_t child(std::uint32_t at, std::string_view token) {
+    if (token == one_token_wildcard) {
+      if (nodes[at].star == no_node) {
+        nodes[at].star = static_cast<std::uint32_t>(nodes.size());
+        nodes.emplace_back();
       }
-      std::uint32_t next;
-      if (token == one_token_wildcard) {
-        next = drafts[at].star;
-        if (next == no_node) {
-          next = static_cast<std::uint32_t>(drafts.size());
-          drafts[at].star = next;
-          drafts.emplace_back();
-        }
-      } else {
-        auto [it, inserted] = literal_edges.try_emplace({at, std::string{token}}, 0);
-        if (inserted) {
-          it->second = static_cast<std::uint32_t>(drafts.size());
-          drafts.emplace_back();
-        }
-        next = it->second;
-      }
-      at = next;
+      return nodes[at].star;
     }
-    auto& list = tail ? drafts[at].tail : drafts[at].exact;
-    list.insert(list.end(), targets.begin(), targets.end());
-    // A pattern is where its routes end in the trie: the same `match` twice is one pattern.
-    auto& pattern = tail ? drafts[at].tail_pattern : drafts[at].exact_pattern;
-    if (pattern == no_pattern) pattern = static_cast<pattern_index>(table->pattern_count_++);
-    table->route_patterns_.push_back(pattern);
+    auto [it, inserted] = literal_edges.try_emplace({at, std::string{token}}, 0);
+    if (inserted) {
+      it->second = static_cast<std::uint32_t>(nodes.size());
+      nodes.emplace_back();
+    }
+    return it->second;
   }
+};
 
-  auto& t = *table;
-  t.nodes_.resize(drafts.size());
-  auto flatten = [&t](std::vector<consumer_index>& list, std::uint32_t& begin,
-                      std::uint32_t& count) {
+std::shared_ptr<const routing_table> routing_table::build(const routing_rules& rules) {
+  static std::atomic<std::uint64_t> next_id{1};
+  std::shared_ptr<routing_table> table{new routing_table};
+  table->rules_ = rules;
+  table->id_ = next_id.fetch_add(1, std::memory_order_relaxed);
+  table->index_consumers();
+  draft d;
+  for (const auto& route : rules.routes)
+    table->add_route(d, route);
+  table->lay_out(d);
+  return table;
+}
+
+void routing_table::index_consumers() {
+  for (consumer_index i = 0; i < rules_.consumers.size(); ++i) {
+    if (!consumer_by_name_.emplace(rules_.consumers[i], i).second)
+      throw std::invalid_argument("duplicate consumer \"" + rules_.consumers[i] + '"');
+  }
+  if (!rules_.dead_letter) return;
+  dead_letter_ = find_consumer(*rules_.dead_letter);
+  if (!dead_letter_)
+    throw std::invalid_argument("unknown dead-letter consumer \"" + *rules_.dead_letter + '"');
+  dead_letter_list_[0] = *dead_letter_;
+}
+
+void routing_table::add_route(draft& d, const route_spec& route) {
+  if (auto why = pattern_error(route.match))
+    throw std::invalid_argument("invalid pattern \"" + route.match + "\": " + *why);
+  std::vector<consumer_index> targets;
+  for (const auto& name : route.to) {
+    const auto index = find_consumer(name);
+    if (!index) throw std::invalid_argument("route names unknown consumer \"" + name + '"');
+    targets.push_back(*index);
+  }
+  std::uint32_t at = 0;
+  bool tail = false;
+  for (const auto token : split_tokens(route.match)) {
+    if (token == tail_wildcard) {
+      tail = true;
+      break;
+    }
+    at = d.child(at, token);
+  }
+  auto& list = tail ? d.nodes[at].tail : d.nodes[at].exact;
+  list.insert(list.end(), targets.begin(), targets.end());
+  // A pattern is where its routes end in the trie: the same `match` twice is one pattern.
+  auto& pattern = tail ? d.nodes[at].tail_pattern : d.nodes[at].exact_pattern;
+  if (pattern == no_pattern) pattern = static_cast<pattern_index>(pattern_count_++);
+  route_patterns_.push_back(pattern);
+}
+
+void routing_table::lay_out(draft& d) {
+  nodes_.resize(d.nodes.size());
+  auto flatten = [this](std::vector<consumer_index>& list, std::uint32_t& begin,
+                        std::uint32_t& count) {
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
-    begin = static_cast<std::uint32_t>(t.consumer_lists_.size());
+    begin = static_cast<std::uint32_t>(consumer_lists_.size());
     count = static_cast<std::uint32_t>(list.size());
-    t.consumer_lists_.insert(t.consumer_lists_.end(), list.begin(), list.end());
+    consumer_lists_.insert(consumer_lists_.end(), list.begin(), list.end());
   };
-  for (std::size_t i = 0; i < drafts.size(); ++i) {
-    t.nodes_[i].star = drafts[i].star;
-    t.nodes_[i].exact_pattern = drafts[i].exact_pattern;
-    t.nodes_[i].tail_pattern = drafts[i].tail_pattern;
-    flatten(drafts[i].exact, t.nodes_[i].exact_begin, t.nodes_[i].exact_count);
-    flatten(drafts[i].tail, t.nodes_[i].tail_begin, t.nodes_[i].tail_count);
+  for (std::size_t i = 0; i < d.nodes.size(); ++i) {
+    nodes_[i].star = d.nodes[i].star;
+    nodes_[i].exact_pattern = d.nodes[i].exact_pattern;
+    nodes_[i].tail_pattern = d.nodes[i].tail_pattern;
+    flatten(d.nodes[i].exact, nodes_[i].exact_begin, nodes_[i].exact_count);
+    flatten(d.nodes[i].tail, nodes_[i].tail_begin, nodes_[i].tail_count);
   }
   // At most half full keeps probe sequences short for both hits and misses.
-  t.edges_.resize(std::bit_ceil(std::max<std::size_t>(16, literal_edges.size() * 2)));
-  t.edge_mask_ = t.edges_.size() - 1;
-  for (const auto& [key, child] : literal_edges)
-    t.insert_edge(key.first, key.second, child);
-  return table;
+  edges_.resize(std::bit_ceil(std::max<std::size_t>(16, d.literal_edges.size() * 2)));
+  edge_mask_ = edges_.size() - 1;
+  for (const auto& [key, child] : d.literal_edges)
+    insert_edge(key.first, key.second, child);
 }
 
 void routing_table::insert_edge(std::uint32_t parent, std::string_view token, std::uint32_t child) {

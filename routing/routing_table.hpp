@@ -107,9 +107,15 @@ class routing_table {
     std::uint32_t token = 0;  // offset in token_pool_: a length byte, then the bytes
   };
 
-  struct walk;  // the state of one lookup
+  struct walk;   // the state of one lookup
+  struct draft;  // the trie while build() grows it (routing_table.cpp)
 
   routing_table() = default;
+  // build()'s steps: the consumers by name and the dead letter, then the routes into a draft
+  // trie, then the draft laid out flat for lookups.
+  void index_consumers();
+  void add_route(draft& d, const route_spec& route);
+  void lay_out(draft& d);
   void insert_edge(std::uint32_t parent, std::string_view token, std::uint32_t child);
   std::uint32_t find_child(std::uint32_t parent, std::string_view token,
                            std::uint64_t token_hash) const noexcept;
