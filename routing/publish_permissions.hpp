@@ -1,7 +1,7 @@
 // Who may publish what (routes.toml's [suppliers.NAME] and [suppliers_default]): immutable,
 // built with the routing table and published in the same snapshot. A supplier's rule is found
 // by its TLS identity once per read pass; a frame's address is checked against the rule's
-// patterns without allocating (the frame router memoises the answer per address).
+// patterns without allocating (the route cache keeps the answer per address beside its route).
 #pragma once
 
 #include <cstdint>

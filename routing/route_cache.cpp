@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 
 #include "routing/hash.hpp"
 
@@ -11,11 +12,26 @@ void route_cache::clear() noexcept {
   if (storage_) *storage_ = storage{};
 }
 
-lookup_result route_cache::lookup(const routing_table& table, std::string_view address,
-                                  lookup_scratch& scratch) {
+void route_cache::forget_permissions() noexcept {
+  if (storage_) std::fill(std::begin(storage_->permits), std::end(storage_->permits), 0u);
+}
+
+bool route_cache::permitted(std::size_t at, const publish_check& who,
+                            std::string_view address) noexcept {
+  if (!who.permissions) return true;
+  const std::uint32_t tagged = (who.rule + 1) * 2;
+  std::uint32_t& kept = storage_->permits[at];
+  if ((kept & ~1u) == tagged) return kept & 1u;
+  const bool answer = ask(who, address);
+  kept = tagged | (answer ? 1u : 0u);
+  return answer;
+}
+
+cached_answer route_cache::lookup(const routing_table& table, std::string_view address,
+                                  lookup_scratch& scratch, const publish_check& who) {
   if (address.size() > max_address_length) {
     ++misses_;
-    return table.lookup(address, scratch);
+    return {table.lookup(address, scratch), ask(who, address)};
   }
   if (!storage_) {
     storage_ = std::make_unique<storage>();
@@ -37,18 +53,20 @@ lookup_result route_cache::lookup(const routing_table& table, std::string_view a
     if (tags[way] == tag && e.address_length == address.size() &&
         std::memcmp(e.address, address.data(), address.size()) == 0) {
       ++hits_;
-      return {{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}};
+      return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
+              permitted(first + way, who, address)};
     }
   }
 
   ++misses_;
   const auto result = table.lookup(address, scratch);
   if (result.consumers.size() > max_consumers || result.patterns.size() > max_patterns) {
-    return result;
+    return {result, ask(who, address)};
   }
   const std::size_t victim = empty_way != ways ? empty_way : next_victim_++ % ways;
   entry& e = set[victim];
   storage_->tags[first + victim] = tag;
+  storage_->permits[first + victim] = 0;
   e.address_length = static_cast<std::uint8_t>(address.size());
   e.consumer_count = static_cast<std::uint8_t>(result.consumers.size());
   e.pattern_count = static_cast<std::uint8_t>(result.patterns.size());
@@ -56,7 +74,8 @@ lookup_result route_cache::lookup(const routing_table& table, std::string_view a
   std::copy(result.consumers.begin(), result.consumers.end(), e.consumers);
   std::copy(result.patterns.begin(), result.patterns.end(), e.patterns);
   std::memcpy(e.address, address.data(), address.size());
-  return {{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}};
+  return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
+          permitted(first + victim, who, address)};
 }
 
 }  // namespace gatewayd::routing

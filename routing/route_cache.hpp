@@ -1,4 +1,5 @@
-// A per-session memo of recent routing lookups: repeated addresses cost a hash and a memcmp.
+// The routing answers a thread gave lately, and whether the supplier's publish rule allowed
+// them: a repeated address costs a hash and a memcmp instead of a trie walk and pattern matches.
 #pragma once
 
 #include <cstddef>
@@ -6,6 +7,7 @@
 #include <memory>
 #include <string_view>
 
+#include "routing/publish_permissions.hpp"
 #include "routing/routing_table.hpp"
 
 namespace gatewayd::routing {
@@ -17,11 +19,26 @@ namespace gatewayd::routing {
 // of a set sit together, so a lookup reads one small block of tags and compares the address
 // bytes of at most the one entry whose tag matches.
 //
-// Owned by one session (not thread-safe); keyed by the table's id(), so publishing a new
-// table empties it on the next lookup. Addresses longer than max_address_length, and
+// The one cache on the routing path (the frame router's, one per thread: not thread-safe);
+// keyed by the table's id(), so publishing a new table empties it on the next lookup. Beside
+// each entry sits the publish answer for the last rule that asked about its address: a thread
+// routing for several suppliers of different rules re-checks on a change of rule, never answers
+// for the wrong one. Addresses longer than max_address_length, and
 // results naming more than max_consumers consumers or max_patterns patterns, are looked up in
 // the table every time: making room for them would make every session's cache bigger for a
 // rare case.
+// Who is asking, for the publish answer: a rule of `permissions` (null: everything is
+// permitted, nothing is checked).
+struct publish_check {
+  const publish_permissions* permissions = nullptr;
+  publish_permissions::rule_index rule = publish_permissions::default_rule;
+};
+
+struct cached_answer {
+  lookup_result route;
+  bool permitted = true;
+};
+
 class route_cache {
  public:
   static constexpr std::size_t entry_count = 64;  // a power of two
@@ -40,9 +57,17 @@ class route_cache {
   // cache (or, on a bypass, wherever the table's answer lives) and stays valid until the
   // next lookup through this cache.
   lookup_result lookup(const routing_table& table, std::string_view address,
-                       lookup_scratch& scratch);
+                       lookup_scratch& scratch) {
+    return lookup(table, address, scratch, publish_check{}).route;
+  }
+  // The route as above and, with one probe, whether `who` may publish to `address` (the same
+  // answer as who.permissions->permitted(who.rule, address)).
+  cached_answer lookup(const routing_table& table, std::string_view address,
+                       lookup_scratch& scratch, const publish_check& who);
 
   void clear() noexcept;
+  // The publish rules changed (a new snapshot): the routes stay, the publish answers go.
+  void forget_permissions() noexcept;
 
   std::uint64_t hits() const noexcept { return hits_; }
   std::uint64_t misses() const noexcept { return misses_; }  // including bypasses
@@ -61,8 +86,15 @@ class route_cache {
 
   struct storage {
     std::uint32_t tags[entry_count] = {};  // upper hash bits, set by set
+    // By entry: 0 = no publish answer, else (rule + 1) * 2 + permitted (1 or 0).
+    std::uint32_t permits[entry_count] = {};
     entry entries[entry_count];
   };
+  static bool ask(const publish_check& who, std::string_view address) noexcept {
+    return !who.permissions || who.permissions->permitted(who.rule, address);
+  }
+  // The publish answer kept at entry `at` for `who`, asked and kept if it is not there.
+  bool permitted(std::size_t at, const publish_check& who, std::string_view address) noexcept;
 
   std::unique_ptr<storage> storage_;
   std::uint64_t table_id_ = 0;

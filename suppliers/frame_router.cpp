@@ -18,11 +18,10 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   holder_ = &routes;
   snapshot_ = routes.load();
   version_ = snapshot_ ? snapshot_->version : 0;
-  memo_.forget();  // answers of the old table must not be reused (publish_hits credited them)
   permissions_ = snapshot_ ? snapshot_->permissions.get() : nullptr;
-  rule_ = routing::publish_permissions::default_rule;
-  allows_all_ = !permissions_ || permissions_->allows_all(rule_);
-  permits_.forget();
+  who_ = {};
+  if (permissions_ && !permissions_->allows_all(who_.rule)) who_.permissions = permissions_;
+  cache_.forget_permissions();  // the rules may have changed with the table kept
   const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
   if (batches_.size() < n) batches_.resize(n);
   const std::size_t patterns =
@@ -30,20 +29,13 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   if (pattern_hits_.size() < patterns) pattern_hits_.resize(patterns);
 }
 
-void frame_router::credit(std::span<const routing::pattern_index> patterns,
-                          std::uint64_t frames) noexcept {
-  if (frames == 0) return;
+void frame_router::credit(std::span<const routing::pattern_index> patterns) noexcept {
   for (const routing::pattern_index p : patterns) {
-    if (pattern_hits_[p] == 0) touched_patterns_.push_back(p);
-    pattern_hits_[p] += frames;
+    if (pattern_hits_[p]++ == 0) touched_patterns_.push_back(p);
   }
 }
 
 void frame_router::publish_hits() noexcept {
-  for (route_memo::entry& e : memo_.entries()) {
-    credit(e.answer.result().patterns, e.answer.run);
-    e.answer.run = 0;
-  }
   for (const routing::pattern_index p : touched_patterns_) {
     snapshot_->pattern_hits[p].fetch_add(pattern_hits_[p], std::memory_order_relaxed);
     pattern_hits_[p] = 0;
@@ -51,27 +43,13 @@ void frame_router::publish_hits() noexcept {
   touched_patterns_.clear();
 }
 
-routing::lookup_result frame_router::answer(std::string_view address) {
-  if (route_memo::entry* e = memo_.find(address)) {
-    ++e->answer.run;
-    return e->answer.result();
-  }
-  const auto result = cache_.lookup(*snapshot_->table, address, scratch_);
-  if (!route_memo::fits(address) || !route_answer::fits(result)) {
-    credit(result.patterns, 1);
-    return result;  // valid until the next lookup, which is after this frame is routed
-  }
-  const route_answer& old = memo_.victim().answer;
-  credit(old.result().patterns, old.run);
-  route_memo::entry& e = memo_.remember(address);
-  e.answer = route_answer::of(result);
-  e.answer.run = 1;
-  return e.answer.result();
-}
-
-bool frame_router::route(std::string_view address, const protocol::frame_slice& slice) {
-  if (!snapshot_) return false;
-  const routing::lookup_result result = answer(address);
+frame_router::outcome frame_router::route(std::string_view address,
+                                          const protocol::frame_slice& slice) {
+  if (!snapshot_) return outcome::unroutable;
+  const auto answer = cache_.lookup(*snapshot_->table, address, scratch_, who_);
+  if (!answer.permitted) return outcome::not_permitted;
+  const routing::lookup_result& result = answer.route;
+  credit(result.patterns);
   if (slice.chunk != refs_chunk_) {
     hold();
     refs_chunk_ = slice.chunk;
@@ -82,24 +60,16 @@ bool frame_router::route(std::string_view address, const protocol::frame_slice& 
     batch.push_back(slice);
   }
   pending_refs_ += static_cast<std::uint32_t>(result.consumers.size());
-  return result.matched;
+  return result.matched ? outcome::routed : outcome::unroutable;
 }
 
 void frame_router::supplier(std::string_view identity) noexcept {
   if (!permissions_) return;
   const auto rule = permissions_->rule_for(identity);
-  if (rule == rule_) return;
-  rule_ = rule;
-  allows_all_ = permissions_->allows_all(rule);
-  permits_.forget();  // the memo answered for another rule
-}
-
-bool frame_router::permitted(std::string_view address) noexcept {
-  if (allows_all_) return true;
-  if (const permission_memo::entry* known = permits_.find(address)) return known->answer;
-  const bool answer = permissions_->permitted(rule_, address);
-  if (permission_memo::fits(address)) permits_.remember(address).answer = answer;
-  return answer;
+  if (rule == who_.rule) return;
+  who_.rule = rule;
+  // The cache keeps each address's answer with the rule it is for: nothing to forget here.
+  who_.permissions = permissions_->allows_all(rule) ? nullptr : permissions_;
 }
 
 void frame_router::hold() noexcept {

@@ -10,8 +10,6 @@
 #include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
-#include "suppliers/permission_memo.hpp"
-#include "suppliers/route_memo.hpp"
 #include "suppliers/route_readers.hpp"
 #include "suppliers/route_snapshot.hpp"
 
@@ -26,18 +24,22 @@ class frame_router {
   // ends it. While a pass is open a reload does not close the consumers its table names.
   static frame_router& begin_pass(const route_snapshot_holder& routes);
 
-  // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
-  bool route(std::string_view address, const protocol::frame_slice& slice);
+  enum class outcome : std::uint8_t {
+    routed,         // queued for every consumer a route of its address names
+    unroutable,     // no route matched: queued for the dead letter if there is one, else dropped
+    not_permitted,  // the supplier's publish rule refuses the address: dropped, routed nowhere
+  };
+  // Queues `slice` for every consumer its address routes to, if the supplier (below) may
+  // publish to it. One route-cache probe answers both; a rule that allows everything costs a
+  // branch.
+  outcome route(std::string_view address, const protocol::frame_slice& slice);
 
   // The supplier whose frames follow (its TLS identity; empty for none): picks its publish
   // rule in this pass's snapshot. Once per read, not per frame.
   void supplier(std::string_view identity) noexcept;
-  // May that supplier publish to `address`? No allocation; the answers for the last few
-  // addresses are remembered, and a rule that allows everything costs one branch.
-  bool permitted(std::string_view address) noexcept;
-  // Counts `n` frames of that supplier refused by permitted(), under its rule's name.
+  // Counts `n` frames of that supplier refused by route(), under its rule's name.
   void count_not_permitted(std::uint64_t n) noexcept {
-    if (permissions_) permissions_->count_not_permitted(rule_, n);
+    if (permissions_) permissions_->count_not_permitted(who_.rule, n);
   }
 
   // Takes the chunk references the frames routed so far need. Call before the stream may let
@@ -61,12 +63,9 @@ class frame_router {
 
  private:
   void refresh(const route_snapshot_holder& routes);
-  // The answer for `address`: from the memo, else looked up (and remembered if it fits).
-  routing::lookup_result answer(std::string_view address);
-  // Route hits: route() only counts the frames each memo entry answered; they are credited to
-  // its patterns when the entry is replaced or the pass ends, and the totals reach the
-  // snapshot's atomic counters once per flush, so a frame costs one increment.
-  void credit(std::span<const routing::pattern_index> patterns, std::uint64_t frames) noexcept;
+  // Route hits: route() counts each frame on this thread's counters of its patterns; the totals
+  // reach the snapshot's atomic counters once per flush, not once per frame.
+  void credit(std::span<const routing::pattern_index> patterns) noexcept;
   void publish_hits() noexcept;
 
   route_readers::slot reading_;
@@ -79,14 +78,12 @@ class frame_router {
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
   std::uint32_t pending_refs_ = 0;
-  route_memo memo_;                          // valid for version_'s table only
   std::vector<std::uint64_t> pattern_hits_;  // by pattern, this pass
   std::vector<routing::pattern_index> touched_patterns_;
-  // The publish rule in force and the memo of its answers.
+  // The publish rule in force: what route() asks the cache beside the route (no permissions
+  // when the rule allows everything).
   const routing::publish_permissions* permissions_ = nullptr;
-  routing::publish_permissions::rule_index rule_ = routing::publish_permissions::default_rule;
-  bool allows_all_ = true;
-  permission_memo permits_;  // valid for rule_ of version_'s table only
+  routing::publish_check who_;
 };
 
 }  // namespace gatewayd::suppliers

@@ -159,11 +159,16 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
   router.supplier(identity_);
   r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
     ++r.frames;
-    if (!router.permitted(f.address)) {
-      if (!denied++) first_denied = f.address;
-      return;
+    switch (router.route(f.address, s)) {
+      case frame_router::outcome::routed:
+        break;
+      case frame_router::outcome::unroutable:
+        ++unroutable;
+        break;
+      case frame_router::outcome::not_permitted:
+        if (!denied++) first_denied = f.address;
+        break;
     }
-    if (!router.route(f.address, s)) ++unroutable;
   });
   router.hold();
   if (r.frames) {

@@ -63,7 +63,7 @@ std::shared_ptr<su::route_snapshot> table_to(std::shared_ptr<gc::consumer> c) {
 void route_all(su::frame_router& router, const std::vector<std::vector<gs::frame_slice>>& groups) {
   for (const auto& g : groups) {
     for (const auto& f : g)
-      BOOST_TEST(router.route("t.seq", f));
+      BOOST_TEST((router.route("t.seq", f) == su::frame_router::outcome::routed));
     router.hold();
   }
 }
@@ -135,9 +135,8 @@ BOOST_FIXTURE_TEST_CASE(idle_and_finished_threads_do_not_hold_back_a_reload, io_
 }
 
 // Frames that interleave addresses (each to the next consumer in turn) are answered from the
-// router's memo of recent routes. Three addresses fit it; six evict an entry on every frame.
-// Either way every frame reaches its consumers, every hit is counted on its route, and a reload
-// is routed by the new table from its first frame.
+// router's route cache, three addresses and then six. Either way every frame reaches its consumers,
+// every hit is counted on its route, and a reload is routed by the new table from its first frame.
 BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_every_hit,
                         io_fixture) {
   constexpr std::size_t n = 6;
@@ -178,7 +177,7 @@ BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_ev
   for (std::size_t i = 0; i < n; ++i)
     addresses.push_back(numbered("m.", i));
 
-  // 30 frames over m.0..m.2, then 61 over m.0..m.5 (the last to m.0, which the memo then
+  // 30 frames over m.0..m.2, then 61 over m.0..m.5 (the last to m.0, which the cache then
   // holds), then one nobody routes.
   std::vector<std::size_t> expected(n + 1, 0);
   routing_thread t;
@@ -188,14 +187,15 @@ BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_ev
     for (const auto& group : src.make(91)) {
       for (const auto& f : group) {
         const std::size_t a = k < 30 ? k % 3 : (k - 30) % n;
-        BOOST_TEST(r.route(addresses[a], f));
+        BOOST_TEST((r.route(addresses[a], f) == su::frame_router::outcome::routed));
         ++expected[a];
         ++expected[n];
         ++k;
       }
       r.hold();
     }
-    BOOST_TEST(!r.route("x.y", src.make(1).front().front()));
+    BOOST_TEST(
+        (r.route("x.y", src.make(1).front().front()) == su::frame_router::outcome::unroutable));
     r.hold();
     r.flush(nullptr);
   });
@@ -210,13 +210,13 @@ BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_ev
     }
   }
 
-  // The new table swaps m.0 and m.1: the memo's answers for them are the old table's.
+  // The new table swaps m.0 and m.1: the cache's answers for them are the old table's.
   holder.publish(table(true));
   t.run([&] {
     auto& r = su::frame_router::begin_pass(holder);
     for (const auto& group : src.make(4)) {
       for (const auto& f : group)
-        BOOST_TEST(r.route(addresses[0], f));
+        BOOST_TEST((r.route(addresses[0], f) == su::frame_router::outcome::routed));
       r.hold();
     }
     r.flush(nullptr);

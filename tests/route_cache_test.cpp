@@ -1,11 +1,13 @@
 // The per-thread route cache in front of the trie: hits, misses, eviction, invalidation by
-// table id, and the bypass for wide results and long addresses.
+// table id, the bypass for wide results and long addresses, and the publish answers kept beside
+// the routes (per rule, never answering for another).
 #define BOOST_TEST_MODULE route_cache
 #include <boost/test/unit_test.hpp>
 
 #include <string>
 #include <vector>
 
+#include "routing/publish_permissions.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
 #include "tests/support/routing_rules.hpp"
@@ -135,6 +137,46 @@ BOOST_AUTO_TEST_CASE(clear_forgets) {
   cache.lookup(*table, "x", scratch);
   BOOST_TEST(cache.hits() == 0u);
   BOOST_TEST(cache.misses() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(publish_answers_are_kept_per_rule_beside_the_route) {
+  const auto table = routing_table::build(
+      make_config({"a"}, {{"orders.>", {"a"}}, {"audit.>", {"a"}}}, std::nullopt));
+  const publish_permissions perms({{"orders", "orders-svc", {"orders.>"}, {}},
+                                   {"audit", "audit-svc", {"audit.>"}, {"audit.secret"}}},
+                                  {"", "", {}, {}});
+  const publish_check orders{&perms, perms.rule_for("orders-svc")};
+  const publish_check audit{&perms, perms.rule_for("audit-svc")};
+  lookup_scratch scratch;
+  route_cache cache;
+  // The same cached entry answers each rule for itself, in any order, again and again.
+  for (int round = 0; round < 3; ++round) {
+    BOOST_TEST_CONTEXT("round " << round) {
+      BOOST_TEST(cache.lookup(*table, "orders.eu", scratch, orders).permitted);
+      BOOST_TEST(!cache.lookup(*table, "orders.eu", scratch, audit).permitted);
+      BOOST_TEST(cache.lookup(*table, "audit.login", scratch, audit).permitted);
+      BOOST_TEST(!cache.lookup(*table, "audit.login", scratch, orders).permitted);
+      BOOST_TEST(!cache.lookup(*table, "audit.secret", scratch, audit).permitted);  // deny wins
+      BOOST_TEST(cache.lookup(*table, "audit.secret", scratch, publish_check{}).permitted);
+      const auto r = cache.lookup(*table, "orders.eu", scratch, audit);
+      BOOST_TEST(r.route.matched);  // refused or not, the route is the table's
+      BOOST_TEST(to_vector(r.route) == (indices{0}), boost::test_tools::per_element());
+    }
+  }
+  BOOST_TEST(cache.misses() == 3u);  // one per address: the rules share the entries
+
+  // New rules with the same table: the old answers must go.
+  const publish_permissions swapped({{"orders", "orders-svc", {"audit.>"}, {}}}, {"", "", {}, {}});
+  cache.forget_permissions();
+  const publish_check now{&swapped, swapped.rule_for("orders-svc")};
+  BOOST_TEST(now.rule == orders.rule);  // same rule number, other patterns
+  BOOST_TEST(!cache.lookup(*table, "orders.eu", scratch, now).permitted);
+  BOOST_TEST(cache.lookup(*table, "audit.login", scratch, now).permitted);
+
+  // Addresses too long to cache are asked every time, and answered right.
+  const std::string long_address = "orders." + std::string(route_cache::max_address_length, 'x');
+  BOOST_TEST(cache.lookup(*table, long_address, scratch, orders).permitted);
+  BOOST_TEST(!cache.lookup(*table, long_address, scratch, audit).permitted);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
