@@ -1,5 +1,7 @@
 #include "metrics/gateway_collector.hpp"
 
+#include <iterator>
+
 #include "metrics/family_builder.hpp"
 
 namespace gatewayd::metrics {
@@ -7,9 +9,52 @@ namespace gatewayd::metrics {
 using prometheus::MetricType;
 
 namespace {
+
 double value(const std::atomic<std::uint64_t>& a) {
   return static_cast<double>(a.load(std::memory_order_relaxed));
 }
+double flag(const std::atomic<bool>& b) {
+  return b.load(std::memory_order_relaxed) ? 1 : 0;
+}
+
+// A per-consumer series with the consumer label alone: a line here is all a new one needs.
+struct consumer_series {
+  const char* name;
+  const char* help;
+  MetricType type;
+  double (*read)(const consumers::consumer&);
+};
+
+const consumer_series per_consumer[] = {
+    {"gatewayd_consumer_queue_depth", "Frames queued for the consumer.", MetricType::Gauge,
+     [](const consumers::consumer& c) { return value(c.stats().queued_frames); }},
+    {"gatewayd_consumer_queue_bytes", "Bytes queued for the consumer.", MetricType::Gauge,
+     [](const consumers::consumer& c) { return value(c.stats().queued_bytes); }},
+    {"gatewayd_consumer_queue_capacity",
+     "Frames the consumer's queue holds before its overflow policy applies.", MetricType::Gauge,
+     [](const consumers::consumer& c) { return static_cast<double>(c.capacity()); }},
+    {"gatewayd_consumer_connected", "1 while the gateway has a connection to the consumer, else 0.",
+     MetricType::Gauge, [](const consumers::consumer& c) { return flag(c.stats().connected); }},
+    {"gatewayd_consumer_congested",
+     "1 while the consumer is not connected or has not caught up for slow_consumer_ms: its "
+     "overflow policy applies. 0 while it takes what it is given (the gateway then pauses "
+     "suppliers rather than drop).",
+     MetricType::Gauge, [](const consumers::consumer& c) { return flag(c.stats().congested); }},
+    {"gatewayd_consumer_messages_sent_total", "Frames written whole to the consumer's connection.",
+     MetricType::Counter,
+     [](const consumers::consumer& c) { return value(c.stats().sent_frames); }},
+    {"gatewayd_consumer_bytes_sent_total", "Bytes written to the consumer's connection.",
+     MetricType::Counter, [](const consumers::consumer& c) { return value(c.stats().sent_bytes); }},
+    {"gatewayd_consumer_reconnects_total",
+     "Times the gateway dialled the consumer again after losing it.", MetricType::Counter,
+     [](const consumers::consumer& c) { return value(c.stats().reconnects); }},
+    {"gatewayd_consumer_unacknowledged_bytes_total",
+     "Bytes counted as sent that the consumer's host had not acknowledged when its connection "
+     "failed: not delivered.",
+     MetricType::Counter,
+     [](const consumers::consumer& c) { return value(c.stats().unacknowledged_bytes); }},
+};
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
@@ -18,82 +63,54 @@ std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
   collect_suppliers(out);
   collect_tls(out);
   collect_runtime(out);
+  collect_config(out);
   return out;
 }
 
+template <class F>
+void gateway_collector::for_each_consumer(F&& f) const {
+  // Consumers a reload removed are exported until the reload after they closed, beside the live
+  // ones (route_snapshot::retired): their drain's outcome, reason="removed", stays visible.
+  const auto snap = s_.routes.load();
+  if (!snap) return;
+  for (const auto* list : {&snap->consumers, &snap->retired}) {
+    for (const auto& c : *list)
+      f(*c);
+  }
+}
+
 void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>& out) const {
-  auto depth =
-      family("gatewayd_consumer_queue_depth", "Frames queued for the consumer.", MetricType::Gauge);
-  auto bytes =
-      family("gatewayd_consumer_queue_bytes", "Bytes queued for the consumer.", MetricType::Gauge);
-  auto capacity = family("gatewayd_consumer_queue_capacity",
-                         "Frames the consumer's queue holds before its overflow policy applies.",
-                         MetricType::Gauge);
-  auto connected =
-      family("gatewayd_consumer_connected",
-             "1 while the gateway has a connection to the consumer, else 0.", MetricType::Gauge);
-  auto congested =
-      family("gatewayd_consumer_congested",
-             "1 while the consumer is not connected or has not caught up for slow_consumer_ms: its "
-             "overflow policy applies. 0 while it takes what it is given (the gateway then pauses "
-             "suppliers rather than drop).",
-             MetricType::Gauge);
-  auto sent = family("gatewayd_consumer_messages_sent_total",
-                     "Frames written whole to the consumer's connection.", MetricType::Counter);
-  auto sent_bytes = family("gatewayd_consumer_bytes_sent_total",
-                           "Bytes written to the consumer's connection.", MetricType::Counter);
+  const std::size_t first = out.size();
+  for (const auto& s : per_consumer)
+    out.push_back(family(s.name, s.help, s.type));
   auto dropped =
       family("gatewayd_consumer_dropped_messages_total",
              "Frames for the consumer that were never sent, by reason.", MetricType::Counter);
-  auto reconnects =
-      family("gatewayd_consumer_reconnects_total",
-             "Times the gateway dialled the consumer again after losing it.", MetricType::Counter);
   auto disconnects = family("gatewayd_consumer_disconnects_total",
                             "Consumer connections that ended, by reason.", MetricType::Counter);
   auto connect_failures =
       family("gatewayd_consumer_connect_failures_total",
              "Dials to the consumer that failed, by reason.", MetricType::Counter);
-  auto unacknowledged = family(
-      "gatewayd_consumer_unacknowledged_bytes_total",
-      "Bytes counted as sent that the consumer's host had not acknowledged when its connection "
-      "failed: not delivered.",
-      MetricType::Counter);
   auto blocked = family("gatewayd_consumer_blocked_seconds_total",
                         "Thread time spent waiting for the consumer's queue lock, counted only "
                         "when contended (cause=lock).",
                         MetricType::Counter);
-  // Consumers a reload removed are exported until the reload after they closed, beside the live
-  // ones (route_snapshot::retired): their drain's outcome, reason="removed", stays visible.
-  const auto snap = s_.routes.load();
-  for (const auto* list : {snap ? &snap->consumers : nullptr, snap ? &snap->retired : nullptr}) {
-    if (!list) continue;
-    for (const auto& c : *list) {
-      const auto& st = c->stats();
-      const std::string& n = c->name();
-      add_sample(depth, value(st.queued_frames), {{"consumer", n}});
-      add_sample(bytes, value(st.queued_bytes), {{"consumer", n}});
-      add_sample(capacity, c->capacity(), {{"consumer", n}});
-      add_sample(connected, st.connected.load(std::memory_order_relaxed) ? 1 : 0,
-                 {{"consumer", n}});
-      add_sample(congested, st.congested.load(std::memory_order_relaxed) ? 1 : 0,
-                 {{"consumer", n}});
-      add_sample(sent, value(st.sent_frames), {{"consumer", n}});
-      add_sample(sent_bytes, value(st.sent_bytes), {{"consumer", n}});
-      add_sample(reconnects, value(st.reconnects), {{"consumer", n}});
-      add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
-      add_by_reason<consumers::drop_reason>(dropped, st.dropped, n);
-      add_by_reason<consumers::disconnect_reason>(disconnects, st.disconnects, n);
-      // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.
-      const bool tls = st.tls.load(std::memory_order_relaxed);
-      add_by_reason<consumers::connect_failure>(
-          connect_failures, st.connect_failures, n, 0,
-          tls ? consumers::connect_failure_count
-              : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
-      add_sample(unacknowledged, value(st.unacknowledged_bytes), {{"consumer", n}});
-    }
-  }
-  for (auto* f : {&depth, &bytes, &capacity, &connected, &congested, &sent, &sent_bytes, &dropped,
-                  &reconnects, &disconnects, &connect_failures, &unacknowledged, &blocked})
+  for_each_consumer([&](const consumers::consumer& c) {
+    const auto& st = c.stats();
+    const std::string& n = c.name();
+    for (std::size_t i = 0; i < std::size(per_consumer); ++i)
+      add_sample(out[first + i], per_consumer[i].read(c), {{"consumer", n}});
+    add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
+    add_by_reason<consumers::drop_reason>(dropped, st.dropped, n);
+    add_by_reason<consumers::disconnect_reason>(disconnects, st.disconnects, n);
+    // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.
+    add_by_reason<consumers::connect_failure>(
+        connect_failures, st.connect_failures, n, 0,
+        st.tls.load(std::memory_order_relaxed)
+            ? consumers::connect_failure_count
+            : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
+  });
+  for (auto* f : {&dropped, &disconnects, &connect_failures, &blocked})
     out.push_back(std::move(*f));
 }
 
@@ -146,23 +163,6 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                {{"supplier", std::move(supplier)}, {"reason", "not_permitted"}});
   }
   out.push_back(std::move(not_permitted));
-  out.push_back(family_of_one("gatewayd_supplier_tls_handshakes_total",
-                              "TLS handshakes completed on the supplier listener.",
-                              MetricType::Counter, value(st.tls_handshakes)));
-  auto tls_failures = family("gatewayd_supplier_tls_handshake_failures_total",
-                             "TLS handshakes on the supplier listener that failed, by reason.",
-                             MetricType::Counter);
-  add_by_reason<net::tls_failure>(tls_failures, st.tls_failures);
-  out.push_back(std::move(tls_failures));
-  // Always exported (without samples when no [tls]), so alerts on it always parse against it.
-  auto expiry = family("gatewayd_tls_certificate_expiry_timestamp_seconds",
-                       "When each loaded TLS certificate expires (notAfter, Unix seconds).",
-                       MetricType::Gauge);
-  if (s_.certificates) {
-    for (const auto& c : s_.certificates())
-      add_sample(expiry, c.not_after, {{"file", c.file}});
-  }
-  out.push_back(std::move(expiry));
   out.push_back(family_of_one(
       "gatewayd_supplier_backpressure_pauses_total",
       "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
@@ -177,16 +177,12 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
 void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) const {
   std::array<double, net::tls_records_count> consumer_connections{};
   std::array<double, net::tls_error_count> consumer_errors{};
-  const auto snap = s_.routes.load();
-  for (const auto* list : {snap ? &snap->consumers : nullptr, snap ? &snap->retired : nullptr}) {
-    if (!list) continue;
-    for (const auto& c : *list) {
-      if (const auto r = c->stats().tls_records.load(std::memory_order_relaxed))
-        consumer_connections[r - 1] += 1;
-      for (std::size_t e = 0; e < net::tls_error_count; ++e)
-        consumer_errors[e] += value(c->stats().tls_errors[e]);
-    }
-  }
+  for_each_consumer([&](const consumers::consumer& c) {
+    if (const auto r = c.stats().tls_records.load(std::memory_order_relaxed))
+      consumer_connections[r - 1] += 1;
+    for (std::size_t e = 0; e < net::tls_error_count; ++e)
+      consumer_errors[e] += value(c.stats().tls_errors[e]);
+  });
   auto connections =
       family("gatewayd_tls_connections",
              "Open TLS connections by leg (supplier, consumer) and by who seals and opens their "
@@ -211,6 +207,23 @@ void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) 
   }
   out.push_back(std::move(connections));
   out.push_back(std::move(errors));
+  out.push_back(family_of_one("gatewayd_supplier_tls_handshakes_total",
+                              "TLS handshakes completed on the supplier listener.",
+                              MetricType::Counter, value(st.tls_handshakes)));
+  auto tls_failures = family("gatewayd_supplier_tls_handshake_failures_total",
+                             "TLS handshakes on the supplier listener that failed, by reason.",
+                             MetricType::Counter);
+  add_by_reason<net::tls_failure>(tls_failures, st.tls_failures);
+  out.push_back(std::move(tls_failures));
+  // Always exported (without samples when no [tls]), so alerts on it always parse against it.
+  auto expiry = family("gatewayd_tls_certificate_expiry_timestamp_seconds",
+                       "When each loaded TLS certificate expires (notAfter, Unix seconds).",
+                       MetricType::Gauge);
+  if (s_.certificates) {
+    for (const auto& c : s_.certificates())
+      add_sample(expiry, c.not_after, {{"file", c.file}});
+  }
+  out.push_back(std::move(expiry));
 }
 
 void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& out) const {
@@ -239,6 +252,13 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
                     "before the promoted follower had started to run.",
                     MetricType::Counter, static_cast<double>(r.leadership_taken_back)));
 
+  out.push_back(
+      family_of_one("gatewayd_queued_bytes",
+                    "Bytes queued across all consumers (the max_queued_bytes budget in use).",
+                    MetricType::Gauge, static_cast<double>(s_.budget.used())));
+}
+
+void gateway_collector::collect_config(std::vector<prometheus::MetricFamily>& out) const {
   auto reloads = family("gatewayd_config_reloads_total", "Routing-table reloads, by result.",
                         MetricType::Counter);
   add_sample(reloads, value(s_.reloads.succeeded), {{"result", "success"}});
@@ -263,11 +283,6 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
              MetricType::Gauge);
   if (snap) add_sample(config, 1, {{"sha256", snap->sha256}});
   out.push_back(std::move(config));
-
-  out.push_back(
-      family_of_one("gatewayd_queued_bytes",
-                    "Bytes queued across all consumers (the max_queued_bytes budget in use).",
-                    MetricType::Gauge, static_cast<double>(s_.budget.used())));
 
   auto info = family("gatewayd_build_info", "Always 1; the version label names the build.",
                      MetricType::Gauge);

@@ -42,11 +42,18 @@ class gateway_collector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  // Calls f(const consumers::consumer&) for every consumer of the snapshot and every retired one.
+  template <class F>
+  void for_each_consumer(F&& f) const;
   void collect_consumers(std::vector<prometheus::MetricFamily>& out) const;
   void collect_suppliers(std::vector<prometheus::MetricFamily>& out) const;
-  // Both legs' TLS connections by record layer, and what ended them abnormally.
+  // Both legs' TLS connections by record layer, what ended them abnormally, the supplier
+  // listener's handshakes and the certificates' expiry.
   void collect_tls(std::vector<prometheus::MetricFamily>& out) const;
+  // The Leader/Followers pool and the gateway-wide byte budget.
   void collect_runtime(std::vector<prometheus::MetricFamily>& out) const;
+  // Reloads, the table in use, the build.
+  void collect_config(std::vector<prometheus::MetricFamily>& out) const;
 
   sources s_;
 };
