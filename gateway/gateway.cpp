@@ -27,8 +27,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       control_(runtime::make_strand(executor_)),
       consumers_(executor_, control_, service_, supplier_stats_.not_permitted),
       pool_(ioc_, service_.threads, promotion_, service_.idle_poll),
-      signals_(ioc_),
-      signal_strand_(runtime::make_strand(executor_)),
+      signals_(ioc_, executor_),
       stop_timer_(control_),
       notify_(executor_),
       watchdog_(executor_, notify_),
@@ -37,10 +36,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       executor_, service_,
       supplier_listener::shared{consumers_.routes(), supplier_stats_, partial_budget_});
   log_kernel_tls(routes);
-  // Signals are ours from here on: a SIGHUP during start-up must not end the process.
-  signals_.add(SIGINT);
-  signals_.add(SIGTERM);
-  signals_.add(SIGHUP);
+  signals_.take();
   reloader_ = std::make_unique<reloader>(executor_, control_,
                                          reloader::parts{service_, consumers_, *listener_, notify_},
                                          routes.consumers);
@@ -79,7 +75,7 @@ void gateway::start_metrics() {
 }
 
 void gateway::run() {
-  wait_for_signal();
+  signals_.start([this](int signo) { on_signal(signo); });
   reloader_->watch();
   enter(lifecycle::serving);
   watchdog_.start();

@@ -17,6 +17,7 @@
 #include "consumers/consumer.hpp"
 #include "gateway/consumer_set.hpp"
 #include "gateway/reloader.hpp"
+#include "gateway/signal_watch.hpp"
 #include "gateway/stop_deadline.hpp"
 #include "gateway/supplier_listener.hpp"
 #include "gateway/systemd_notify.hpp"
@@ -70,7 +71,7 @@ class gateway {
   unsigned short metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
  private:
-  void wait_for_signal();
+  // On the signal watch's strand: SIGHUP reloads, SIGINT/SIGTERM stop, a second one cuts it short.
   void on_signal(int signo);
   // The stop, in gateway_stop.cpp: lame duck, suppliers asked to leave, drain, exit.
   // The daemon's life, forward only. Each state's entry (listener, /readyz, sessions, reloads)
@@ -105,11 +106,7 @@ class gateway {
   // The listener, its sessions, the allow list and the [tls] context.
   std::unique_ptr<supplier_listener> listener_;
   std::unique_ptr<reloader> reloader_;  // built after listener_, which it reloads
-  asio::signal_set signals_;
-  // Signals are taken here, never queued behind a reload on control_: a SIGHUP storm is read
-  // as fast as it comes and folds into the one reload queued (reload_queued_).
-  runtime::strand signal_strand_;
-  bool signals_closed_ = false;  // on signal_strand_: the stop finished, wait for no more
+  signal_watch signals_;
   // Set by the first SIGINT/SIGTERM (or shutdown()), on any thread, so that the next one cuts
   // the stop short without waiting for control_ to enter the stop's states.
   std::atomic<bool> stop_requested_{false};

@@ -14,16 +14,8 @@ namespace gatewayd::gateway {
 
 using std::chrono::steady_clock;
 
-// On signal_strand_ (or before the threads start), like every use of signals_.
-void gateway::wait_for_signal() {
-  if (signals_closed_) return;
-  signals_.async_wait(asio::bind_executor(signal_strand_, [this](std::error_code ec, int signo) {
-    if (!ec) on_signal(signo);
-  }));
-}
-
-// On signal_strand_. At most one reload runs (on control_) and one waits: a SIGHUP that finds
-// one waiting is served by it, since that one reads the files after this signal came. Signals
+// On the signal watch's strand. At most one reload runs (on control_) and one waits: a SIGHUP that
+// finds one waiting is served by it, since that one reads the files after this signal came. Signals
 // stay watched through a stop, so that a second SIGINT/SIGTERM can end the drain at once.
 void gateway::on_signal(int signo) {
   const char* name = signo == SIGINT ? "SIGINT" : signo == SIGTERM ? "SIGTERM" : "SIGHUP";
@@ -37,7 +29,6 @@ void gateway::on_signal(int signo) {
     GW_LOG(warning) << "received " << name << " again; stopping now, without waiting for the drain";
     asio::post(control_, [this] { cut_drain_short(); });
   }
-  wait_for_signal();
 }
 
 void gateway::shutdown() {
@@ -203,14 +194,7 @@ void gateway::finish_shutdown(std::uint64_t undelivered) {
                << in.unroutable.load() << " unroutable";
   consumers_.log_totals();
   stop_timer_.cancel();
-  // On the signal strand: on_signal re-arms the wait there after posting a stop, and a cancel
-  // from here could come first and find nothing to cancel, leaving the pool a wait that never
-  // ends (the second-SIGTERM stop hung in 1 of 5 runs).
-  asio::post(signal_strand_, [this] {
-    signals_closed_ = true;
-    std::error_code ignored;
-    signals_.cancel(ignored);
-  });
+  signals_.close();
   listener_->sessions().for_each([](suppliers::supplier_session& s) { s.stop(); });
   // The pings go on through the drain (it may outlast WatchdogSec) and stop only here; a
   // notification still waiting for room in systemd's socket would keep the pool alive.
