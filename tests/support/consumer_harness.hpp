@@ -20,6 +20,7 @@
 
 #include "consumers/consumer.hpp"
 #include "protocol/frame_codec.hpp"
+#include "tests/support/wait_until.hpp"
 #include "tools/traffic/payload.hpp"
 
 namespace gatewayd::test {
@@ -42,16 +43,6 @@ void run_on(Strand& strand, F f) {
     done.set_value();
   });
   BOOST_REQUIRE(done.get_future().wait_for(std::chrono::seconds(5)) == std::future_status::ready);
-}
-
-template <class Pred>
-inline bool wait_until(Pred pred, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
 }
 
 // The number a frame_source gave the frame (the traffic library's payload header).

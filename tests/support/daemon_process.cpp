@@ -1,4 +1,5 @@
 #include "tests/support/daemon_process.hpp"
+#include "tests/support/wait_until.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -129,11 +130,8 @@ bool daemon_process::running() {
 }
 
 std::optional<int> daemon_process::wait_exit(std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (running()) {
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  if (!wait_until([&] { return !running(); }, timeout, std::chrono::milliseconds(10)))
+    return std::nullopt;
   return status_;
 }
 
@@ -143,15 +141,20 @@ std::string daemon_process::log() const {
 
 std::optional<std::string> daemon_process::wait_for_log(const std::string& text,
                                                         std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    std::istringstream lines(log());
-    for (std::string line; std::getline(lines, line);) {
-      if (line.find(text) != std::string::npos) return line;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  std::optional<std::string> found;
+  wait_until(
+      [&] {
+        std::istringstream lines(log());
+        for (std::string line; std::getline(lines, line);) {
+          if (line.find(text) != std::string::npos) {
+            found = line;
+            return true;
+          }
+        }
+        return false;
+      },
+      timeout, std::chrono::milliseconds(20));
+  return found;
 }
 
 std::size_t daemon_process::count_in_log(const std::string& text) const {
@@ -181,17 +184,11 @@ command_result run_command(const std::string& binary, const std::vector<std::str
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + binary);
   command_result r;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
   int st = 0;
-  for (;;) {
-    const pid_t w = ::waitpid(pid, &st, WNOHANG);
-    if (w == pid) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (!wait_until([&] { return ::waitpid(pid, &st, WNOHANG) == pid; }, timeout,
+                  std::chrono::milliseconds(5))) {
+    ::kill(pid, SIGKILL);  // ours, by its PID
+    ::waitpid(pid, &st, 0);
   }
   r.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
   r.out = slurp(out_file);

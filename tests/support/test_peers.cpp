@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "protocol/frame_codec.hpp"
+#include "tests/support/wait_until.hpp"
 
 namespace gatewayd::test {
 
@@ -182,12 +183,8 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
 }
 
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!condition()) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return true;
+  // Every 10 ms: a condition here is often a scrape of the daemon's /metrics.
+  return wait_until(condition, timeout, std::chrono::milliseconds(10));
 }
 
 }  // namespace gatewayd::test

@@ -14,6 +14,7 @@
 
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/scrape.hpp"
+#include "tests/support/wait_until.hpp"
 
 namespace gatewayd::test {
 
@@ -135,13 +136,13 @@ struct tls_supplier {
 // Waits until `series` reaches at least `want`; returns its last value.
 inline double wait_metric(unsigned short port, const std::string& series, double want,
                           std::chrono::milliseconds timeout = 5s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
   double v = -1;
-  while (std::chrono::steady_clock::now() < until) {
-    v = scrape_metric(port, series);
-    if (v >= want) return v;
-    std::this_thread::sleep_for(20ms);
-  }
+  wait_until(
+      [&] {
+        v = scrape_metric(port, series);
+        return v >= want;
+      },
+      timeout, 20ms);
   return v;
 }
 

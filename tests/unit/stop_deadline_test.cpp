@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "gateway/stop_deadline.hpp"
+#include "tests/support/wait_until.hpp"
 
 using gatewayd::gateway::stop_deadline;
 using namespace std::chrono_literals;
@@ -15,12 +16,8 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-// Polls every 5 ms until `flag` is set or `timeout` passes.
 bool becomes_true(const std::atomic<bool>& flag, std::chrono::milliseconds timeout) {
-  const auto until = clock_type::now() + timeout;
-  while (!flag.load() && clock_type::now() < until)
-    std::this_thread::sleep_for(5ms);
-  return flag.load();
+  return gatewayd::test::wait_until([&] { return flag.load(); }, timeout);
 }
 
 }  // namespace
@@ -70,9 +67,7 @@ BOOST_AUTO_TEST_CASE(only_the_first_arm_counts) {
   stop_deadline d;
   d.arm(clock_type::now() + 50ms, 10ms, {[&] { ++forced; }, [] {}});
   d.arm(clock_type::now(), 10ms, {[&] { forced += 10; }, [] {}});
-  const auto until = clock_type::now() + 5s;
-  while (forced.load() == 0 && clock_type::now() < until)
-    std::this_thread::sleep_for(5ms);
+  BOOST_TEST_REQUIRE(gatewayd::test::wait_until([&] { return forced.load() != 0; }, 5s));
   d.ended();
   BOOST_TEST(forced.load() == 1);
 }

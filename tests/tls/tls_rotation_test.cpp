@@ -78,11 +78,8 @@ std::string served(const pki& p, const std::string& gateway_cert) {
 // Polls new handshakes until one shows `want`, within `timeout`; returns the last seen.
 std::string until_served(const pki& p, const std::string& client_cert, unsigned short port,
                          const std::string& want, std::chrono::milliseconds timeout = 10s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
   std::string seen;
-  while ((seen = new_handshake(p, client_cert, port)) != want &&
-         std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(50ms);
+  wait_until([&] { return (seen = new_handshake(p, client_cert, port)) == want; }, timeout, 50ms);
   return seen;
 }
 

@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "runtime/lf_pool.hpp"
+#include "tests/support/wait_until.hpp"
 
 using gatewayd::runtime::lf_pool;
+using gatewayd::test::wait_until;
 using namespace std::chrono_literals;
 
 namespace {
@@ -63,11 +65,7 @@ BOOST_AUTO_TEST_CASE(one_leader_at_a_time_and_events_processed_concurrently) {
     });
   }
   pool.start();
-  BOOST_TEST_REQUIRE([&] {
-    for (int i = 0; i < 500 && obs.handled < events; ++i)
-      std::this_thread::sleep_for(10ms);
-    return obs.handled == events;
-  }());
+  BOOST_TEST_REQUIRE(wait_until([&] { return obs.handled == events; }, 5s));
   work.reset();
   pool.join();
   BOOST_TEST(obs.max_leaders.load() <= 1u);
@@ -81,15 +79,12 @@ BOOST_AUTO_TEST_CASE(roles_add_up_and_idle_threads_are_followers) {
   lf_pool pool(ioc, 3, latency);
   auto work = asio::make_work_guard(ioc);
   pool.start();
-  const bool settled = [&] {
-    for (int i = 0; i < 200; ++i) {
-      const auto r = pool.roles();
-      if (r.leader == 1 && r.follower == 2 && r.processing == 0) return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
-  }();
-  BOOST_TEST(settled);
+  BOOST_TEST(wait_until(
+      [&] {
+        const auto r = pool.roles();
+        return r.leader == 1 && r.follower == 2 && r.processing == 0;
+      },
+      5s));
   work.reset();
   pool.stop();
   pool.join();
@@ -107,11 +102,12 @@ BOOST_AUTO_TEST_CASE(followers_are_promoted_most_recently_idle_first) {
   // Each event starts from the same settled pool (one leader, two followers), however
   // slowly a loaded machine gets the threads there.
   auto settle = [&] {
-    for (int spin = 0; spin < 40000; ++spin) {
-      const auto r = pool.roles();
-      if (r.leader == 1 && r.follower == 2 && r.processing == 0) return;
-      std::this_thread::sleep_for(50us);
-    }
+    (void)wait_until(
+        [&] {
+          const auto r = pool.roles();
+          return r.leader == 1 && r.follower == 2 && r.processing == 0;
+        },
+        2s, 50us);
   };
   pool.start();
   settle();
@@ -157,20 +153,19 @@ BOOST_AUTO_TEST_CASE(a_leader_done_before_its_promoted_follower_runs_leads_again
   pool.start();
   constexpr unsigned events = 100;
   for (unsigned i = 0; i < events; ++i) {
-    std::atomic<bool> done{false};
-    asio::post(ioc, [&] {
+    // Shared: a handler late past a failed wait must not write to a gone flag.
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    asio::post(ioc, [&, done] {
       obs.enter(pool);
       const auto until = std::chrono::steady_clock::now() + 200us;
       while (std::chrono::steady_clock::now() < until) {
       }
       obs.leave();
-      done = true;
+      *done = true;
     });
-    while (!done)
-      std::this_thread::sleep_for(100us);
+    BOOST_TEST_REQUIRE(wait_until([&] { return done->load(); }, 10s, 100us));
   }
-  for (int spin = 0; spin < 2000 && pool.roles().processing != 0; ++spin)
-    std::this_thread::sleep_for(1ms);
+  (void)wait_until([&] { return pool.roles().processing == 0; }, 2s);
   const auto roles = pool.roles();
   const auto taken_back = pool.leadership_taken_back();
   work.reset();
@@ -196,7 +191,13 @@ BOOST_AUTO_TEST_CASE(continuations_of_a_processed_event_are_never_stranded) {
   lf_pool pool(ioc, 2, latency);
   auto work = asio::make_work_guard(ioc);
   pool.start();
-  std::this_thread::sleep_for(20ms);  // the leader is asleep in epoll_wait
+  // The leader asleep in epoll_wait, the other thread a follower.
+  BOOST_TEST_REQUIRE(wait_until(
+      [&] {
+        const auto r = pool.roles();
+        return r.leader == 1 && r.follower == 1 && r.processing == 0;
+      },
+      5s));
   constexpr int steps = 100;
   std::atomic<int> done{0};
   std::function<void()> step = [&] {
@@ -204,9 +205,8 @@ BOOST_AUTO_TEST_CASE(continuations_of_a_processed_event_are_never_stranded) {
     if (++done < steps) asio::defer(ioc.get_executor(), step);
   };
   asio::post(ioc, step);
-  for (int i = 0; i < 100 && done < steps; ++i)
-    std::this_thread::sleep_for(10ms);
-  BOOST_TEST(done.load() == steps);
+  // Stranded, the chain would stop for good; run, it ends at once (5 s: a loaded machine's once).
+  BOOST_TEST(wait_until([&] { return done.load() == steps; }, 5s));
   work.reset();
   pool.stop();
   pool.join();
@@ -218,7 +218,13 @@ BOOST_AUTO_TEST_CASE(stop_wakes_every_thread) {
   lf_pool pool(ioc, 4, latency);
   auto work = asio::make_work_guard(ioc);  // the io_context never runs out of work
   pool.start();
-  std::this_thread::sleep_for(20ms);
+  // Every thread asleep: one leader in epoll_wait, three followers.
+  BOOST_TEST_REQUIRE(wait_until(
+      [&] {
+        const auto r = pool.roles();
+        return r.leader == 1 && r.follower == 3 && r.processing == 0;
+      },
+      5s));
   const auto t0 = std::chrono::steady_clock::now();
   pool.stop();
   pool.join();
@@ -257,12 +263,10 @@ BOOST_AUTO_TEST_CASE(idle_thread_waiting_tells_whether_a_posted_handler_would_st
       both = lf_pool::idle_thread_waiting() ? 1 : 0;
       release = true;
     });
-    while (!release)
-      std::this_thread::sleep_for(1ms);
+    (void)wait_until([&] { return release.load(); }, 5s);
   });
   pool.start();
-  for (int i = 0; i < 500 && !release; ++i)
-    std::this_thread::sleep_for(5ms);
+  BOOST_TEST(wait_until([&] { return release.load(); }, 5s));
   work.reset();
   pool.join();
   BOOST_TEST(alone.load() == 1);
@@ -287,9 +291,7 @@ BOOST_AUTO_TEST_CASE(polling_threads_keep_the_roles_and_sleep_once_idle) {
     });
     if (i % 10 == 0) std::this_thread::sleep_for(300us);  // some arrive while threads poll
   }
-  for (int i = 0; i < 500 && obs.handled < events; ++i)
-    std::this_thread::sleep_for(10ms);
-  BOOST_TEST_REQUIRE(obs.handled.load() == events);
+  BOOST_TEST_REQUIRE(wait_until([&] { return obs.handled == events; }, 5s));
   BOOST_TEST(obs.max_leaders.load() <= 1u);
 
   std::this_thread::sleep_for(50ms);  // past every poll

@@ -149,7 +149,12 @@ BOOST_AUTO_TEST_CASE(receiver_reaccepts_and_counts_frames_of_the_next_connection
         run_command(peer, {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port),
                            "--address", "a", "--count", "4"});
     BOOST_TEST_REQUIRE(s.exit_code == 0, s.err);
-    std::this_thread::sleep_for(300ms);
+    // The 4 frames read by the gateway before it is told to stop.
+    BOOST_TEST_REQUIRE(eventually(
+        [&] {
+          return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total") == 4;
+        },
+        10s));
     gw.daemon->signal(SIGTERM);
     BOOST_TEST(gw.daemon->wait_exit(20s).has_value());
   }
@@ -183,7 +188,12 @@ BOOST_AUTO_TEST_CASE(send_moves_to_the_next_gateway_when_one_asks_it_to_leave) {
       peer,
       {"send", "--to", to, "--address", "o.x,o.y", "--rate", "4000", "--duration", "3", "--json"},
       dir.path() / "send.log");
-  std::this_thread::sleep_for(1s);
+  // The sender streams through a (its first address) before a is asked to stop.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(a.metrics_port, "gatewayd_supplier_messages_received_total") >= 400;
+      },
+      10s));
   a.daemon->signal(SIGTERM);
   BOOST_TEST_REQUIRE(a.daemon->wait_exit(10s).value_or(-1) == 0, a.daemon->log());
   BOOST_TEST_REQUIRE(sender.wait_exit(20s).value_or(-1) == 0, sender.log());
@@ -235,7 +245,12 @@ BOOST_AUTO_TEST_CASE(a_lost_connection_moves_on_and_reports_what_it_resent) {
   daemon_process sender(
       peer, {"send", "--to", to, "--address", "o.x", "--rate", "20000", "--duration", "2"},
       dir.path() / "send.log");
-  std::this_thread::sleep_for(700ms);
+  // The sender streams through a (its first address) before a freezes.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(a.metrics_port, "gatewayd_supplier_messages_received_total") >= 2000;
+      },
+      10s));
   a.daemon->signal(SIGSTOP);
   BOOST_TEST_REQUIRE(eventually([&] { return unread_bytes_at(a.supplier_port) > 0; }, 5s));
   a.daemon->signal(SIGKILL);

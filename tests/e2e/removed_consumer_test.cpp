@@ -48,7 +48,9 @@ BOOST_AUTO_TEST_CASE(a_consumer_removed_under_traffic_delivers_what_was_routed_t
   BOOST_TEST_REQUIRE(eventually(
       [&] { return metric(gw, "gatewayd_config_reloads_total{result=\"success\"}") >= 1; }, 10s));
   BOOST_TEST(metric(gw, "gatewayd_consumer_connected{consumer=\"x\"}") >= 0);
-  std::this_thread::sleep_for(300ms);
+  // Traffic goes on under the new table (unroutable now) before the supplier stops.
+  BOOST_TEST(
+      eventually([&] { return metric(gw, "gatewayd_messages_unroutable_total") > 1000; }, 10s));
   s.stop();
   const auto sent = s.sent();
   // Every frame is either delivered to x or counted unroutable (routed by the new table);
@@ -94,8 +96,8 @@ BOOST_AUTO_TEST_CASE(a_removed_consumer_stays_in_metrics_until_its_drain_is_done
   BOOST_TEST_REQUIRE(eventually(
       [&] { return metric(gw, "gatewayd_config_reloads_total{result=\"success\"}") >= 1; }, 10s));
   // Draining (it does not read): still exported, with its queue.
-  std::this_thread::sleep_for(300ms);
-  BOOST_TEST(metric(gw, "gatewayd_consumer_queue_depth{consumer=\"x\"}") > 1000);
+  BOOST_TEST(eventually(
+      [&] { return metric(gw, "gatewayd_consumer_queue_depth{consumer=\"x\"}") > 1000; }, 10s));
   // The drain times out: what it held is counted as removed, and shown.
   const std::string removed =
       "gatewayd_consumer_dropped_messages_total{consumer=\"x\",reason=\"removed\"}";

@@ -102,7 +102,12 @@ BOOST_AUTO_TEST_CASE(a_consumer_killed_mid_stream_loses_exactly_what_the_kernel_
   const auto frozen = freeze(consumer, port, gw.metrics_port, *before_kill, frame_size);
   BOOST_TEST_REQUIRE(frozen.has_value(), "the consumer's connection never stood still");
   kill_consumer_process(consumer);  // SIGKILL, with the kernel's buffers full
-  std::this_thread::sleep_for(300ms);
+  // The gateway has seen the connection end before the consumer comes back.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(gw.metrics_port, "gatewayd_consumer_connected{consumer=\"c0\"}") == 0;
+      },
+      10s));
   consumer = fork_traffic_consumer(port, 0, *after_restart);
   BOOST_TEST(eventually([&] { return after_restart->frames.load() > 20000; }, 30s));
   s.stop();
@@ -168,7 +173,14 @@ BOOST_AUTO_TEST_CASE(a_consumer_down_at_start_gets_everything_once_it_comes_up) 
     s.stop();
     sent = s.sent();
   }
-  std::this_thread::sleep_for(1s);  // several failed dials
+  // Several failed dials.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(gw.metrics_port,
+                             "gatewayd_consumer_connect_failures_total{consumer="
+                             "\"late\",reason=\"refused\"}") >= 3;
+      },
+      10s));
   BOOST_TEST(scrape_metric(gw.metrics_port, connected) == 0);
   traffic_consumer late(0, port);
   BOOST_TEST(eventually([&] { return late.tally().frames.load() == sent; }, 30s));

@@ -9,6 +9,7 @@
 
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 #include "tools/traffic/payload.hpp"
 
@@ -240,9 +241,16 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_queued_frames_then_exits_zero) {
   constexpr int frames = 5000;
   for (int i = 0; i < frames; ++i)
     s.send_frame("d.x", numbered_payload(1, i, 1000));
-  std::this_thread::sleep_for(300ms);
+  // Every frame read (queued in the gateway or the kernel's buffers) before SIGTERM.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total") ==
+               frames;
+      },
+      10s));
   gw.daemon->signal(SIGTERM);
-  std::this_thread::sleep_for(300ms);
+  // The consumer comes back once the gateway is draining.
+  BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("shutting down", 5s).has_value());
   c.stall(false);
   const auto code = gw.daemon->wait_exit(15s);
   BOOST_TEST_REQUIRE(code.has_value());

@@ -17,6 +17,7 @@
 
 #include "runtime/executor.hpp"
 #include "runtime/lf_pool.hpp"
+#include "tests/support/wait_until.hpp"
 
 using asio::ip::tcp;
 using gatewayd::runtime::lf_pool;
@@ -43,9 +44,7 @@ struct kinds {
 };
 
 bool wait_until(const std::function<bool()>& done) {
-  for (int i = 0; i < 500 && !done(); ++i)
-    std::this_thread::sleep_for(10ms);
-  return done();
+  return gatewayd::test::wait_until(done, 5s);
 }
 
 }  // namespace

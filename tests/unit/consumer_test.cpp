@@ -115,7 +115,15 @@ BOOST_FIXTURE_TEST_CASE(endpoint_down_at_start_then_up, io_fixture) {
   auto c = make(spec(at, 1000, gc::overflow_policy::drop_oldest));
   frame_source src(0);
   put_all(*c, src.make(100));
-  std::this_thread::sleep_for(150ms);  // a few failed dials
+  // A few failed dials, and still queued.
+  BOOST_TEST_REQUIRE(wait_until(
+      [&] {
+        std::uint64_t failed = 0;
+        for (const auto& f : c->stats().connect_failures)
+          failed += f.load();
+        return failed >= 3;
+      },
+      5s));
   BOOST_TEST(!c->stats().connected.load());
   BOOST_TEST(c->stats().queued_frames.load() == 100u);
 

@@ -135,7 +135,12 @@ BOOST_AUTO_TEST_CASE(sigterm_drains_every_queued_frame) {
   for (int i = 0; i < frames; ++i)
     s.send_frame("d.x", numbered_payload(1, i, 1000));
   // Everything read (so it sits in the gateway's queue or the kernel's buffers) before SIGTERM.
-  std::this_thread::sleep_for(500ms);
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total") ==
+               frames;
+      },
+      10s));
   gw.daemon->signal(SIGTERM);
   BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("shutting down", 5s).has_value());
   c.stall(false);
@@ -165,7 +170,12 @@ BOOST_AUTO_TEST_CASE(backpressure_pauses_and_resumes_without_loss) {
     for (int i = 0; i < frames; ++i)
       s.send_frame("bp.x", numbered_payload(1, i, 2000));
   });
-  std::this_thread::sleep_for(1s);  // the supplier is now held by backpressure and TCP
+  // The supplier is held by backpressure (and then TCP) before the consumer reads again.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(gw.metrics_port, "gatewayd_supplier_backpressure_pauses_total") >= 1;
+      },
+      10s));
   c.stall(false);
   sender.join();
   BOOST_TEST_REQUIRE(c.wait_for_count(frames, 60s), "got " << c.count());
