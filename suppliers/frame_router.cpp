@@ -72,17 +72,38 @@ routing::lookup_result frame_router::answer(std::string_view address) {
 bool frame_router::route(std::string_view address, const protocol::frame_slice& slice) {
   if (!snapshot_) return false;
   const routing::lookup_result result = answer(address);
+  fan_out(result.consumers, slice);
+  return result.matched;
+}
+
+protocol::confirm_entry* frame_router::route_confirmed(std::string_view address,
+                                                       protocol::frame_slice slice,
+                                                       protocol::confirm_ledger& ledger,
+                                                       bool& matched) {
+  matched = false;
+  if (!snapshot_) return ledger.add(0, protocol::reject_reason::unroutable);
+  const routing::lookup_result result = answer(address);
+  matched = result.matched;
+  protocol::confirm_entry* const entry =
+      ledger.add(static_cast<std::uint32_t>(result.consumers.size()));
+  if (!entry || result.consumers.empty()) return entry;
+  slice.confirm = entry;
+  fan_out(result.consumers, slice);
+  return entry;
+}
+
+void frame_router::fan_out(std::span<const routing::consumer_index> consumers,
+                           const protocol::frame_slice& slice) {
   if (slice.chunk != refs_chunk_) {
     hold();
     refs_chunk_ = slice.chunk;
   }
-  for (const routing::consumer_index i : result.consumers) {
+  for (const routing::consumer_index i : consumers) {
     auto& batch = batches_[i];
     if (batch.empty()) touched_.push_back(i);
     batch.push_back(slice);
   }
-  pending_refs_ += static_cast<std::uint32_t>(result.consumers.size());
-  return result.matched;
+  pending_refs_ += static_cast<std::uint32_t>(consumers.size());
 }
 
 void frame_router::supplier(std::string_view identity) noexcept {

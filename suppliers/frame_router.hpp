@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/confirm_ledger.hpp"
 #include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
@@ -28,6 +29,11 @@ class frame_router {
 
   // Queues `slice` for every consumer its address routes to. Returns false if unroutable.
   bool route(std::string_view address, const protocol::frame_slice& slice);
+  // The same for a CONFIRM frame: numbered in `ledger`, owed by each of the k consumers it is
+  // queued for (the dead letter counts as one); with none it is rejected as unroutable. Null
+  // when the ledger is full (the caller checks room before each read: it never is).
+  protocol::confirm_entry* route_confirmed(std::string_view address, protocol::frame_slice slice,
+                                           protocol::confirm_ledger& ledger, bool& matched);
 
   // The supplier whose frames follow (its TLS identity; empty for none): picks its publish
   // rule in this pass's snapshot. Once per read, not per frame.
@@ -61,6 +67,9 @@ class frame_router {
 
  private:
   void refresh(const route_snapshot_holder& routes);
+  // Queues `slice` for each of `consumers`, counting the references to take.
+  void fan_out(std::span<const routing::consumer_index> consumers,
+               const protocol::frame_slice& slice);
   // The answer for `address`: from the memo, else looked up (and remembered if it fits).
   routing::lookup_result answer(std::string_view address);
   // Route hits: route() only counts the frames each memo entry answered; they are credited to

@@ -17,7 +17,9 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
       handshake_deadline_(socket_.get_executor()),
       send_deadline_(socket_.get_executor()),
       ctx_(ctx),
-      stream_(ctx.max_payload, ctx.partial_budget) {
+      // CONFIRM frames are served on plaintext connections; over TLS they stay bad_flags.
+      stream_(ctx.max_payload, ctx.partial_budget,
+              ctx.tls ? protocol::data_frames : protocol::supplier_frames) {
   std::error_code ec;
   const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
   const std::string host =
@@ -108,6 +110,8 @@ void supplier_session::ask_to_leave() {
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (!self->in(state::paused)) return;  // only a consumer's pause ends so
+    // Its unconfirmed frames may have reached the bound meanwhile: then it waits for those.
+    if (self->replies_ && self->replies_->full()) return self->pause(state::confirming);
     self->enter(state::reading);
     if (!self->waiting_) self->do_wait();
   });
@@ -147,7 +151,7 @@ void supplier_session::on_readable(std::error_code ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
-  if (paused()) return;
+  if (paused() || in(state::confirming)) return;
   read_and_route();
 }
 
@@ -159,11 +163,12 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
   router.supplier(identity_);
   r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
     ++r.frames;
-    if (!router.permitted(f.address)) {
-      if (!denied++) first_denied = f.address;
-      return;
+    const bool permitted = router.permitted(f.address);
+    if (!permitted && !denied++) first_denied = f.address;
+    if (f.flags == protocol::frame_flags::confirm) {
+      return route_confirmed(router, f, s, permitted, r, unroutable);
     }
-    if (!router.route(f.address, s)) ++unroutable;
+    if (permitted && !router.route(f.address, s)) ++unroutable;
   });
   router.hold();
   if (r.frames) {
@@ -245,13 +250,23 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
     const routed r = route_frames(router);
     all.frames += r.frames;
     all.error = r.error;
-    if (r.error) break;
+    all.unnumbered = all.unnumbered || r.unnumbered;
+    if (r.error || r.unnumbered) break;
+    // The bound is checked between reads: one read's frames always find their numbers.
+    if (replies_ && replies_->full()) {
+      all.confirms_full = true;
+      end = pass_end::confirms_full;
+      break;
+    }
     if (n < buf.size && !tls_) {  // a short read means the socket is drained (TLS: a record)
       end = pass_end::drained;
       break;
     }
   }
   flush(router, reads > 1, all);
+  // What the pass settled itself (frames no consumer owes, frames this thread wrote) goes back
+  // now: at most one control write per pass.
+  if (replies_) flush_confirms();
   if (total) {
     ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
     stats_.bytes.fetch_add(total, std::memory_order_relaxed);
@@ -262,6 +277,11 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
+  if (r.unnumbered) {
+    GW_LOG(error) << "supplier " << peer_
+                  << ": a CONFIRM frame found no room in its ledger; closing the connection";
+    return close(not_a_frame);
+  }
   if (r.pause && in(state::reading)) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
     // Behind a stalled backpressure consumer it waits for as long as that consumer stalls: the
@@ -271,6 +291,8 @@ void supplier_session::after_routing(const routed& r) {
   }
   if (paused()) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
+  // The confirms flushed at the end of the pass may have made room already.
+  if (r.confirms_full && replies_->full() && in(state::reading)) return pause(state::confirming);
   do_wait();
 }
 
@@ -305,7 +327,10 @@ void supplier_session::fail_protocol(const protocol::frame_stream::stream_error&
       1, std::memory_order_relaxed);
   GW_LOG_LIMITED(warning, "supplier protocol errors")
       << "supplier " << peer_ << ": protocol error " << to_string(e.reason) << " at byte offset "
-      << e.offset << "; closing the connection";
+      << e.offset << "; closing the connection"
+      << (tls_ && e.reason == protocol::frame_error::bad_flags
+              ? " (CONFIRM frames, flags 0x01, are not served over TLS in this release)"
+              : "");
   close(not_a_frame);
 }
 
@@ -317,6 +342,8 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   pause_timer_.cancel();
   handshake_deadline_.cancel();
   send_deadline_.cancel();
+  if (replies_) replies_->deadline.cancel();
+  replies_.reset();                // what consumers still owe settles into a ledger nobody reads
   if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
@@ -362,7 +389,8 @@ void supplier_session::pause(state why) {
 // backpressure consumer queues it past its limit, by at most that much), then EOF closes the
 // session. A session held by a stop reads nothing more: it just closes.
 void supplier_session::depart() {
-  if (in(state::held)) return closed_by_peer();
+  // Waiting for confirms nobody will read: what it sent unconfirmed it resends elsewhere.
+  if (in(state::held) || in(state::confirming)) return closed_by_peer();
   enter(state::departing);
   if (!waiting_) do_wait();
 }
@@ -379,7 +407,7 @@ void supplier_session::arm_pause_check() {
 }
 
 void supplier_session::on_pause_check(std::error_code ec) {
-  if (ec || !paused()) return;  // resumed, departed or closed meanwhile
+  if (ec || !(paused() || in(state::confirming))) return;  // resumed, departed or closed
   if (peer_left()) return depart();
   arm_pause_check();
 }
