@@ -297,3 +297,35 @@ BOOST_AUTO_TEST_CASE(a_supplier_that_leaves_its_confirms_unread_is_closed_as_slo
     plain.send_frame("fan.x", "still flowing");
   BOOST_TEST(a.wait_for_count(20, 20s));
 }
+
+// A reload removes a consumer holding CONFIRM frames it could not send (its endpoint is down):
+// once its drain time is out they are rejected as removed (4), and confirmed with the rest.
+BOOST_AUTO_TEST_CASE(frames_held_by_a_removed_consumer_are_rejected_as_removed) {
+  test_consumer a;
+  const unsigned short nowhere = free_port();
+  const std::string keep = consumer_toml("a", a.endpoint()) + route_toml("fan.>", {"a"});
+  gateway_fixture gw(keep +
+                         consumer_toml("gone", "127.0.0.1:" + std::to_string(nowhere),
+                                       "queue_capacity = 100\noverflow = \"drop-newest\"\n") +
+                         route_toml("rm.>", {"gone"}),
+                     "drain_timeout_ms = 200\n");
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"a"}));
+  confirm_supplier c(gw.supplier_port);
+  c.send("fan.x", 2);  // 1, 2
+  c.send("rm.x", 5);   // 3..7: queued for `gone`, which is down
+  c.send("fan.x", 2);  // 8, 9
+  BOOST_TEST_REQUIRE(c.read_until_confirmed(2));
+  BOOST_TEST_REQUIRE(a.wait_for_count(4, 20s));
+  BOOST_TEST(c.hears_nothing(200ms));
+  gw.dir.write("routes.toml", keep);
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST_REQUIRE(c.read_until_confirmed(9));
+  std::uint64_t last = 0;
+  const auto rejects = check_replies(c.messages(), last);
+  std::map<std::uint64_t, reject_reason> expected;
+  for (std::uint64_t n = 3; n <= 7; ++n)
+    expected[n] = reject_reason::removed;
+  BOOST_TEST((rejects == expected));
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           frames_metric("rejected_frames_total", "reason=\"removed\"")) == 5);
+}
