@@ -278,8 +278,9 @@ void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
   if (r.unnumbered) {
-    GW_LOG(error) << "supplier " << peer_
-                  << ": a CONFIRM frame found no room in its ledger; closing the connection";
+    GW_LOG_LIMITED(error, "supplier confirm ledger overruns")
+        << "supplier " << peer_
+        << ": a CONFIRM frame found no room in its ledger; closing the connection";
     return close(not_a_frame);
   }
   if (r.pause && in(state::reading)) {
@@ -292,7 +293,12 @@ void supplier_session::after_routing(const routed& r) {
   if (paused()) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
   // The confirms flushed at the end of the pass may have made room already.
-  if (r.confirms_full && replies_->full() && in(state::reading)) return pause(state::confirming);
+  if (r.confirms_full && replies_->full()) {
+    if (in(state::reading)) return pause(state::confirming);
+    // Its peer left: nobody will read the confirms, and it resends what they would have
+    // covered (reading on could only overrun the ledger).
+    if (in(state::departing)) return closed_by_peer();
+  }
   do_wait();
 }
 
