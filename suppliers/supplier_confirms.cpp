@@ -58,11 +58,23 @@ void supplier_session::flush_confirms() {
 void supplier_session::write_confirms() {
   const auto out = replies_->unsent();
   if (out.empty() || replies_->write_waiting) return;
-  const ssize_t n =
-      ::send(socket_.native_handle(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (n > 0) replies_->sent(static_cast<std::size_t>(n));
-  if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    return;  // the connection is failing: its read (or its pause check) sees it and closes
+  auto wait = asio::socket_base::wait_write;
+  if (tls_) {
+    // Through the channel, on this strand like its reads. What OpenSSL took is reported as
+    // sent; a record it could not finish is finished by the next call, which starts with
+    // the same bytes (the buffer's unsent part).
+    std::error_code ec;
+    const iovec piece{const_cast<char*>(out.data()), out.size()};
+    replies_->sent(tls_->write_some(std::span<const iovec>(&piece, 1), ec));
+    if (ec && ec != asio::error::would_block) return;  // failing: its read sees it and closes
+    if (ec) wait = tls_->wait_for();
+  } else {
+    const ssize_t n =
+        ::send(socket_.native_handle(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) replies_->sent(static_cast<std::size_t>(n));
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return;  // the connection is failing: its read (or its pause check) sees it and closes
+    }
   }
   if (replies_->unsent().empty()) {
     if (replies_->deadline_armed) {
@@ -78,14 +90,13 @@ void supplier_session::write_confirms() {
         [self = shared_from_this()](std::error_code ec) { self->on_confirm_deadline(ec); });
   }
   replies_->write_waiting = true;
-  socket_.async_wait(asio::ip::tcp::socket::wait_write,
-                     [self = shared_from_this()](std::error_code ec) {
-                       // Closed meanwhile: the replies went with the connection.
-                       if (self->in(state::closed) || !self->replies_) return;
-                       self->replies_->write_waiting = false;
-                       if (ec) return;
-                       self->flush_confirms();
-                     });
+  socket_.async_wait(wait, [self = shared_from_this()](std::error_code ec) {
+    // Closed meanwhile: the replies went with the connection.
+    if (self->in(state::closed) || !self->replies_) return;
+    self->replies_->write_waiting = false;
+    if (ec) return;
+    self->flush_confirms();
+  });
 }
 
 void supplier_session::on_confirm_deadline(std::error_code ec) {

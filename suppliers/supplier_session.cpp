@@ -17,9 +17,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
       handshake_deadline_(socket_.get_executor()),
       send_deadline_(socket_.get_executor()),
       ctx_(ctx),
-      // CONFIRM frames are served on plaintext connections; over TLS they stay bad_flags.
-      stream_(ctx.max_payload, ctx.partial_budget,
-              ctx.tls ? protocol::data_frames : protocol::supplier_frames) {
+      stream_(ctx.max_payload, ctx.partial_budget, protocol::supplier_frames) {
   std::error_code ec;
   const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
   const std::string host =
@@ -137,7 +135,7 @@ void supplier_session::do_wait() {
   }
   // Wait for readability without a buffer: an idle connection holds no read memory. (TLS: or
   // for room to send what OpenSSL must send before it reads on.)
-  const auto wait = tls_ ? tls_->wait_for() : asio::ip::tcp::socket::wait_read;
+  const auto wait = tls_ ? tls_read_wait_ : asio::ip::tcp::socket::wait_read;
   if (wait == asio::ip::tcp::socket::wait_write) arm_send_deadline();
   socket_.async_wait(wait,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
@@ -333,10 +331,7 @@ void supplier_session::fail_protocol(const protocol::frame_stream::stream_error&
       1, std::memory_order_relaxed);
   GW_LOG_LIMITED(warning, "supplier protocol errors")
       << "supplier " << peer_ << ": protocol error " << to_string(e.reason) << " at byte offset "
-      << e.offset << "; closing the connection"
-      << (tls_ && e.reason == protocol::frame_error::bad_flags
-              ? " (CONFIRM frames, flags 0x01, are not served over TLS in this release)"
-              : "");
+      << e.offset << "; closing the connection";
   close(not_a_frame);
 }
 

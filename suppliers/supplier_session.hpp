@@ -43,7 +43,7 @@ struct session_context {
   // [tls] ktls = "auto": offer OpenSSL the kernel's record layer. A reload may change it; new
   // connections take the value of their accept.
   std::atomic<bool> kernel_tls{true};
-  // CONFIRM frames (plaintext connections): how many one connection may have unconfirmed
+  // CONFIRM frames: how many one connection may have unconfirmed
   // before it is read no more until confirms make room (max_unconfirmed_frames), and how long
   // its confirms may wait unread in the gateway's small buffer before it is closed as slow
   // (confirm_timeout_ms).
@@ -159,6 +159,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     const std::size_t n = tls_->read_some(into, ec);
     // Only "would block" proves that OpenSSL holds no bytes the socket no longer shows.
     tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
+    // What the read waits for, apart from what a write of confirms waits for (the channel
+    // keeps only the last operation's).
+    if (tls_drained_) tls_read_wait_ = tls_->wait_for();
     return n;
   }
   // TLS: the connection ended other than by close_notify after its handshake: counted by
@@ -238,6 +241,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
   bool tls_drained_ = true;  // TLS: the last read ended in "would block"
+  asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait
   // CONFIRM frames: null until the first one (a plain supplier pays a null pointer).
   std::unique_ptr<confirm_replies> replies_;
 };
