@@ -155,6 +155,10 @@ class service_reader {
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
     milliseconds(t, "consumer_connect_timeout_ms", 1, config_.consumer_connect_timeout);
     milliseconds(t, "consumer_timeout_ms", 0, config_.consumer_timeout);
+    if (auto v = check_.integer(t, "gateway", "max_unconfirmed_frames", 1, 1 << 20)) {
+      config_.max_unconfirmed_frames = static_cast<std::uint32_t>(*v);
+    }
+    milliseconds(t, "confirm_timeout_ms", 1, config_.confirm_timeout);
     read_reconnect(t);
     const bool max_payload_ok = max_payload || !t.contains("max_payload");
     byte_cap(t, "max_queued_bytes", max_payload_ok, "queued", config_.max_queued_bytes);

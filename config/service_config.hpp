@@ -48,6 +48,10 @@ struct service_config {
   // What frames larger than a 64 KiB chunk hold beyond it while they arrive, across all
   // supplier connections; 0 = no cap.
   std::uint64_t max_partial_frame_bytes = 268435456;
+  // CONFIRM frames one supplier connection may have unconfirmed before it is read no more
+  // until confirms make room; how long its confirms may wait unread before it is closed.
+  std::uint32_t max_unconfirmed_frames = 16384;
+  std::chrono::milliseconds confirm_timeout{10000};
   std::vector<net::cidr_block> allow;  // empty = every peer may connect
   bool proxy_protocol = false;         // PROXY v2 header from proxy_from sources
   std::vector<net::cidr_block> proxy_from = loopback_blocks();  // the balancers trusted to send it

@@ -80,6 +80,8 @@ constexpr std::array table{
     field<&c::slow_consumer>("gateway", "slow_consumer_ms", restart),
     field<&c::consumer_connect_timeout>("gateway", "consumer_connect_timeout_ms", restart),
     field<&c::consumer_timeout>("gateway", "consumer_timeout_ms", restart),
+    field<&c::max_unconfirmed_frames>("gateway", "max_unconfirmed_frames", restart),
+    field<&c::confirm_timeout>("gateway", "confirm_timeout_ms", restart),
     field<&c::tls_cert>("tls", "cert", live_while_tls),
     field<&c::tls_key>("tls", "key", live_while_tls),
     field<&c::tls_client_ca>("tls", "client_ca", live_while_tls),

@@ -81,7 +81,7 @@ class admitter {
       return true;
     // The whole backlog goes (and with it the batch being written: the consumer's business);
     // the new frame starts the next connection's queue if it can fit at all.
-    const frame_counts gone = queue_.clear();
+    const frame_counts gone = queue_.clear(protocol::reject_reason::dropped);
     a_.drops[index(drop_reason::slow_consumer)] += gone.frames;
     a_.discarded += gone.frames;
     a_.slow = true;
@@ -115,14 +115,14 @@ class admitter {
 
   void evict_oldest(drop_reason why) {
     const frame_slice old = queue_.pop_front();
-    refused_.add(old.chunk);
+    refused_.rejected(old, reject_for(why));
     ++a_.drops[index(why)];
     give_back(old.size);
   }
 
   // Always false: "not kept".
   bool refuse(const frame_slice& f, drop_reason why, bool reserved) {
-    refused_.add(f.chunk);
+    refused_.rejected(f, reject_for(why));
     ++a_.drops[index(why)];
     if (reserved) give_back(f.size);
     return false;
@@ -182,7 +182,7 @@ admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* bud
   const auto over_frames = [&] { return queue.size() > limits.capacity; };
   const auto over_bytes = [&] { return limits.byte_cap && queue.bytes() > limits.byte_cap; };
   const auto drop = [&](const frame_slice& f, drop_reason why) {
-    released.add(f.chunk);
+    released.rejected(f, reject_for(why));
     ++a.drops[static_cast<std::size_t>(why)];
     freed += f.size;
   };
@@ -201,7 +201,7 @@ admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* bud
       break;
     case overflow_policy::disconnect:
       if (over_frames() || over_bytes()) {
-        const frame_counts gone = queue.clear();
+        const frame_counts gone = queue.clear(protocol::reject_reason::dropped);
         a.drops[static_cast<std::size_t>(drop_reason::slow_consumer)] += gone.frames;
         a.discarded = gone.frames;
         a.slow = true;

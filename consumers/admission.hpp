@@ -32,7 +32,8 @@ struct admission {
 };
 
 // Admits `frames`, each owning one chunk reference, into `queue`: a queued frame keeps its
-// reference, a refused or evicted one hands it to `refused`. Every queued frame holds its bytes
+// reference, a refused or evicted one hands it to `refused` (rejected: a CONFIRM frame's
+// supplier hears it was dropped). Every queued frame holds its bytes
 // in `budget` (the gateway-wide byte cap; may be null) until it is sent or dropped. The budget
 // is reserved for the whole batch at once; only when that fails (the gateway is near its cap)
 // does each frame reserve its own bytes, so the shared counter is touched once per batch.

@@ -22,7 +22,7 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
 consumer::~consumer() {
   // Only a destroyed io_context (handlers dropped unrun) gets here with frames held; the
   // drain's batch gives its own back.
-  const frame_counts left = queue_.clear();
+  const frame_counts left = queue_.clear(protocol::reject_reason::removed);
   if (opts_.budget) opts_.budget->release(left.bytes);
 }
 
@@ -75,7 +75,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // Only a session that routed by a table older than the one that removed this consumer
       // gets here, after its drain ended: counted as removed (and still shown in /metrics).
       for (const auto& f : frames)
-        refused.add(f.chunk);
+        refused.rejected(f, protocol::reject_reason::removed);
       a.drops[static_cast<std::size_t>(drop_reason::removed)] = frames.size();
     } else {
       // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
@@ -231,7 +231,7 @@ void consumer::batch_failed(write_batch& batch) {
     std::lock_guard lock(mutex_);
     if (!batch.empty()) {
       if (discard_in_flight_) {
-        discarded = batch.discard();
+        discarded = batch.discard(protocol::reject_reason::dropped);
       } else {
         batch.return_to(queue_);  // sent whole on the next connection
         // A congested queue stays within its limits with the batch back in it too.
@@ -249,11 +249,16 @@ void consumer::batch_failed(write_batch& batch) {
   }
 }
 
-void consumer::batch_sent(frame_counts sent) noexcept {
+void consumer::batch_sent(const frames_written& sent) noexcept {
   if (!sent.frames) return;
+  frames_delivered(sent.slices);
   if (opts_.budget) opts_.budget->release(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
   stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
+}
+
+void consumer::frames_delivered(std::span<const frame_slice> frames) noexcept {
+  protocol::deliver_slices(frames);
 }
 
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {

@@ -135,7 +135,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
 
   // batch_source, for the drain (strand).
   bool take_batch(write_batch& batch, std::uint64_t& conn) override;
-  void batch_sent(frame_counts sent) noexcept override;
+  void batch_sent(const frames_written& sent) noexcept override;
+  // The one place where frames this consumer has are settled as delivered (and their
+  // references released): today when they were handed whole to its socket (batch_sent); an
+  // `ack = true` consumer calls it when an `ack` covers them instead.
+  void frames_delivered(std::span<const frame_slice> frames) noexcept;
   // Unless the consumer catches up (its queue empties) within options::slow_after, it is slow,
   // and its overflow policy applies.
   void batch_refused() override;

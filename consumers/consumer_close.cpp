@@ -81,7 +81,7 @@ void consumer::complete_close() {
   frame_counts left;
   {
     std::lock_guard lock(mutex_);
-    left = queue_.clear();
+    left = queue_.clear(reject_for(close_.reason));
     publish_depth_locked();
     paused_.release_locked();
   }

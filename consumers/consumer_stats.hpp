@@ -8,6 +8,7 @@
 
 #include "consumers/last_error.hpp"
 #include "net/tls_channel.hpp"
+#include "protocol/control_message.hpp"
 #include "runtime/enum_names.hpp"
 
 namespace gatewayd::consumers {
@@ -26,6 +27,12 @@ inline constexpr runtime::enum_names<drop_reason, 6> drop_reason_names{
 inline constexpr std::size_t drop_reason_count = drop_reason_names.count;
 inline std::string_view to_string(drop_reason r) noexcept {
   return drop_reason_names(r);
+}
+// What a CONFIRM frame's supplier is told when one of its consumers drops it: its policy
+// dropped it, or the consumer went away with it.
+constexpr protocol::reject_reason reject_for(drop_reason r) noexcept {
+  return r == drop_reason::removed || r == drop_reason::shutdown ? protocol::reject_reason::removed
+                                                                 : protocol::reject_reason::dropped;
 }
 
 // Why a consumer connection that was up ended. The names are the metric's `reason` label.

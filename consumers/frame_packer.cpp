@@ -13,7 +13,7 @@ frame_slice frame_packer::pack(const frame_slice& f) {
   }
   std::memcpy(chunk_->data() + used_, f.data(), f.size);
   chunk_->add_refs(1);
-  const frame_slice copy{chunk_.get(), used_, f.size};
+  const frame_slice copy{chunk_.get(), used_, f.size, f.confirm};
   used_ += f.size;
   return copy;
 }

@@ -29,8 +29,9 @@ class frame_packer {
     return run_bytes * sparse_divisor < capacity;
   }
 
-  // A copy of `f` in the packer's current chunk, owning one reference to it. `f` and its
-  // reference are left as they were: the caller releases that.
+  // A copy of `f` in the packer's current chunk, owning one reference to it and carrying `f`'s
+  // confirm entry (the copy settles it). `f` and its reference are left as they were: the
+  // caller releases that reference alone (release_batch::add).
   frame_slice pack(const frame_slice& f);
   // The consumer caught up: its packed frames hold their chunks; the packer keeps none.
   void let_go() noexcept {

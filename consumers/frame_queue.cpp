@@ -45,9 +45,10 @@ frame_slice frame_queue::pop_back() noexcept {
   return f;
 }
 
-std::uint32_t frame_queue::drop_front() noexcept {
+std::uint32_t frame_queue::drop_front(protocol::reject_reason why) noexcept {
   const frame_slice f = pop_front();
-  f.chunk->release();
+  protocol::release_batch released;
+  released.rejected(f, why);
   return f.size;
 }
 
@@ -93,11 +94,11 @@ void frame_queue::push_front_batch(std::span<const frame_slice> frames) {
   size_ += frames.size();
 }
 
-frame_counts frame_queue::clear() noexcept {
+frame_counts frame_queue::clear(protocol::reject_reason why) noexcept {
   const frame_counts released{size_, bytes_};
   protocol::release_batch batch;
   for (std::size_t i = 0; i < size_; ++i)
-    batch.add(ring_[index(i)].chunk);
+    batch.rejected(ring_[index(i)], why);
   batch.flush();
   head_ = size_ = 0;
   bytes_ = 0;

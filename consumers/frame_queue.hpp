@@ -29,7 +29,7 @@ struct frame_counts {
 class frame_queue {
  public:
   explicit frame_queue(std::size_t capacity_hint = 0) noexcept : hint_(capacity_hint) {}
-  ~frame_queue() { clear(); }
+  ~frame_queue() { clear(protocol::reject_reason::removed); }
   frame_queue(const frame_queue&) = delete;
   frame_queue& operator=(const frame_queue&) = delete;
 
@@ -49,8 +49,8 @@ class frame_queue {
   const frame_slice& front() const noexcept { return ring_[head_]; }
   // Hands the oldest frame and its reference to the caller.
   frame_slice pop_front() noexcept;
-  // Releases the oldest frame; returns its size in bytes.
-  std::uint32_t drop_front() noexcept;
+  // Releases the oldest frame, rejected for `why`; returns its size in bytes.
+  std::uint32_t drop_front(protocol::reject_reason why) noexcept;
   // Hands the newest frame and its reference to the caller (drop-newest trimming a queue that
   // grew past its limits while its consumer kept up).
   frame_slice pop_back() noexcept;
@@ -61,8 +61,9 @@ class frame_queue {
   frame_counts take(std::size_t max_frames, std::uint64_t max_bytes, std::vector<frame_slice>& out);
   // Puts frames taken earlier back in front of everything, in their order, with their refs.
   void push_front_batch(std::span<const frame_slice> frames);
-  // Releases every frame; returns what was released.
-  frame_counts clear() noexcept;
+  // Releases every frame, each rejected for `why` (a CONFIRM frame's supplier hears it);
+  // returns what was released.
+  frame_counts clear(protocol::reject_reason why) noexcept;
   // Moves the frames of sparse runs (frame_packer::sparse) into `packer`'s own chunks,
   // releasing their hold on the read chunks; order and bytes() stay as they were.
   void compact(frame_packer& packer);

@@ -3,7 +3,7 @@
 namespace gatewayd::consumers {
 
 write_batch::~write_batch() {
-  discard();
+  discard(protocol::reject_reason::removed);
 }
 
 frame_counts write_batch::fill(frame_queue& queue) {
@@ -29,9 +29,9 @@ std::span<const iovec> write_batch::unwritten() {
   return buffers_;
 }
 
-frame_counts write_batch::written(std::size_t n) {
+frames_written write_batch::written(std::size_t n) {
   written_ += n;
-  frame_counts done;
+  frames_written done;
   std::uint64_t left = n + cut_;
   const std::size_t first = next_;
   while (next_ < frames_.size() && frames_[next_].size <= left) {
@@ -41,7 +41,7 @@ frame_counts write_batch::written(std::size_t n) {
   }
   cut_ = static_cast<std::uint32_t>(left);
   done.frames = next_ - first;
-  protocol::release_slices(std::span<const frame_slice>(frames_).subspan(first, done.frames));
+  done.slices = std::span<const frame_slice>(frames_).subspan(first, done.frames);
   return done;
 }
 
@@ -56,12 +56,12 @@ frame_counts write_batch::return_to(frame_queue& queue) {
   return back;
 }
 
-frame_counts write_batch::discard() noexcept {
+frame_counts write_batch::discard(protocol::reject_reason why) noexcept {
   const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
   frame_counts gone{rest.size(), 0};
   for (const auto& f : rest)
     gone.bytes += f.size;
-  protocol::release_slices(rest);
+  protocol::reject_slices(rest, why);
   next_ = frames_.size();
   reset();
   return gone;

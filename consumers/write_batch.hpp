@@ -14,6 +14,12 @@
 
 namespace gatewayd::consumers {
 
+// The frames a write completed: counted, and handed over with their references for the
+// consumer to settle (consumer::frames_delivered). Valid until the batch changes.
+struct frames_written : frame_counts {
+  std::span<const frame_slice> slices;
+};
+
 // A frame is released (and counted as sent) only once the socket took all of its bytes. When
 // a write is cut, the cut frame and everything after it stay in the batch; on a broken
 // connection they go back to the front of the queue, so a frame is never sent in part to a
@@ -40,13 +46,14 @@ class write_batch {
   // What is left to write, neighbouring slices of one chunk merged into one iovec (a
   // supplier's read, routed here in a row, is one buffer). Valid until the batch changes.
   std::span<const iovec> unwritten();
-  // The socket took `n` more bytes: the frames now written whole are released and returned
-  // (to be counted as sent and their budget given back).
-  frame_counts written(std::size_t n);
+  // The socket took `n` more bytes: the frames now written whole leave the batch and are
+  // returned with their references, for the caller to settle and release (and count as sent).
+  frames_written written(std::size_t n);
   // The connection broke: what was not written whole goes back to the front of `queue`.
   frame_counts return_to(frame_queue& queue);
-  // The disconnect policy threw the backlog away: what was not written whole is released.
-  frame_counts discard() noexcept;
+  // The disconnect policy threw the backlog away (`why`: dropped), or the consumer went with
+  // it (removed): what was not written whole is released, rejected for `why`.
+  frame_counts discard(protocol::reject_reason why) noexcept;
   // What is not written yet and sits sparsely in its read chunks moves to `packer`'s chunks
   // (a frame cut by a partial write moves whole and goes on from the same offset).
   void compact(frame_packer& packer);

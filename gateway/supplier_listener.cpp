@@ -10,6 +10,8 @@ supplier_listener::supplier_listener(const runtime::executor& ex,
       session_ctx_{with.routes, with.stats, sessions_, settings.max_payload,
                    settings.idle_timeout} {
   session_ctx_.partial_budget = &with.partial_budget;
+  session_ctx_.max_unconfirmed = settings.max_unconfirmed_frames;
+  session_ctx_.confirm_timeout = settings.confirm_timeout;
   if (const auto files = settings.tls_files()) {
     auto built = net::make_tls_server_context(*files);
     if (!built.context) throw std::runtime_error("[tls] " + built.error);

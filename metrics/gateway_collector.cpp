@@ -168,6 +168,24 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
       "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
       "that keeps up was more than a few batches behind (the gateway itself lagging).",
       MetricType::Counter, value(st.backpressure_pauses)));
+  out.push_back(family_of_one(
+      "gatewayd_supplier_confirmed_frames_total",
+      "CONFIRM frames covered by a cumulative confirm sent back to their supplier (rejected ones "
+      "included).",
+      MetricType::Counter, value(st.confirmed_frames)));
+  auto rejected =
+      family("gatewayd_supplier_rejected_frames_total",
+             "CONFIRM frames rejected back to their supplier, by reason.", MetricType::Counter);
+  for (std::size_t r = 0; r < protocol::reject_reason_count; ++r) {
+    add_sample(rejected, value(st.rejected_frames[r]),
+               {{"reason", std::string(to_string(static_cast<protocol::reject_reason>(r + 1)))}});
+  }
+  out.push_back(std::move(rejected));
+  out.push_back(
+      family_of_one("gatewayd_supplier_unconfirmed_frames",
+                    "CONFIRM frames numbered on open supplier connections and not yet confirmed.",
+                    MetricType::Gauge,
+                    static_cast<double>(st.unconfirmed_frames.load(std::memory_order_relaxed))));
   out.push_back(family_of_one("gatewayd_messages_unroutable_total",
                               "Frames whose address no route matched (sent to the dead-letter "
                               "consumer if one is configured).",

@@ -127,6 +127,7 @@ metrics_server::response operator_api::connz(std::string_view query) const {
     bool paused;
     std::optional<clock::time_point> paused_since;  // behind a full consumer
     std::uint8_t tls_records;
+    std::uint64_t confirmed, pending;  // CONFIRM frames
   };
   std::vector<supplier_row> rows;
   // The pause began on the steady clock (what the connection cap compares); shown on the wall
@@ -139,8 +140,8 @@ metrics_server::response operator_api::connz(std::string_view query) const {
       paused_since = now - std::chrono::duration_cast<clock::duration>(steady_now - *p);
     }
     rows.push_back({s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes),
-                    s.paused(), paused_since,
-                    s.stats().tls_records.load(std::memory_order_relaxed)});
+                    s.paused(), paused_since, s.stats().tls_records.load(std::memory_order_relaxed),
+                    value(s.stats().confirmed), value(s.stats().pending)});
   });
   // Oldest first: the list is stable between two looks, and the limit keeps the longest-lived.
   std::sort(rows.begin(), rows.end(),
@@ -157,7 +158,9 @@ metrics_server::response operator_api::connz(std::string_view query) const {
          {"bytes", r.bytes},
          {"paused", r.paused},
          {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)},
-         {"tls_records", records_json(r.tls_records)}});
+         {"tls_records", records_json(r.tls_records)},
+         {"confirmed", r.confirmed},
+         {"pending", r.pending}});
   }
   json consumers_out = json::array();
   if (const auto snap = s_.routes.load()) {

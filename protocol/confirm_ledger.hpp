@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "protocol/control_message.hpp"
@@ -76,6 +77,8 @@ class confirm_ledger {
   // consumer): walks the settled prefix in order, calling
   // `on_reject(number, reason)` for each rejected frame, and returns the new cumulative
   // confirm (every frame numbered up to it is settled), or nothing when it did not move.
+  // An `on_reject` that returns bool may answer false (no room for the reject): the walk stops
+  // before that frame, and the owner calls advance() again once it has room.
   template <class OnReject>
   std::optional<std::uint64_t> advance(OnReject&& on_reject);
 
@@ -123,8 +126,14 @@ std::optional<std::uint64_t> confirm_ledger::advance(OnReject&& on_reject) {
   while (first_ < next_) {
     confirm_entry& e = at(first_);
     if (e.owing_.load(std::memory_order_acquire) != 0) break;
-    if (const auto r = e.reason_.load(std::memory_order_relaxed))
-      on_reject(first_, static_cast<reject_reason>(r));
+    if (const auto r = e.reason_.load(std::memory_order_relaxed)) {
+      if constexpr (std::is_same_v<std::invoke_result_t<OnReject&, std::uint64_t, reject_reason>,
+                                   bool>) {
+        if (!on_reject(first_, static_cast<reject_reason>(r))) break;
+      } else {
+        on_reject(first_, static_cast<reject_reason>(r));
+      }
+    }
     ++first_;
     if (first_ - base_ == block_entries) {
       blocks_.pop_front();

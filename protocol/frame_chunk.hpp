@@ -8,6 +8,8 @@
 #include <span>
 #include <string_view>
 
+#include "protocol/confirm_ledger.hpp"
+
 namespace gatewayd::protocol {
 
 // Storage for many frames. Written only by the one session that owns the unwritten tail;
@@ -62,11 +64,14 @@ class frame_chunk {
 };
 
 // One frame: a slice of a chunk. It does not own a reference by itself; whoever stores it
-// (a consumer queue) owns exactly one reference for it and releases it when done.
+// (a consumer queue) owns exactly one reference for it and releases it when done. A CONFIRM
+// frame's slices also point to its ledger entry: whoever gives a slice up settles the entry
+// once for its consumer, delivered or rejected (release_batch below does both at once).
 struct frame_slice {
   frame_chunk* chunk = nullptr;
   std::uint32_t offset = 0;
   std::uint32_t size = 0;
+  confirm_entry* confirm = nullptr;  // null: a plain frame, nobody waits for it
 
   const char* data() const noexcept { return chunk->data() + offset; }
   std::string_view bytes() const noexcept { return {data(), size}; }
@@ -114,6 +119,9 @@ class chunk_ptr {
 
 // Releases chunk references in runs: consecutive slices of one chunk (the common case, since a
 // supplier's read chunk holds many frames in a row) cost one atomic operation, not one each.
+// A slice given up for good goes through delivered() or rejected(): its reference and, for a
+// CONFIRM frame, its consumer's settlement leave together, so neither can be forgotten. add()
+// is for a reference alone (the frame lives on as a copy that carries the entry).
 class release_batch {
  public:
   release_batch() = default;
@@ -128,6 +136,16 @@ class release_batch {
     }
     ++count_;
   }
+  // The consumer has the frame (handed whole to its socket, or acknowledged).
+  void delivered(const frame_slice& s) noexcept {
+    if (s.confirm) s.confirm->delivered();
+    add(s.chunk);
+  }
+  // The consumer will never have it: dropped by its policy, or removed with it.
+  void rejected(const frame_slice& s, reject_reason why) noexcept {
+    if (s.confirm) s.confirm->rejected(why);
+    add(s.chunk);
+  }
   void flush() noexcept {
     if (chunk_) chunk_->release(count_);
     chunk_ = nullptr;
@@ -139,11 +157,17 @@ class release_batch {
   std::uint32_t count_ = 0;
 };
 
-// Gives back the one reference each slice owns, in runs.
-inline void release_slices(std::span<const frame_slice> slices) noexcept {
+// Gives back the one reference each slice owns, in runs, settling each as delivered.
+inline void deliver_slices(std::span<const frame_slice> slices) noexcept {
   release_batch batch;
   for (const auto& s : slices)
-    batch.add(s.chunk);
+    batch.delivered(s);
+}
+// Gives back the one reference each slice owns, in runs, settling each as rejected for `why`.
+inline void reject_slices(std::span<const frame_slice> slices, reject_reason why) noexcept {
+  release_batch batch;
+  for (const auto& s : slices)
+    batch.rejected(s, why);
 }
 
 }  // namespace gatewayd::protocol

@@ -50,17 +50,46 @@ frame_router::outcome frame_router::route(std::string_view address,
   if (!answer.permitted) return outcome::not_permitted;
   const routing::lookup_result& result = answer.route;
   credit(result.patterns);
+  fan_out(result.consumers, slice);
+  return result.matched ? outcome::routed : outcome::unroutable;
+}
+
+frame_router::outcome frame_router::route_confirmed(std::string_view address,
+                                                    protocol::frame_slice slice,
+                                                    protocol::confirm_ledger& ledger,
+                                                    protocol::confirm_entry*& entry) {
+  if (!snapshot_) {
+    entry = ledger.add(0, protocol::reject_reason::unroutable);
+    return outcome::unroutable;
+  }
+  const auto answer = cache_.lookup(*snapshot_->table, address, scratch_, who_);
+  if (!answer.permitted) {
+    entry = ledger.add(0, protocol::reject_reason::not_permitted);
+    return outcome::not_permitted;
+  }
+  const routing::lookup_result& result = answer.route;
+  credit(result.patterns);
+  // With no consumer (unroutable, no dead letter) the ledger rejects it at once.
+  entry = ledger.add(static_cast<std::uint32_t>(result.consumers.size()));
+  if (entry && !result.consumers.empty()) {
+    slice.confirm = entry;
+    fan_out(result.consumers, slice);
+  }
+  return result.matched ? outcome::routed : outcome::unroutable;
+}
+
+void frame_router::fan_out(std::span<const routing::consumer_index> consumers,
+                           const protocol::frame_slice& slice) {
   if (slice.chunk != refs_chunk_) {
     hold();
     refs_chunk_ = slice.chunk;
   }
-  for (const routing::consumer_index i : result.consumers) {
+  for (const routing::consumer_index i : consumers) {
     auto& batch = batches_[i];
     if (batch.empty()) touched_.push_back(i);
     batch.push_back(slice);
   }
-  pending_refs_ += static_cast<std::uint32_t>(result.consumers.size());
-  return result.matched ? outcome::routed : outcome::unroutable;
+  pending_refs_ += static_cast<std::uint32_t>(consumers.size());
 }
 
 void frame_router::supplier(std::string_view identity) noexcept {

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/confirm_ledger.hpp"
 #include "protocol/frame_chunk.hpp"
 #include "routing/route_cache.hpp"
 #include "routing/routing_table.hpp"
@@ -33,6 +34,12 @@ class frame_router {
   // publish to it. One route-cache probe answers both; a rule that allows everything costs a
   // branch.
   outcome route(std::string_view address, const protocol::frame_slice& slice);
+  // The same for a CONFIRM frame: numbered in `ledger` (its `entry`), owed by each consumer it is
+  // queued for (the dead letter counts as one); refused, or routed to no consumer, it is
+  // rejected at once. `entry` is null when the ledger is full (the caller checks room before
+  // each read: it never is).
+  outcome route_confirmed(std::string_view address, protocol::frame_slice slice,
+                          protocol::confirm_ledger& ledger, protocol::confirm_entry*& entry);
 
   // The supplier whose frames follow (its TLS identity; empty for none): picks its publish
   // rule in this pass's snapshot. Once per read, not per frame.
@@ -63,6 +70,9 @@ class frame_router {
 
  private:
   void refresh(const route_snapshot_holder& routes);
+  // Queues `slice` for each of `consumers`, counting the references to take.
+  void fan_out(std::span<const routing::consumer_index> consumers,
+               const protocol::frame_slice& slice);
   // Route hits: route() counts each frame on this thread's counters of its patterns; the totals
   // reach the snapshot's atomic counters once per flush, not once per frame.
   void credit(std::span<const routing::pattern_index> patterns) noexcept;

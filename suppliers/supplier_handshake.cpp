@@ -73,7 +73,7 @@ void supplier_session::arm_send_deadline() {
     // A later wait (for reading) may have begun after this one ended: only a wait for room
     // still out counts.
     if (ec || self->in(state::closed) || !self->waiting_) return;
-    if (self->tls_->wait_for() != asio::socket_base::wait_write) return;
+    if (self->tls_read_wait_ != asio::socket_base::wait_write) return;
     self->fail_tls(net::make_error_code(net::tls_error::slow_peer));
   });
 }

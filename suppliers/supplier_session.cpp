@@ -17,7 +17,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
       handshake_deadline_(socket_.get_executor()),
       send_deadline_(socket_.get_executor()),
       ctx_(ctx),
-      stream_(ctx.max_payload, ctx.partial_budget) {
+      stream_(ctx.max_payload, ctx.partial_budget, protocol::supplier_frames) {
   std::error_code ec;
   const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
   const std::string host =
@@ -108,6 +108,8 @@ void supplier_session::ask_to_leave() {
 void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (!self->in(state::paused)) return;  // only a consumer's pause ends so
+    // Its unconfirmed frames may have reached the bound meanwhile: then it waits for those.
+    if (self->replies_ && self->replies_->full()) return self->pause(state::confirming);
     self->enter(state::reading);
     if (!self->waiting_) self->do_wait();
   });
@@ -133,7 +135,7 @@ void supplier_session::do_wait() {
   }
   // Wait for readability without a buffer: an idle connection holds no read memory. (TLS: or
   // for room to send what OpenSSL must send before it reads on.)
-  const auto wait = tls_ ? tls_->wait_for() : asio::ip::tcp::socket::wait_read;
+  const auto wait = tls_ ? tls_read_wait_ : asio::ip::tcp::socket::wait_read;
   if (wait == asio::ip::tcp::socket::wait_write) arm_send_deadline();
   socket_.async_wait(wait,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
@@ -147,7 +149,7 @@ void supplier_session::on_readable(std::error_code ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
-  if (paused()) return;
+  if (paused() || in(state::confirming)) return;
   read_and_route();
 }
 
@@ -159,7 +161,10 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
   router.supplier(identity_);
   r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
     ++r.frames;
-    switch (router.route(f.address, s)) {
+    const auto outcome = f.flags == protocol::frame_flags::confirm
+                             ? route_confirmed(router, f, s, r)
+                             : router.route(f.address, s);
+    switch (outcome) {
       case frame_router::outcome::routed:
         break;
       case frame_router::outcome::unroutable:
@@ -250,13 +255,23 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
     const routed r = route_frames(router);
     all.frames += r.frames;
     all.error = r.error;
-    if (r.error) break;
+    all.unnumbered = all.unnumbered || r.unnumbered;
+    if (r.error || r.unnumbered) break;
+    // The bound is checked between reads: one read's frames always find their numbers.
+    if (replies_ && replies_->full()) {
+      all.confirms_full = true;
+      end = pass_end::confirms_full;
+      break;
+    }
     if (n < buf.size && !tls_) {  // a short read means the socket is drained (TLS: a record)
       end = pass_end::drained;
       break;
     }
   }
   flush(router, reads > 1, all);
+  // What the pass settled itself (frames no consumer owes, frames this thread wrote) goes back
+  // now: at most one control write per pass.
+  if (replies_) flush_confirms();
   if (total) {
     ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
     stats_.bytes.fetch_add(total, std::memory_order_relaxed);
@@ -267,6 +282,12 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
   if (r.error) return fail_protocol(r.error);
+  if (r.unnumbered) {
+    GW_LOG_LIMITED(error, "supplier confirm ledger overruns")
+        << "supplier " << peer_
+        << ": a CONFIRM frame found no room in its ledger; closing the connection";
+    return close(not_a_frame);
+  }
   if (r.pause && in(state::reading)) {
     ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
     // Behind a stalled backpressure consumer it waits for as long as that consumer stalls: the
@@ -276,6 +297,13 @@ void supplier_session::after_routing(const routed& r) {
   }
   if (paused()) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
+  // The confirms flushed at the end of the pass may have made room already.
+  if (r.confirms_full && replies_->full()) {
+    if (in(state::reading)) return pause(state::confirming);
+    // Its peer left: nobody will read the confirms, and it resends what they would have
+    // covered (reading on could only overrun the ledger).
+    if (in(state::departing)) return closed_by_peer();
+  }
   do_wait();
 }
 
@@ -322,6 +350,8 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   pause_timer_.cancel();
   handshake_deadline_.cancel();
   send_deadline_.cancel();
+  if (replies_) replies_->deadline.cancel();
+  replies_.reset();                // what consumers still owe settles into a ledger nobody reads
   if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
@@ -367,7 +397,8 @@ void supplier_session::pause(state why) {
 // backpressure consumer queues it past its limit, by at most that much), then EOF closes the
 // session. A session held by a stop reads nothing more: it just closes.
 void supplier_session::depart() {
-  if (in(state::held)) return closed_by_peer();
+  // Waiting for confirms nobody will read: what it sent unconfirmed it resends elsewhere.
+  if (in(state::held) || in(state::confirming)) return closed_by_peer();
   enter(state::departing);
   if (!waiting_) do_wait();
 }
@@ -384,7 +415,7 @@ void supplier_session::arm_pause_check() {
 }
 
 void supplier_session::on_pause_check(std::error_code ec) {
-  if (ec || !paused()) return;  // resumed, departed or closed meanwhile
+  if (ec || !(paused() || in(state::confirming))) return;  // resumed, departed or closed
   if (peer_left()) return depart();
   arm_pause_check();
 }

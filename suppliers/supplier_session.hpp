@@ -14,13 +14,15 @@
 #include "consumers/flow_control.hpp"
 #include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
+#include "protocol/confirm_ledger.hpp"
 #include "protocol/frame_stream.hpp"
+#include "suppliers/confirm_replies.hpp"
+#include "suppliers/frame_router.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
 namespace gatewayd::suppliers {
 
-class frame_router;
 class session_registry;
 
 // What every session shares, owned by the gateway and outliving all sessions.
@@ -41,10 +43,17 @@ struct session_context {
   // [tls] ktls = "auto": offer OpenSSL the kernel's record layer. A reload may change it; new
   // connections take the value of their accept.
   std::atomic<bool> kernel_tls{true};
+  // CONFIRM frames: how many one connection may have unconfirmed
+  // before it is read no more until confirms make room (max_unconfirmed_frames), and how long
+  // its confirms may wait unread in the gateway's small buffer before it is closed as slow
+  // (confirm_timeout_ms).
+  std::size_t max_unconfirmed = 16384;
+  std::chrono::milliseconds confirm_timeout{10000};
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
-                         public consumers::flow_control_listener {
+                         public consumers::flow_control_listener,
+                         private protocol::confirm_owner {
  public:
   // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
@@ -107,6 +116,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   //   paused      -> reading (resume_reading) | held | departing (its peer left) | closed
   //   departing   -> held (then closed at once: its peer has left) | closed
   //   held        -> closed
+  //   reading     -> confirming (its unconfirmed CONFIRM frames reached max_unconfirmed)
+  //   confirming  -> reading (confirms made room) | held | closed (also when its peer left)
   // Written on the strand only; atomic so /connz may read paused() from its own thread.
   enum class state : std::uint8_t {
     handshaking,  // TLS: before the first read, under the handshake deadline
@@ -114,6 +125,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     paused,       // a consumer asked it to stop reading: its resume_reading() ends it
     held,         // paused by the gateway itself (drain): only a close ends it
     departing,    // the peer left while paused: reading to its end, never pausing again
+    confirming,   // too many CONFIRM frames unconfirmed: reading again once confirms made room
     closed,
   };
   bool in(state s) const noexcept { return state_.load(std::memory_order_relaxed) == s; }
@@ -125,11 +137,13 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     bool pause = false;               // a consumer asked us to stop reading
     bool paused_by_consumer = false;  // a stalled backpressure consumer (reclaimable at the cap)
     bool handed_off = false;          // another thread writes what the pass routed
+    bool confirms_full = false;       // its unconfirmed frames reached the bound
+    bool unnumbered = false;          // a CONFIRM frame found no room in the ledger (a bug)
     protocol::frame_stream::stream_error error;
     std::error_code read_error;  // what ended the pass if it was not the socket (TLS)
   };
   // How a read pass ended besides what it routed.
-  enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused };
+  enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused, confirms_full };
 
   // TLS (supplier_handshake.cpp): the handshake before the first read.
   void do_handshake();
@@ -145,6 +159,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
     const std::size_t n = tls_->read_some(into, ec);
     // Only "would block" proves that OpenSSL holds no bytes the socket no longer shows.
     tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
+    // What the read waits for, apart from what a write of confirms waits for (the channel
+    // keeps only the last operation's).
+    if (tls_drained_) tls_read_wait_ = tls_->wait_for();
     return n;
   }
   // TLS: the connection ended other than by close_notify after its handshake: counted by
@@ -181,6 +198,17 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void close(std::optional<partial_discard> partial);
   void count_partial(partial_discard why) noexcept;
   void set_paused_by_consumer(bool on) noexcept;
+  // CONFIRM frames (supplier_confirms.cpp). Numbers one and routes it (refused or routed to
+  // no consumer, it is rejected at once); makes the replies on the first.
+  frame_router::outcome route_confirmed(frame_router& router, const protocol::frame_view& f,
+                                        const protocol::frame_slice& s, routed& r);
+  // Any thread: a consumer settled the last owing frame; the flush is posted to the strand.
+  void confirms_settled() noexcept override;
+  // Strand: what settled goes back to the supplier in one non-blocking write; reading resumes
+  // if it waited for room.
+  void flush_confirms();
+  void write_confirms();
+  void on_confirm_deadline(std::error_code ec);
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
   // While paused or held: asks the kernel every pause_check whether the peer has left.
@@ -212,6 +240,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
   bool tls_drained_ = true;  // TLS: the last read ended in "would block"
+  asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait
+  // CONFIRM frames: null until the first one (a plain supplier pays a null pointer).
+  std::unique_ptr<confirm_replies> replies_;
 };
 
 }  // namespace gatewayd::suppliers

@@ -10,6 +10,7 @@
 
 #include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
+#include "protocol/control_message.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/publish_drop_counters.hpp"
 #include "runtime/enum_names.hpp"
@@ -19,18 +20,20 @@ namespace gatewayd::suppliers {
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
 // proxy_header: a proxy_from source sent no valid PROXY v2 header in time. reclaimed: at
 // max_supplier_connections, the session that had waited longest for a stalled backpressure
-// consumer gave its place to a new connection.
+// consumer gave its place to a new connection. confirms_unread: a supplier that asked for
+// confirms left them unread (the gateway's small buffer of them full) for confirm_timeout_ms.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
   idle_timeout,
   proxy_header,
   partial_frame_budget,
-  reclaimed
+  reclaimed,
+  confirms_unread
 };
-inline constexpr runtime::enum_names<close_reason, 6> close_reason_names{
+inline constexpr runtime::enum_names<close_reason, 7> close_reason_names{
     {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget",
-     "reclaimed"}};
+     "reclaimed", "confirms_unread"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
@@ -47,10 +50,11 @@ enum class partial_discard : std::uint8_t {
   reclaimed,             // the connection cap gave its place to a new connection
   shutdown,              // the gateway stopped
   tls_error,             // its TLS connection failed (gatewayd_tls_errors_total says why)
+  confirms_unread,       // it left its confirms unread for confirm_timeout_ms
 };
-inline constexpr runtime::enum_names<partial_discard, 7> partial_discard_names{
-    {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "reclaimed",
-     "shutdown", "tls_error"}};
+inline constexpr runtime::enum_names<partial_discard, 8> partial_discard_names{
+    {"peer_closed", "idle_timeout", "partial_frame_budget", "not_allowed", "reclaimed", "shutdown",
+     "tls_error", "confirms_unread"}};
 inline constexpr std::size_t partial_discard_count = partial_discard_names.count;
 inline std::string_view to_string(partial_discard r) noexcept {
   return partial_discard_names(r);
@@ -80,6 +84,12 @@ struct supplier_stats {
   std::array<std::atomic<std::uint64_t>, net::tls_error_count> tls_errors{};
   // Open TLS connections by who seals and opens their records (net::tls_records).
   std::array<std::atomic<std::int64_t>, net::tls_records_count> tls_connections{};
+  // CONFIRM frames: passed by a cumulative `confirm` sent back (rejected ones included), and
+  // rejected, by reason (index = wire reason - 1); numbered and not yet confirmed, all open
+  // connections together.
+  std::atomic<std::uint64_t> confirmed_frames{0};
+  std::array<std::atomic<std::uint64_t>, protocol::reject_reason_count> rejected_frames{};
+  std::atomic<std::int64_t> unconfirmed_frames{0};
 };
 
 // One session's share of the above, for /connz: added to where the session adds to
@@ -90,6 +100,9 @@ struct session_stats {
   std::atomic<std::uint64_t> bytes{0};
   // 0: plaintext, or TLS not yet handshaken; else 1 + the net::tls_records of the connection.
   std::atomic<std::uint8_t> tls_records{0};
+  // CONFIRM frames confirmed (the last cumulative `confirm` sent) and numbered but not yet.
+  std::atomic<std::uint64_t> confirmed{0};
+  std::atomic<std::uint64_t> pending{0};
 };
 
 }  // namespace gatewayd::suppliers

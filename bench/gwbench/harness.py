@@ -24,6 +24,7 @@ class Sender:
     size: int = 128
     rate: int = 0  # frames/s over its connections; 0 = as fast as it goes
     connections: int = 1
+    confirm_window: int = 0  # > 0: CONFIRM frames (send --confirm --window N)
 
 
 @dataclasses.dataclass
@@ -211,6 +212,8 @@ class Harness:
                    "--connections", str(s.connections), "--json"]
             if s.rate:
                 cmd += ["--rate", str(s.rate)]
+            if s.confirm_window:
+                cmd += ["--confirm", "--window", str(s.confirm_window), "--confirm-wait", "10"]
             if "supplier" in self.legs(case):
                 k = self.pki()
                 cmd += ["--tls-ca", k["ca"], "--tls-cert", k["supplier_crt"], "--tls-key",

@@ -22,8 +22,9 @@ def own_receiver(consumers):
     return {c: [c] for c in consumers}
 
 
-def one_to_one(name, size=128, rate=0, seconds=0):
-    return Case(name, {"c1": ["c1"]}, {"s1.>": ["c1"]}, [Sender(["s1.data"], size, rate)],
+def one_to_one(name, size=128, rate=0, seconds=0, confirm_window=0):
+    return Case(name, {"c1": ["c1"]}, {"s1.>": ["c1"]},
+                [Sender(["s1.data"], size, rate, confirm_window=confirm_window)],
                 consumer_extra=LOSSLESS, seconds=seconds)
 
 
@@ -107,6 +108,9 @@ Scenario = collections.namedtuple("Scenario", "key title cases body per_model",
 SCENARIOS = [
     Scenario("S1", "S1: 1 supplier -> 1 consumer, 128 B payloads, max rate",
              lambda secs: [one_to_one("S1")], report.throughput_with_promotion),
+    Scenario("S1c", "S1c: S1 with confirms: the supplier sends CONFIRM frames, window 10,000",
+             lambda secs: [one_to_one("S1c", confirm_window=10000)],
+             report.throughput_with_promotion),
     Scenario("S2", "S2: fan-out 1 -> 4, 128 B, max rate",
              lambda secs: [fan_out("S2", consumer_extra=LOSSLESS)], report.throughput_per_receiver),
     Scenario("S3", "S3: the mixed shapes: 4 suppliers -> 4 consumers and 1 -> 4, each frame "

@@ -196,7 +196,8 @@ bool harness_consumer::next_batch() {
   return more;
 }
 
-void harness_consumer::count_sent(consumers::frame_counts sent) noexcept {
+void harness_consumer::count_sent(const consumers::frames_written& sent) noexcept {
+  protocol::deliver_slices(sent.slices);
   if (sent.frames) counters_.sent.fetch_add(sent.frames, std::memory_order_relaxed);
 }
 

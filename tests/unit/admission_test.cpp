@@ -11,6 +11,7 @@
 using namespace gatewayd::consumers;
 using gatewayd::protocol::chunk_ptr;
 using gatewayd::protocol::frame_chunk;
+namespace protocol = gatewayd::protocol;
 using gatewayd::protocol::release_batch;
 
 namespace {
@@ -163,7 +164,7 @@ BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_c
   // drop-oldest makes room for the newest by evicting, counted as global_bytes.
   frame_queue other;
   const queue_limits oldest{.capacity = 100, .policy = overflow_policy::drop_oldest};
-  budget.release(q.clear().bytes);
+  budget.release(q.clear(protocol::reject_reason::removed).bytes);
   put(other, f.make(10), oldest, &budget);
   const auto b = put(other, f.make(2), oldest, &budget);
   BOOST_TEST(b.queued == 2u);
@@ -177,7 +178,8 @@ BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_c
   BOOST_TEST(c.queued == 1u);
   BOOST_TEST(c.over_budget);
   BOOST_TEST(budget.used() == 1100u);
-  budget.release(other.clear().bytes + third.clear().bytes);
+  budget.release(other.clear(protocol::reject_reason::removed).bytes +
+                 third.clear(protocol::reject_reason::removed).bytes);
   BOOST_TEST(budget.used() == 0u);
 }
 
@@ -200,7 +202,7 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_keeps_up_loses_nothing_whatever_its_policy)
       BOOST_TEST(a.over_budget);
       BOOST_TEST(budget.used() == 800u);
       BOOST_TEST(above_high_water(q, l));
-      budget.release(q.clear().bytes);
+      budget.release(q.clear(protocol::reject_reason::removed).bytes);
     }
   }
 }
@@ -225,9 +227,9 @@ BOOST_AUTO_TEST_CASE(high_and_low_water_stay_within_half_the_limits) {
   put(small, f.make(1), tight);
   BOOST_TEST(above_high_water(small, tight));
   for (int i = 0; i < 3; ++i)
-    small.drop_front();
+    small.drop_front(protocol::reject_reason::dropped);
   BOOST_TEST(!below_low_water(small, tight));  // 2 frames: the low mark is half of 5
-  small.drop_front();
+  small.drop_front(protocol::reject_reason::dropped);
   BOOST_TEST(below_low_water(small, tight));
   const queue_limits bytes{.capacity = 100, .byte_cap = 600};
   frame_queue by_bytes;
@@ -283,7 +285,7 @@ struct held_queue {
       o.push_back(s.offset);
     return o;
   }
-  ~held_queue() { budget.release(q.clear().bytes); }
+  ~held_queue() { budget.release(q.clear(protocol::reject_reason::removed).bytes); }
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 using namespace gatewayd::consumers;
 using gatewayd::protocol::frame_chunk;
+namespace protocol = gatewayd::protocol;
 using gatewayd::protocol::frame_slice;
 
 namespace {
@@ -48,7 +49,7 @@ BOOST_FIXTURE_TEST_CASE(fifo_order_and_byte_accounting, live_check) {
     BOOST_TEST(q.bytes() == total);
     for (std::uint32_t i = 1; i <= 50; ++i) {
       BOOST_TEST(q.front().size == i);
-      BOOST_TEST(q.drop_front() == i);
+      BOOST_TEST(q.drop_front(protocol::reject_reason::dropped) == i);
       total -= i;
     }
     BOOST_TEST(q.bytes() == total);
@@ -80,7 +81,7 @@ BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
   q.push_back(c.slice(1));  // past the capacity (backpressure): doubles again
   BOOST_TEST(q.slots() == 80u);
   BOOST_TEST(q.size() == 41u);
-  q.clear();
+  q.clear(protocol::reject_reason::removed);
   BOOST_TEST(q.slots() == 0u);  // oversized storage goes back once empty
   c.chunk->release();
 
@@ -89,7 +90,7 @@ BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
   for (int i = 0; i < 5; ++i)
     big.push_back(d.slice(1));
   BOOST_TEST(big.slots() == 16u);  // a large capacity costs nothing until it is used
-  big.clear();
+  big.clear(protocol::reject_reason::removed);
   BOOST_TEST(big.slots() == 16u);  // ordinary storage is kept: no reallocation when refilled
   d.chunk->release();
 }
@@ -102,7 +103,7 @@ BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_c
   for (int i = 0; i < 12; ++i)
     q.push_back(c.slice(10));
   for (int i = 0; i < 10; ++i)
-    q.drop_front();
+    q.drop_front(protocol::reject_reason::dropped);
   for (int i = 0; i < 14; ++i)
     q.push_back(c.slice(10));
   BOOST_TEST(q.slots() == 16u);
@@ -124,12 +125,12 @@ BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_c
 
   // The unsent remainder (the last 6) goes back in front, in order.
   q.push_front_batch(std::span<const frame_slice>(batch).subspan(2));
-  release_slices(std::span<const frame_slice>(batch).first(2));
+  deliver_slices(std::span<const frame_slice>(batch).first(2));
   BOOST_TEST(q.size() == 14u);
   BOOST_TEST(q.bytes() == 140u);
   for (std::uint32_t i = 0; i < 14; ++i) {
     BOOST_TEST(q.front().offset == first_offset + 10 * (i + 2));
-    q.drop_front();
+    q.drop_front(protocol::reject_reason::dropped);
   }
   BOOST_TEST(q.empty());
 
@@ -138,7 +139,7 @@ BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_c
   batch.clear();
   moved = q.take(10, 100, batch);
   BOOST_TEST(moved.frames == 1u);
-  release_slices(batch);
+  deliver_slices(batch);
 
   // Putting back more than the free room grows the ring and keeps the order.
   frame_queue r;
@@ -150,10 +151,10 @@ BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_c
   BOOST_TEST(r.size() == 41u);
   for (const auto& f : many) {
     BOOST_TEST(r.front().offset == f.offset);
-    r.drop_front();
+    r.drop_front(protocol::reject_reason::dropped);
   }
   BOOST_TEST(r.front().size == 7u);
-  r.clear();
+  r.clear(protocol::reject_reason::removed);
   c.chunk->release();
   BOOST_TEST(frame_chunk::live_bytes() == before);
 }
@@ -170,7 +171,7 @@ BOOST_FIXTURE_TEST_CASE(references_are_released_exactly_once_in_runs, live_check
       for (int i = 0; i < 2; ++i)
         q.push_back(b.slice(4));
     }
-    return q.clear();
+    return q.clear(protocol::reject_reason::removed);
   }();
   BOOST_TEST(cleared.frames == 25u);
   BOOST_TEST(cleared.bytes == 100u);
@@ -180,11 +181,11 @@ BOOST_FIXTURE_TEST_CASE(references_are_released_exactly_once_in_runs, live_check
   b.chunk->release();
   BOOST_TEST(frame_chunk::live_bytes() == before);
 
-  // release_slices on its own, across chunks.
+  // deliver_slices on its own, across chunks.
   test_chunk c;
   test_chunk d;
   std::vector<frame_slice> v{c.slice(1), c.slice(1), d.slice(1), c.slice(1), d.slice(1)};
-  release_slices(v);
+  deliver_slices(v);
   c.chunk->release();
   d.chunk->release();
   BOOST_TEST(frame_chunk::live_bytes() == before);
@@ -221,10 +222,10 @@ BOOST_AUTO_TEST_CASE(pinned_bytes_count_each_run_of_a_chunk_once) {
     out.clear();
     q.take(1, 1 << 20, out);  // half a run: the rest still pins the chunk
     BOOST_TEST(q.pinned_bytes() == 3 * odd_capacity);
-    release_slices(out);
-    q.drop_front();
+    deliver_slices(out);
+    q.drop_front(protocol::reject_reason::dropped);
     BOOST_TEST(q.pinned_bytes() == 2 * odd_capacity);
-    q.clear();
+    q.clear(protocol::reject_reason::removed);
     BOOST_TEST(q.pinned_bytes() == 0u);
   }
   a.chunk->release();
@@ -259,7 +260,7 @@ BOOST_AUTO_TEST_CASE(pop_back_hands_over_the_newest_frame) {
     for (std::uint32_t i = 0; i < 15; ++i)
       q.push_back(a.slice(1));
     for (int i = 0; i < 10; ++i)
-      q.drop_front();
+      q.drop_front(protocol::reject_reason::dropped);
     for (std::uint32_t i = 0; i < 8; ++i)
       q.push_back(b.slice(2));
     BOOST_TEST(q.size() == 14u);
@@ -311,7 +312,7 @@ BOOST_AUTO_TEST_CASE(compact_moves_sparse_runs_out_of_their_read_chunks) {
     const frame_slice first = q.pop_front();
     BOOST_TEST(q.front().chunk == dense.chunk);  // the dense run stayed where it was
     first.chunk->release();
-    q.clear();
+    q.clear(protocol::reject_reason::removed);
   }
   dense.chunk->release();
 }

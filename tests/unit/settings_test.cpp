@@ -39,6 +39,8 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.slow_consumer_ms", "slow_consumer_ms = 750"},
     {"gateway.consumer_connect_timeout_ms", "consumer_connect_timeout_ms = 1500"},
     {"gateway.consumer_timeout_ms", "consumer_timeout_ms = 0"},
+    {"gateway.max_unconfirmed_frames", "max_unconfirmed_frames = 500"},
+    {"gateway.confirm_timeout_ms", "confirm_timeout_ms = 2500"},
     // [tls] needs cert and key together: each line changes one key of tls_base (below).
     {"tls.cert", "cert = \"other.crt\"\nkey = \"g.key\""},
     {"tls.key", "cert = \"g.crt\"\nkey = \"other.key\""},

@@ -73,14 +73,21 @@ BOOST_AUTO_TEST_CASE(written_releases_whole_frames_and_continues_a_cut_one) {
   const auto done = batch.written(250);
   BOOST_TEST(done.frames == 2u);
   BOOST_TEST(done.bytes == 200u);
+  BOOST_TEST(done.slices.size() == 2u);
+  BOOST_TEST(q.a->refs() == 6u);  // handed over with their references, not released
+  gatewayd::protocol::deliver_slices(done.slices);
   BOOST_TEST(q.a->refs() == 4u);
   const auto iov = batch.unwritten();
   BOOST_REQUIRE(iov.size() == 1u);
   BOOST_TEST(iov[0].iov_base == q.a->data() + 250);  // the third frame, from its cut
   BOOST_TEST(iov[0].iov_len == 250u);
   BOOST_TEST(batch.unwritten_bytes() == 250u);
-  BOOST_TEST(batch.written(50).frames == 1u);  // the cut frame is complete now
-  BOOST_TEST(batch.written(200).frames == 2u);
+  const auto cut = batch.written(50);  // the cut frame is complete now
+  BOOST_TEST(cut.frames == 1u);
+  gatewayd::protocol::deliver_slices(cut.slices);
+  const auto last = batch.written(200);
+  BOOST_TEST(last.frames == 2u);
+  gatewayd::protocol::deliver_slices(last.slices);
   BOOST_TEST(batch.empty());
   BOOST_TEST(q.a->refs() == 1u);
 }
@@ -91,7 +98,7 @@ BOOST_AUTO_TEST_CASE(a_broken_write_returns_the_cut_frame_whole_in_order) {
   batch.fill(q.queue);
   q.a->add_refs(1);
   q.queue.push_back({q.a.get(), 500, 100});  // a later frame, queued while the write ran
-  batch.written(150);
+  gatewayd::protocol::deliver_slices(batch.written(150).slices);
   const auto back = batch.return_to(q.queue);
   BOOST_TEST(back.frames == 4u);
   BOOST_TEST(back.bytes == 400u);
@@ -111,8 +118,8 @@ BOOST_AUTO_TEST_CASE(discard_and_destruction_release_what_was_not_written) {
   {
     write_batch batch;
     batch.fill(q.queue);
-    batch.written(120);
-    const auto gone = batch.discard();
+    gatewayd::protocol::deliver_slices(batch.written(120).slices);
+    const auto gone = batch.discard(gatewayd::protocol::reject_reason::dropped);
     BOOST_TEST(gone.frames == 4u);
     BOOST_TEST(gone.bytes == 400u);
     BOOST_TEST(q.a->refs() == 1u);

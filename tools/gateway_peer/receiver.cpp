@@ -87,8 +87,7 @@ class receiver {
     const std::uint64_t deadline =
         o_.duration > 0 ? start_ns_ + static_cast<std::uint64_t>(o_.duration * 1e9) : 0;
     epoll_event events[64];
-    while (!stop_requested().load() &&
-           !(o_.expect != 0 && frames_ + interval_frames_ >= o_.expect)) {
+    while (!stop_requested().load() && !(o_.expect != 0 && distinct_frames() >= o_.expect)) {
       std::uint64_t now = monotonic_ns();
       if (deadline != 0 && now >= deadline) break;
       maybe_stall(now);
@@ -302,6 +301,12 @@ class receiver {
     if (next_tick_ns_ <= now) next_tick_ns_ = now + 1'000'000'000u;
   }
 
+  // Frames received, each counted once: a frame resent after a failure (confirms and acks make
+  // delivery at-least-once) arrives twice and is one frame of --expect.
+  std::uint64_t distinct_frames() const noexcept {
+    return frames_ + interval_frames_ - verifier_.counts().duplicated;
+  }
+
   int summarize() {
     const double active = last_frame_ns_ > first_frame_ns_
                               ? static_cast<double>(last_frame_ns_ - first_frame_ns_) / 1e9
@@ -309,7 +314,7 @@ class receiver {
     const double fps = active > 0 ? static_cast<double>(frames_) / active : 0;
     const double mbps = active > 0 ? static_cast<double>(bytes_) / active / 1e6 : 0;
     const auto& c = verifier_.counts();
-    const bool expect_missed = o_.expect != 0 && frames_ < o_.expect;
+    const bool expect_missed = o_.expect != 0 && distinct_frames() < o_.expect;
     if (o_.json) {
       std::string per_second;
       for (std::size_t i = 0; i < per_second_.size(); ++i) {

@@ -1,0 +1,128 @@
+// A node killed mid-stream loses nothing a confirm-mode supplier sent: two gatewayd behind the
+// real HAProxy (etc/haproxy.cfg on loopback ports, PROXY v2, health checks on /readyz), a
+// `gateway-peer send --confirm --reconnect` streaming through it; the node carrying the stream
+// is SIGKILLed and started again. The sender resends what no node confirmed, through the
+// other node: every frame reaches the consumer at least once, duplicates stay within the
+// window. `ctest -L scaleout` runs it with the other balancer tests.
+#define BOOST_TEST_MODULE confirm_failover
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "tests/support/gateway_fixture.hpp"
+#include "tests/support/haproxy.hpp"
+#include "tests/support/http_get.hpp"
+#include "tests/support/peer_tool.hpp"
+#include "tests/support/scrape.hpp"
+#include "tests/support/test_peers.hpp"
+
+using namespace gatewayd::test;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::size_t suppliers_on(const gateway_fixture& n) {
+  const auto r = http_get(n.metrics_port, "/connz", 2s);
+  if (r.status != 200) return 0;
+  return json::parse(r.body)["suppliers"]["connections"].size();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_sent) {
+  BOOST_TEST_REQUIRE(std::filesystem::exists(haproxy_binary), "install Debian's haproxy");
+  constexpr std::size_t frames = 12000, window = 1000;
+  // One consumer, dialled by each node: each node's connection lands in a sink of its own, and
+  // the two together are what the consumer received.
+  test_consumer sink1, sink2;
+  const std::string node = "proxy_protocol = true\nproxy_from = [\"127.0.0.1/32\"]\n";
+  std::vector<std::unique_ptr<gateway_fixture>> nodes;
+  for (const test_consumer* sink : {&sink1, &sink2}) {
+    nodes.push_back(std::make_unique<gateway_fixture>(
+        consumer_toml("audit", sink->endpoint(), "queue_capacity = 100000") +
+            route_toml("orders.>", {"audit"}),
+        node));
+    nodes.back()->keep_ports();
+    BOOST_TEST_REQUIRE(nodes.back()->consumers_connected({"audit"}));
+  }
+  temp_dir dir;
+  const unsigned short front = free_port(), stats = free_port();
+  const auto cfg = dir.write("haproxy.cfg", haproxy_config(front, stats, *nodes[0], *nodes[1]));
+  daemon_process haproxy(haproxy_binary, {"-f", cfg.string(), "-db"}, dir.path() / "haproxy.log");
+  const auto both_up = [&] {
+    return server_status(stats, "gw1") == "UP" && server_status(stats, "gw2") == "UP";
+  };
+  BOOST_TEST_REQUIRE(eventually(both_up, 10s), haproxy.log());
+
+  daemon_process sender(
+      peer_binary(),
+      {"send", "--to", "127.0.0.1:" + std::to_string(front), "--address", "orders.eu.created",
+       "--size", "64", "--rate", "3000", "--count", std::to_string(frames), "--reconnect",
+       "--confirm", "--window", std::to_string(window), "--confirm-wait", "30", "--json"},
+      dir.path() / "send.log");
+  // Mid-stream: the node carrying the stream has routed a few thousand frames.
+  std::size_t victim = 0;
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+          if (suppliers_on(*nodes[i]) == 1 &&
+              scrape_metric(nodes[i]->metrics_port, "gatewayd_supplier_messages_received_total") >=
+                  3000) {
+            victim = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      20s));
+  auto& n = *nodes[victim];
+  n.daemon->signal(SIGKILL);
+  BOOST_TEST_REQUIRE(n.daemon->wait_exit(10s).has_value());
+  n.restart("gw-again.log");
+  BOOST_TEST_REQUIRE(n.consumers_connected({"audit"}));
+  BOOST_TEST_REQUIRE(eventually(both_up, 10s), haproxy.log());
+
+  BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
+  const auto report = json::parse(sender.log());
+  BOOST_TEST_MESSAGE("gateway-peer send: " << report.dump());
+  BOOST_TEST(report["frames"] == frames);
+  BOOST_TEST(report["confirmed"] == frames);
+  BOOST_TEST(report["unconfirmed"] == 0);
+  BOOST_TEST(report["rejected"] == 0);
+  BOOST_TEST(report["reconnects"] >= 1);
+  BOOST_TEST(report["resent"] <= static_cast<long long>(window));
+
+  // Every frame confirmed was handed to a consumer socket: each payload (unique per frame:
+  // send time, sequence) is in one sink or the other, some twice (a resend), none missing.
+  const auto tally = [&](std::size_t& total) {
+    std::map<std::string, int> seen;
+    total = 0;
+    for (const test_consumer* s : {&sink1, &sink2}) {
+      for (const auto& f : s->frames()) {
+        ++seen[f.payload];
+        ++total;
+      }
+    }
+    return seen;
+  };
+  std::size_t total = 0;
+  BOOST_TEST_REQUIRE(eventually([&] { return tally(total).size() == frames; }, 20s));
+  const auto seen = tally(total);
+  BOOST_TEST(seen.size() == frames);  // lost: 0
+  const std::size_t duplicates = total - seen.size();
+  BOOST_TEST_MESSAGE("delivered " << total << " for " << frames << " sent: " << duplicates
+                                  << " duplicates (window " << window << ")");
+  BOOST_TEST(duplicates <= window);
+  for (const auto& [payload, times] : seen)
+    BOOST_TEST_REQUIRE(times <= 2);
+  BOOST_TEST(sink1.corruptions() + sink2.corruptions() == 0u);
+
+  haproxy.signal(SIGTERM);
+  BOOST_TEST(haproxy.wait_exit(10s).has_value());
+}
