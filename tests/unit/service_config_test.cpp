@@ -255,7 +255,8 @@ level = "verbose"
         "routes_file, idle_timeout_ms, max_supplier_connections, "
         "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
         "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
-        "slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms)"},
+        "slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms, "
+        "max_unconfirmed_frames, confirm_timeout_ms)"},
        {17, 10,
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
