@@ -58,6 +58,23 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       "Bytes counted as sent that the consumer's host had not acknowledged when its connection "
       "failed: not delivered.",
       MetricType::Counter);
+  auto unacked_frames =
+      family("gatewayd_consumer_unacked_frames",
+             "Frames written to an ack = true consumer and not acknowledged yet (held for it).",
+             MetricType::Gauge);
+  auto unacked_bytes =
+      family("gatewayd_consumer_unacked_bytes",
+             "Bytes of those frames (bounded by its max_unacked_bytes, give or take one frame).",
+             MetricType::Gauge);
+  auto redelivered = family("gatewayd_consumer_redelivered_frames_total",
+                            "Frames an ack = true consumer had not acknowledged when its "
+                            "connection ended, put back to go first to its next connection.",
+                            MetricType::Counter);
+  auto protocol_errors =
+      family("gatewayd_consumer_protocol_errors_total",
+             "Connections to an ack = true consumer closed because it sent something other than "
+             "well-formed acks, by reason.",
+             MetricType::Counter);
   auto blocked = family("gatewayd_consumer_blocked_seconds_total",
                         "Thread time spent waiting for the consumer's queue lock, counted only "
                         "when contended (cause=lock).",
@@ -90,10 +107,18 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
           tls ? consumers::connect_failure_count
               : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
       add_sample(unacknowledged, value(st.unacknowledged_bytes), {{"consumer", n}});
+      // The ack series only for ack = true consumers.
+      if (c->acks()) {
+        add_sample(unacked_frames, value(st.unacked_frames), {{"consumer", n}});
+        add_sample(unacked_bytes, value(st.unacked_bytes), {{"consumer", n}});
+        add_sample(redelivered, value(st.redelivered_frames), {{"consumer", n}});
+        add_by_reason<consumers::ack_error>(protocol_errors, st.protocol_errors, n, 1);
+      }
     }
   }
   for (auto* f : {&depth, &bytes, &capacity, &connected, &congested, &sent, &sent_bytes, &dropped,
-                  &reconnects, &disconnects, &connect_failures, &unacknowledged, &blocked})
+                  &reconnects, &disconnects, &connect_failures, &unacknowledged, &unacked_frames,
+                  &unacked_bytes, &redelivered, &protocol_errors, &blocked})
     out.push_back(std::move(*f));
 }
 
