@@ -26,6 +26,7 @@
 #include "tests/support/peer_tool.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tests/support/tls_peers.hpp"
 #include "tools/traffic/payload.hpp"
 
 using namespace gatewayd;
@@ -399,4 +400,47 @@ BOOST_AUTO_TEST_CASE(a_reload_that_changes_ack_replaces_the_consumer) {
   BOOST_TEST(eventually(
       [&] { return metric(gw, "gatewayd_consumer_unacked_frames{consumer=\"x\"}") == 15; }, 10s));
   BOOST_TEST(x.connections() == 2u);
+}
+
+// A TLS consumer with `ack = true`: its acks come back through the TLS channel (the link reads
+// them out of the stream, not the socket), so everything it takes is let go. Before: TLS or
+// not, nothing was read; with holding but acks read from the socket, the records would not
+// parse and the connection would close as bad_frame.
+BOOST_AUTO_TEST_CASE(a_tls_consumer_acks_through_its_tls_connection) {
+  pki p;
+  temp_dir peers;
+  constexpr std::uint64_t total = 5000;
+  peer_receiver recv(peers, "tls",
+                     {"--ack", "--json", "--tls-cert", p.at("gateway.crt").string(), "--tls-key",
+                      p.at("gateway.key").string()});
+  gateway_fixture gw(consumer_toml("secure", recv.endpoint(),
+                                   "ack = true\nqueue_capacity = 100000\ntls = { ca = \"" +
+                                       p.at("ca.crt").string() +
+                                       "\", server_name = \"gateway.test\" }") +
+                     route_toml("t.>", {"secure"}));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"secure"}));
+  test_supplier s(gw.supplier_port);
+  s.send(frames(0, total));
+  // Everything written, and everything acknowledged through TLS: nothing held.
+  BOOST_TEST(eventually(
+      [&] {
+        return metric(gw, "gatewayd_consumer_messages_sent_total{consumer=\"secure\"}") ==
+                   static_cast<double>(total) &&
+               metric(gw, "gatewayd_consumer_unacked_frames{consumer=\"secure\"}") == 0;
+      },
+      20s));
+  for (const char* reason :
+       {"bad_frame", "not_control", "not_ack", "ack_decreasing", "ack_too_high"}) {
+    BOOST_TEST_INFO(reason);
+    BOOST_TEST(metric(gw, std::string("gatewayd_consumer_protocol_errors_total{consumer=\"secure\","
+                                      "reason=\"") +
+                              reason + "\"}") == 0);
+  }
+  BOOST_TEST(metric(gw, "gatewayd_consumer_reconnects_total{consumer=\"secure\"}") == 0);
+  recv.process->signal(SIGINT);
+  BOOST_TEST_REQUIRE(recv.process->wait_exit(20s).has_value());
+  const auto log = recv.process->log();
+  BOOST_TEST(json_field(log, "frames") == static_cast<long long>(total), log);
+  BOOST_TEST(json_field(log, "lost") == 0, log);
+  BOOST_TEST(json_field(log, "acks") > 0, log);
 }
