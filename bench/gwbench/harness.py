@@ -40,6 +40,7 @@ class Case:
     min_seconds: float = 0
     tls: bool = False  # TLS on the legs the run's --tls-legs names (mutual TLS, P-256)
     direct: bool = False  # no gateway: the senders write to the receiver (the machine's floor)
+    ack: bool = False  # every consumer has ack = true and its receiver runs recv --ack
 
 
 class Harness:
@@ -109,7 +110,8 @@ class Harness:
         receivers = self.start_receivers(case)
         endpoints = {n: f"127.0.0.1:{port}" for _, _, port, names in receivers.values()
                      for n in names}
-        cfg = self.write_config(model.keys, case.routes, endpoints, case.consumer_extra,
+        extra = case.consumer_extra + ("\nack = true" if case.ack else "")
+        cfg = self.write_config(model.keys, case.routes, endpoints, extra,
                                 case.idle_suppliers + 100 if case.idle_suppliers else 0,
                                 self.legs(case))
         try:
@@ -172,6 +174,8 @@ class Harness:
             cmd = [self.peer, "recv", "--listen", "127.0.0.1:0", "--json"]
             if g in case.stall:
                 cmd += ["--stall-after", str(case.stall[g])]
+            if case.ack:
+                cmd += ["--ack"]
             if "consumer" in self.legs(case):
                 k = self.pki()
                 cmd += ["--tls-cert", k["consumer_crt"], "--tls-key", k["consumer_key"],

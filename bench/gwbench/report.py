@@ -78,6 +78,13 @@ def throughput_per_receiver(results, rep):
     return body
 
 
+def ack(results, rep):
+    """Throughput, loss and gatewayd's CPU per delivered frame, plain and with acks."""
+    rows = [throughput_row(r) + ["%.2f" % r["cpu_us_per_frame"], "%d" % r["dup"]]
+            for r in results]
+    return table(THROUGHPUT_HEAD + ["gatewayd CPU us/frame", "duplicated"], rows)
+
+
 def latency(results, rep):
     rows = [[r["name"], "%.0f" % r["p50_us"], "%.0f" % r["p99_us"], "%.0f" % r["p999_us"],
              "%.0f" % r["max_us"], fmt(r["promotion_p99_us"]), cpu_split(r),

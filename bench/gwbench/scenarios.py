@@ -22,9 +22,9 @@ def own_receiver(consumers):
     return {c: [c] for c in consumers}
 
 
-def one_to_one(name, size=128, rate=0, seconds=0):
+def one_to_one(name, size=128, rate=0, seconds=0, ack=False):
     return Case(name, {"c1": ["c1"]}, {"s1.>": ["c1"]}, [Sender(["s1.data"], size, rate)],
-                consumer_extra=LOSSLESS, seconds=seconds)
+                consumer_extra=LOSSLESS, seconds=seconds, ack=ack)
 
 
 def fan_out(name, n=4, rate=0, **case_options):
@@ -121,6 +121,9 @@ SCENARIOS = [
              lambda secs: [isolation(False), isolation(True)], report.isolation),
     Scenario("S6", "S6: scale",
              lambda secs: [scale(n) for n in S6_CONSUMERS] + [idle(10000)], report.scale),
+    Scenario("ack", "S1 with an ack = true consumer (gateway-peer recv --ack: an ack per read) "
+                    "beside plain S1, in one run",
+             lambda secs: [one_to_one("S1"), one_to_one("S1 ack", ack=True)], report.ack),
     Scenario("sweep", "S1 payload sweep (16 B .. 64 KiB, 3 s each)",
              lambda secs: [one_to_one(f"S1-{s}B", size=s, seconds=min(secs, 3.0))
                            for s in SWEEP_SIZES],
