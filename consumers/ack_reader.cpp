@@ -13,10 +13,10 @@ std::size_t ack_reader::next(std::string_view bytes, std::uint64_t& number,
   if (r.state == protocol::parse_result::status::need_more) return 0;
   if (r.state == protocol::parse_result::status::error) {
     const auto flags = static_cast<std::uint8_t>(bytes[r.error_offset]);
-    error = r.error == protocol::frame_error::bad_flags &&
-                    (flags == protocol::frame_flags::data || flags == protocol::frame_flags::confirm)
-                ? ack_error::not_control
-                : ack_error::bad_frame;
+    const bool data_frame =
+        r.error == protocol::frame_error::bad_flags &&
+        (flags == protocol::frame_flags::data || flags == protocol::frame_flags::confirm);
+    error = data_frame ? ack_error::not_control : ack_error::bad_frame;
     return bytes.size();
   }
   const auto control = protocol::parse_control(r.frame);
