@@ -444,3 +444,38 @@ BOOST_AUTO_TEST_CASE(a_tls_consumer_acks_through_its_tls_connection) {
   BOOST_TEST(json_field(log, "lost") == 0, log);
   BOOST_TEST(json_field(log, "acks") > 0, log);
 }
+
+// A reload that removes an `ack = true` consumer which never acknowledges: its drain waits for
+// acks until drain_timeout_ms, then what it still holds is let go (frames_abandoned) and
+// counted as dropped with reason removed, beside what was still queued. Before: the frames
+// counted as sent when written, nothing counted at the removal.
+BOOST_AUTO_TEST_CASE(a_removed_ack_consumer_counts_what_it_held_as_removed) {
+  raw_consumer acked;
+  test_consumer plain;
+  const std::string both = consumer_toml("acked", acked.endpoint(), "ack = true") +
+                           consumer_toml("plain", plain.endpoint()) +
+                           route_toml("t.>", {"acked", "plain"});
+  gateway_fixture gw(both, "drain_timeout_ms = 300");
+  BOOST_TEST_REQUIRE(acked.accept_next());
+  test_supplier s(gw.supplier_port);
+  s.send(frames(0, 10));
+  BOOST_TEST((acked.read(10) == range(0, 10)));
+  acked.ack(3);
+  BOOST_TEST_REQUIRE(eventually(
+      [&] { return metric(gw, "gatewayd_consumer_unacked_frames{consumer=\"acked\"}") == 7; },
+      10s));
+
+  gw.dir.write("routes.toml",
+               consumer_toml("plain", plain.endpoint()) + route_toml("t.>", {"plain"}));
+  gw.daemon->signal(SIGHUP);
+  BOOST_TEST(eventually(
+      [&] {
+        return metric(gw,
+                      "gatewayd_consumer_dropped_messages_total{consumer=\"acked\",reason="
+                      "\"removed\"}") == 7;
+      },
+      10s));
+  BOOST_TEST(metric(gw, "gatewayd_consumer_unacked_frames{consumer=\"acked\"}") == 0);
+  BOOST_TEST(acked.closed_by_gateway());
+  BOOST_TEST(plain.wait_for_count(10, 10s));
+}
