@@ -479,3 +479,43 @@ BOOST_AUTO_TEST_CASE(a_removed_ack_consumer_counts_what_it_held_as_removed) {
   BOOST_TEST(acked.closed_by_gateway());
   BOOST_TEST(plain.wait_for_count(10, 10s));
 }
+
+// max_unacked_bytes paces the consumer by its acks: with room for three frames the gateway
+// writes three, waits (the writer parked, nothing dropped: backpressure), and each ack that
+// makes room lets the next ones go, in order, until all are delivered. Before: all 30 written
+// at once, none held.
+BOOST_AUTO_TEST_CASE(acks_that_make_room_resume_the_writer) {
+  raw_consumer acked;
+  const std::size_t frame_size = protocol::encode_frame("t.a", payload(0)).size();
+  gateway_fixture gw(
+      consumer_toml("acked", acked.endpoint(),
+                    "ack = true\nmax_unacked_bytes = " + std::to_string(3 * frame_size) +
+                        "\noverflow = \"backpressure\"") +
+      route_toml("t.>", {"acked"}));
+  BOOST_TEST_REQUIRE(acked.accept_next());
+  test_supplier s(gw.supplier_port);
+  s.send(frames(0, 30));
+  std::vector<std::uint64_t> got;
+  for (std::uint64_t n = 3; n <= 30; n += 3) {
+    BOOST_TEST_INFO("up to frame " << n);
+    // Written: three more, and no further until acknowledged.
+    BOOST_TEST_REQUIRE(eventually(
+        [&] {
+          return metric(gw, "gatewayd_consumer_messages_sent_total{consumer=\"acked\"}") ==
+                     static_cast<double>(n) &&
+                 metric(gw, "gatewayd_consumer_unacked_frames{consumer=\"acked\"}") == 3;
+        },
+        10s));
+    const auto three = acked.read(3);
+    got.insert(got.end(), three.begin(), three.end());
+    acked.ack(n);
+  }
+  BOOST_TEST((got == range(0, 30)));
+  BOOST_TEST(eventually(
+      [&] { return metric(gw, "gatewayd_consumer_unacked_frames{consumer=\"acked\"}") == 0; },
+      10s));
+  BOOST_TEST(metric(gw, "gatewayd_consumer_reconnects_total{consumer=\"acked\"}") == 0);
+  BOOST_TEST(gatewayd::test::scrape_metric(gw.metrics_port,
+                                           "gatewayd_consumer_dropped_messages_total{consumer="
+                                           "\"acked\",reason=\"queue_full\"}") == 0);
+}
