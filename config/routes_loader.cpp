@@ -120,7 +120,8 @@ class routing_reader {
     consumer_spec spec;
     spec.name = std::move(name);
     check_.reject_unknown_keys(table, path,
-                               {"endpoint", "queue_capacity", "queue_bytes", "overflow", "tls"});
+                               {"endpoint", "queue_capacity", "queue_bytes", "overflow", "tls",
+                                "ack", "max_unacked_bytes"});
     if (auto text = check_.string(table, path, "endpoint", presence::required)) {
       const auto& where = *table.get("endpoint");
       if (auto address = net::parse_endpoint(*text); !address) {
@@ -150,6 +151,16 @@ class routing_reader {
       }
     }
     spec.tls = read_consumer_tls(check_, table, path, base_, creds_, spec.address.host);
+    if (auto ack = check_.boolean(table, path, "ack")) spec.ack = *ack;
+    // Any size works: a frame larger than the limit still goes when nothing is held.
+    if (auto bytes = check_.integer(table, path, "max_unacked_bytes", 1,
+                                    std::numeric_limits<std::int64_t>::max())) {
+      spec.max_unacked_bytes = static_cast<std::uint64_t>(*bytes);
+      if (!spec.ack) {
+        check_.error(*table.get("max_unacked_bytes"),
+                     path + ".max_unacked_bytes: only means something with ack = true");
+      }
+    }
     return spec;
   }
 

@@ -6,16 +6,18 @@ namespace gatewayd::consumers {
 
 consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
     : name_(std::move(spec.name)),
+      acks_(spec.ack),
       opts_(opts),
       strand_(runtime::make_strand(ex)),
       queue_(spec.queue_capacity),
       limits_{spec.queue_capacity, spec.queue_bytes, spec.overflow},
       endpoint_(std::move(spec.address)),
       tls_(std::move(spec.tls)),
+      max_unacked_bytes_(spec.max_unacked_bytes),
       capacity_view_(spec.queue_capacity),
       policy_view_(spec.overflow),
       link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max),
-            opts.limits, *this),
+            opts.limits, *this, spec.ack),
       grace_timer_(strand_),
       drain_timer_(strand_) {}
 
@@ -24,6 +26,8 @@ consumer::~consumer() {
   // drain's batch gives its own back.
   const frame_counts left = queue_.clear(protocol::reject_reason::removed);
   if (opts_.budget) opts_.budget->release(left.bytes);
+  frames_abandoned(unacked_.all());
+  unacked_.pop_front(unacked_.size());
 }
 
 std::uint32_t consumer::capacity() const noexcept {
@@ -144,12 +148,15 @@ void consumer::enter_locked(flow to) noexcept {
 bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
   bool more = false;
   bool left_refusing = false;
+  bool parked = false;
   {
     std::lock_guard lock(mutex_);
-    more = take_batch_locked(batch, conn, left_refusing);
+    more = take_batch_locked(batch, conn, left_refusing, parked);
     if (below_low_water_locked()) paused_.release_locked();
   }
   if (left_refusing) grace_timer_.cancel();
+  // Holding max_unacked_bytes is not keeping up, as a full socket is.
+  if (parked) batch_refused();
   // Nothing to send: a TLS connection gives its staging buffer back while it idles.
   if (!more && link_.secure_stream()) link_.secure_stream()->release_buffers();
   paused_.resume_released();
@@ -157,9 +164,17 @@ bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
   return more;
 }
 
-bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing) {
+bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing,
+                                 bool& parked) {
+  if (writable(flow_) && acks_) redeliver_locked();
   if (writable(flow_) && !queue_.empty()) {
-    batch.fill(queue_);
+    if (acks_ && unacked_.bytes() >= max_unacked_bytes_) {
+      awaiting_acks_ = true;
+      parked = true;
+      return false;
+    }
+    // Never more than the room left under max_unacked_bytes (but one frame always goes).
+    batch.fill(queue_, acks_ ? max_unacked_bytes_ - unacked_.bytes() : write_batch::max_bytes);
     conn = conn_;
     publish_depth_locked();
     return true;
@@ -249,17 +264,75 @@ void consumer::batch_failed(write_batch& batch) {
   }
 }
 
-void consumer::batch_sent(const frames_written& sent) noexcept {
-  if (!sent.frames) return;
-  frames_delivered(sent.slices);
+void consumer::batch_sent(std::span<const frame_slice> frames) {
+  if (frames.empty()) return;
+  const frame_counts sent = count(frames);
+  // Held frames leave the queue budget: max_unacked_bytes bounds them.
   if (opts_.budget) opts_.budget->release(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
   stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
+  if (!acks_) return frames_delivered(frames);
+  unacked_.push_back(frames);
+  written_ += sent.frames;
+  publish_unacked();
+}
+
+ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
+  // The link passes on only acks of the connection up, and on_link_up() restarted the count.
+  if (n < acked_) return ack_error::ack_decreasing;
+  if (n > written_) return ack_error::ack_too_high;
+  // Frames held are all of this connection once it was written to (redeliver_locked), and
+  // before that written_ is 0.
+  const auto covered = static_cast<std::size_t>(n - acked_);
+  acked_ = n;
+  if (covered) {
+    frames_delivered(unacked_.front(covered));
+    unacked_.pop_front(covered);
+    publish_unacked();
+  }
+  bool resume = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (awaiting_acks_ && unacked_.bytes() < max_unacked_bytes_) {
+      awaiting_acks_ = false;
+      resume = true;  // the writer role is still taken
+    }
+  }
+  if (resume) {
+    drain_.start(true);
+  } else {
+    check_drain();
+  }
+  return ack_error::none;
+}
+
+void consumer::redeliver_locked() {
+  if (unacked_conn_ == conn_) return;
+  unacked_conn_ = conn_;
+  if (unacked_.empty()) return;
+  const auto held = unacked_.all();
+  queue_.push_front_batch(held);  // the references move with the frames
+  const std::uint64_t bytes = unacked_.pop_front(held.size());
+  // Queued again: they count against the gateway-wide budget as any queued frame.
+  if (opts_.budget) opts_.budget->force_reserve(bytes);
+  stats_.redelivered_frames.fetch_add(held.size(), std::memory_order_relaxed);
+  publish_unacked();
+  publish_depth_locked();
 }
 
 void consumer::frames_delivered(std::span<const frame_slice> frames) noexcept {
   protocol::deliver_slices(frames);
 }
+
+void consumer::frames_abandoned(std::span<const frame_slice> frames) noexcept {
+  protocol::reject_slices(frames, protocol::reject_reason::removed);
+}
+
+void consumer::publish_unacked() noexcept {
+  stats_.unacked_frames.store(unacked_.size(), std::memory_order_relaxed);
+  stats_.unacked_bytes.store(unacked_.bytes(), std::memory_order_relaxed);
+}
+
 
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
   a = trim(queue_, limits_, opts_.budget, released);
@@ -296,17 +369,21 @@ void consumer::publish_depth_locked() noexcept {
 
 void consumer::on_link_up(std::uint64_t conn) {
   bool start = false;
+  // Acks count from the first frame written to this connection.
+  written_ = 0;
+  acked_ = 0;
   {
     std::lock_guard lock(mutex_);
     conn_ = conn;
     // A write of the previous connection still on its way back (aborted) resumes the drain
-    // itself when it returns. What waited meanwhile keeps the consumer congested until it is
-    // written out.
-    if (!writing_ && !queue_.empty()) {
+    // itself when it returns. What waited meanwhile (frames not acknowledged on the last
+    // connection too) keeps the consumer congested until it is written out.
+    const bool waiting = !queue_.empty() || !unacked_.empty();
+    if (!writing_ && waiting) {
       writing_ = true;
       start = true;
     }
-    enter_locked(queue_.empty() ? flow::keeping_up : flow::congested);
+    enter_locked(waiting ? flow::congested : flow::keeping_up);
   }
   drain_.on_link_up(start);
   if (!start) check_drain();
@@ -319,6 +396,12 @@ void consumer::on_link_down() {
   {
     std::lock_guard lock(mutex_);
     enter_locked(flow::disconnected);
+    // A writer waiting for acks has no write out: the role goes, the next connection takes it.
+    if (awaiting_acks_) {
+      awaiting_acks_ = false;
+      writing_ = false;
+      discard_in_flight_ = false;
+    }
     // Its policy applies to what it holds from now on (the link is down already: a disconnect
     // only discards). Not once its drain has ended: what is left then is counted as the
     // close's reason.
@@ -342,6 +425,7 @@ void consumer::reconfigure(const consumer_spec& spec) {
     // New TLS settings redial like a new endpoint: the frame cut mid-write goes whole to the
     // next connection, which handshakes with the new context.
     moved = !(spec.address == endpoint_) || !(spec.tls == tls_);
+    max_unacked_bytes_ = spec.max_unacked_bytes;
     endpoint_ = spec.address;
     tls_ = spec.tls;
     // From here on frames wait for the new endpoint; a batch already out may still go to the
@@ -350,9 +434,19 @@ void consumer::reconfigure(const consumer_spec& spec) {
       enter_locked(flow_ == flow::congested ? flow::disconnected : flow::moving);
   }
   // A larger capacity or a policy other than backpressure may release paused suppliers.
+  // A larger max_unacked_bytes may let a writer waiting for acks go on.
   asio::post(strand_, [self = shared_from_this(), moved, at = spec.address, tls = spec.tls] {
     if (moved) self->link_.move_to(at, tls);
     self->resume_if_below_low_water();
+    bool resume = false;
+    {
+      std::lock_guard lock(self->mutex_);
+      if (self->awaiting_acks_ && self->unacked_.bytes() < self->max_unacked_bytes_) {
+        self->awaiting_acks_ = false;
+        resume = true;
+      }
+    }
+    if (resume) self->drain_.start(true);
   });
 }
 

@@ -25,6 +25,7 @@
 #include "consumers/paused_suppliers.hpp"
 #include "consumers/queue_budget.hpp"
 #include "consumers/strand_drain.hpp"
+#include "consumers/unacked_frames.hpp"
 #include "consumers/write_batch.hpp"
 #include "runtime/executor.hpp"
 
@@ -91,6 +92,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
                        std::function<void(std::uint64_t undelivered)> done);
 
   const std::string& name() const noexcept { return name_; }
+  // It acknowledges what it takes (`ack = true`): fixed for its life (a reload replaces it).
+  bool acks() const noexcept { return acks_; }
   const consumer_stats& stats() const noexcept { return stats_; }
   std::uint32_t capacity() const noexcept;
   overflow_policy policy() const noexcept;
@@ -132,14 +135,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;
   void on_link_down() override;
+  ack_error on_ack(std::uint64_t conn, std::uint64_t n) override;
 
   // batch_source, for the drain (strand).
   bool take_batch(write_batch& batch, std::uint64_t& conn) override;
-  void batch_sent(const frames_written& sent) noexcept override;
-  // The one place where frames this consumer has are settled as delivered (and their
-  // references released): today when they were handed whole to its socket (batch_sent); an
-  // `ack = true` consumer calls it when an `ack` covers them instead.
-  void frames_delivered(std::span<const frame_slice> frames) noexcept;
+  void batch_sent(std::span<const frame_slice> sent) override;
   // Unless the consumer catches up (its queue empties) within options::slow_after, it is slow,
   // and its overflow policy applies.
   void batch_refused() override;
@@ -148,8 +148,21 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
 
   // Under mutex_: the next batch, or false after giving up the writer role. `left_refusing`:
-  // the queue emptied while the socket was refusing.
-  bool take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing);
+  // the queue emptied while the socket was refusing. `parked`: an `ack` consumer holds
+  // max_unacked_bytes: the writer role stays taken, and an ack that makes room resumes it.
+  bool take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing,
+                         bool& parked);
+
+  // Where frames leave this consumer for good (strand). Delivered: written whole to the socket
+  // (a consumer without `ack`) or acknowledged (one with it). Abandoned: held unacknowledged
+  // when it closes. Both give back the reference each frame owns and settle a CONFIRM frame's
+  // entry: delivered, or rejected as removed (4).
+  void frames_delivered(std::span<const frame_slice> frames) noexcept;
+  void frames_abandoned(std::span<const frame_slice> frames) noexcept;
+  // Strand, under mutex_, writable: frames held for an earlier connection go back in front of
+  // the queue (after what a failed write put back there), to be written first to this one.
+  void redeliver_locked();
+  void publish_unacked() noexcept;
   void fell_behind();
   void publish_depth_locked() noexcept;
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
@@ -178,6 +191,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void complete_close();
 
   const std::string name_;
+  const bool acks_;
   consumer_stats stats_;
   const options opts_;
   runtime::strand strand_;
@@ -198,7 +212,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
   enum class life : std::uint8_t { open, draining, closed };
   life life_ = life::open;
   bool discard_in_flight_ = false;  // the disconnect policy fired during a write
-  std::uint64_t conn_ = 0;          // the connection writes go to
+  // An `ack` consumer's limit (reloadable), and whether its writer waits for an ack to make room
+  // under it (the writer role stays taken meanwhile).
+  std::uint64_t max_unacked_bytes_;
+  bool awaiting_acks_ = false;
+  std::uint64_t conn_ = 0;  // the connection writes go to
   paused_suppliers paused_;
   frame_packer packer_;  // a congested consumer's own chunks for sparse frames
 
@@ -211,6 +229,14 @@ class consumer : public std::enable_shared_from_this<consumer>,
   strand_drain drain_{strand_, link_, *this};  // the writer
 
   asio::steady_timer grace_timer_;  // strand-only: a refusing consumer's slow_after
+
+  // An `ack` consumer's frames written and not acknowledged yet, strand-only: all written on
+  // connection unacked_conn_ (frames of an earlier one are redelivered before the next batch),
+  // the first written_ of it, acked_ of them acknowledged.
+  unacked_frames unacked_;
+  std::uint64_t unacked_conn_ = 0;
+  std::uint64_t written_ = 0;
+  std::uint64_t acked_ = 0;
 
   // drain_and_close, strand-only.
   struct closing_state {

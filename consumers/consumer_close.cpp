@@ -55,7 +55,8 @@ void consumer::check_drain() {
   {
     std::lock_guard lock(mutex_);
     idle = !writing_;
-    empty = queue_.empty();
+    // An `ack` consumer's frames are its own once acknowledged.
+    empty = queue_.empty() && unacked_.empty();
     finishing = life_ == life::closed;
   }
   if (finishing) {
@@ -86,6 +87,11 @@ void consumer::complete_close() {
     paused_.release_locked();
   }
   if (opts_.budget) opts_.budget->release(left.bytes);
+  // Held, never acknowledged: counted with what was still queued.
+  left.frames += unacked_.size();
+  frames_abandoned(unacked_.all());
+  unacked_.pop_front(unacked_.size());
+  publish_unacked();
   if (left.frames) {
     stats_.dropped[static_cast<std::size_t>(close_.reason)].fetch_add(left.frames,
                                                                       std::memory_order_relaxed);

@@ -61,14 +61,16 @@ bool failed(disconnect_reason r) {
 
 consumer_link::consumer_link(const runtime::strand& strand, const std::string& name,
                              consumer_stats& stats, backoff redial, link_limits limits,
-                             link_events& events)
+                             link_events& events, bool acks)
     : name_(name),
       stats_(stats),
       events_(events),
       socket_(strand),
       redial_timer_(strand),
       backoff_(std::move(redial)),
-      limits_(limits) {}
+      limits_(limits) {
+  if (acks) acks_.emplace();
+}
 
 void consumer_link::start(const net::endpoint& at, std::optional<consumer_tls> tls,
                           std::weak_ptr<void> owner) {
@@ -100,6 +102,7 @@ void consumer_link::dial() {
   dialed_at_ = std::chrono::steady_clock::now();
   const std::uint64_t dial = ++dial_;
   dial_timed_out_ = false;
+  if (acks_) acks_->reset();
   close_socket();
   stream_.reset();  // a handshake or write still completing holds its own
   socket_.async_connect(
@@ -262,16 +265,22 @@ void consumer_link::wait_to_redial() {
   });
 }
 
-// Consumers send nothing; one small read stays pending only to notice the peer closing while
-// the queue is idle (a write would notice too, but only once there is something to send).
-// On a TLS link the read goes through the stream (it also takes the records a TLS 1.3 server
-// sends after the handshake); it runs beside the drain's writes, both on the strand.
+// Consumers without `ack` send nothing; one small read stays pending only to notice the peer
+// closing while the queue is idle (a write would notice too, but only once there is something
+// to send). Those with it send their acks on the same read. On a TLS link the read goes through
+// the stream (it also takes the records a TLS 1.3 server sends after the handshake, and the
+// acks come out of the channel as on a plaintext one); it runs beside the drain's writes, both
+// on the strand.
 void consumer_link::read_until_closed(std::uint64_t conn) {
   auto on_read = [this, keep = owner_.lock(), stream = stream_, conn](std::error_code ec,
-                                                                      std::size_t) {
+                                                                      std::size_t n) {
     if (unexplained_ && unexplained_->conn == conn) return explain(ec);
     if (settling(conn)) {
-      if (!ec) return read_until_closed(conn);  // a consumer that talks: nothing to refuse
+      if (!ec) {
+        // Nothing was written yet: only its framing is kept, what it says is not judged.
+        if (acks_) acks_->received(n, [](std::uint64_t) { return true; });
+        return read_until_closed(conn);  // a consumer that talks: nothing to refuse
+      }
       redial_timer_.cancel();
       return handshake_failed(connect_failure::tls_rejected,
                               "it closed the connection right after the TLS handshake (" +
@@ -280,10 +289,42 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
     if (!up(conn)) return;
     if (ec && stream && tls_alert_from_peer(ec)) return refused_after_handshake(conn, ec);
     if (ec) return lost(conn, ec);
+    if (acks_) return read_acks(conn, n);
     read_until_closed(conn);
   };
-  if (stream_) return stream_->async_read_some(asio::buffer(discard_), std::move(on_read));
-  socket_.async_read_some(asio::buffer(discard_), std::move(on_read));
+  const auto into = acks_ ? asio::buffer(acks_->free_space().data(), acks_->free_space().size())
+                          : asio::buffer(discard_);
+  if (stream_) return stream_->async_read_some(into, std::move(on_read));
+  socket_.async_read_some(into, std::move(on_read));
+}
+
+void consumer_link::read_acks(std::uint64_t conn, std::size_t n) {
+  ack_error refused = ack_error::none;
+  const ack_error malformed = acks_->received(n, [&](std::uint64_t number) {
+    // An ack may resume the drain, whose write may find the connection gone.
+    if (!up(conn)) return false;
+    refused = events_.on_ack(conn, number);
+    return refused == ack_error::none;
+  });
+  if (!up(conn)) return;
+  if (refused != ack_error::none) return protocol_error(conn, refused);
+  if (malformed != ack_error::none) return protocol_error(conn, malformed);
+  read_until_closed(conn);
+}
+
+// Closed and redialled as after any failure: what it had not acknowledged goes first to the
+// next connection.
+void consumer_link::protocol_error(std::uint64_t conn, ack_error why) {
+  if (!up(conn)) return;
+  stats_.protocol_errors[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
+  stats_.last_error.set("sent something other than well-formed acks (" +
+                        std::string{to_string(why)} + "); disconnected");
+  GW_LOG_LIMITED_BY(warning, failure_log_)
+      << "consumer " << name_ << " at " << endpoint_.to_string()
+      << " sent something other than well-formed acks (" << to_string(why)
+      << "); disconnecting, its unacknowledged frames go first to the next connection";
+  drop(disconnect_reason::protocol_error);
+  wait_to_redial();
 }
 
 // TLS 1.3: the consumer judged our certificate (or its absence) after our side of the handshake

@@ -13,6 +13,7 @@
 #include <string>
 #include <system_error>
 
+#include "consumers/ack_reader.hpp"
 #include "consumers/backoff.hpp"
 #include "consumers/consumer_stats.hpp"
 #include "consumers/consumer_tls.hpp"
@@ -31,6 +32,9 @@ class link_events {
   // The socket is about to close (lost, too slow, moved, shut): no write may start on it any
   // more, and one still running must be let go of first.
   virtual void on_link_down() = 0;
+  // An `ack = true` consumer acknowledged the first `n` frames written on `conn` (up): whether
+  // that is a number it may send (none), or why not. Only a link made with `acks` calls it.
+  virtual ack_error on_ack(std::uint64_t /*conn*/, std::uint64_t /*n*/) { return ack_error::none; }
 
  protected:
   ~link_events() = default;
@@ -46,8 +50,10 @@ struct link_limits {
 
 class consumer_link {
  public:
+  // `acks`: the consumer sends `ack` messages back (read and passed on); otherwise whatever
+  // it sends is ignored.
   consumer_link(const runtime::strand& strand, const std::string& name, consumer_stats& stats,
-                backoff redial, link_limits limits, link_events& events);
+                backoff redial, link_limits limits, link_events& events, bool acks = false);
 
   // Dials `at`, with TLS when `tls` is set. `owner` is kept alive by every operation the link
   // has out.
@@ -91,6 +97,10 @@ class consumer_link {
   void wait_to_redial();
   void read_until_closed(std::uint64_t conn);
   void refused_after_handshake(std::uint64_t conn, std::error_code ec);
+  // `n` bytes read from an `ack = true` consumer on `conn` (up): its acks passed on, or the
+  // connection dropped for what is not one.
+  void read_acks(std::uint64_t conn, std::size_t n);
+  void protocol_error(std::uint64_t conn, ack_error why);
   // A TLS connection that was up ended other than by the consumer's close_notify.
   void count_tls_error(std::error_code ec);
   void drop(disconnect_reason reason, std::error_code ec = {});
@@ -131,7 +141,10 @@ class consumer_link {
   std::shared_ptr<net::tls_channel> stream_;  // made anew for every connection
   bool handshake_timed_out_ = false;          // the handshake's deadline closed the socket under it
   std::optional<unexplained_loss> unexplained_;
-  std::array<char, 256> discard_{};  // consumers send nothing; whatever arrives lands here
+  // Consumers without `ack` send nothing; whatever arrives lands in discard_. Those with it send
+  // acks, read by acks_ (one connection's, reset at each dial).
+  std::array<char, 256> discard_{};
+  std::optional<ack_reader> acks_;
 };
 
 }  // namespace gatewayd::consumers

@@ -18,6 +18,14 @@ struct consumer_spec {
   std::uint64_t queue_bytes = 0;         // 0 = no byte cap
   overflow_policy overflow = overflow_policy::drop_oldest;
   std::optional<consumer_tls> tls;  // absent: plaintext
+  // The consumer acknowledges what it took (`ack N`): frames written stay held until then and
+  // go first to its next connection. Changing it on reload replaces the consumer.
+  bool ack = false;
+  // What is kept written but unacknowledged for an `ack` consumer: reaching it is not keeping
+  // up (as a full socket).
+  std::uint64_t max_unacked_bytes = default_max_unacked_bytes;
+
+  static constexpr std::uint64_t default_max_unacked_bytes = 8u << 20;
 
   friend bool operator==(const consumer_spec&, const consumer_spec&) = default;
 };

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "consumers/ack_reader.hpp"
 #include "consumers/last_error.hpp"
 #include "net/tls_channel.hpp"
 #include "protocol/control_message.hpp"
@@ -44,9 +45,11 @@ enum class disconnect_reason : std::uint8_t {
   slow_consumer,     // the disconnect policy dropped it
   endpoint_changed,  // a reload moved the consumer
   closed,            // the consumer was removed or the gateway stopped
+  protocol_error,    // an `ack = true` consumer sent something other than well-formed acks
 };
-inline constexpr runtime::enum_names<disconnect_reason, 7> disconnect_reason_names{
-    {"peer_closed", "reset", "timed_out", "error", "slow_consumer", "endpoint_changed", "closed"}};
+inline constexpr runtime::enum_names<disconnect_reason, 8> disconnect_reason_names{
+    {"peer_closed", "reset", "timed_out", "error", "slow_consumer", "endpoint_changed", "closed",
+     "protocol_error"}};
 inline constexpr std::size_t disconnect_reason_count = disconnect_reason_names.count;
 inline std::string_view to_string(disconnect_reason r) noexcept {
   return disconnect_reason_names(r);
@@ -97,6 +100,13 @@ struct consumer_stats {
   std::array<std::atomic<std::uint64_t>, net::tls_error_count> tls_errors{};
   // Counted as sent, but not acknowledged by the consumer's host when its connection failed.
   std::atomic<std::uint64_t> unacknowledged_bytes{0};
+  // An `ack = true` consumer's frames written and not acknowledged yet (held for it), the
+  // frames put back in front of its queue for a new connection, and the connections it had
+  // closed for sending something other than well-formed acks, by reason (ack_error, 0 unused).
+  std::atomic<std::uint64_t> unacked_frames{0};
+  std::atomic<std::uint64_t> unacked_bytes{0};
+  std::atomic<std::uint64_t> redelivered_frames{0};
+  std::array<std::atomic<std::uint64_t>, ack_error_count> protocol_errors{};
   // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total): waiting
   // for its queue lock in put(), timed only when contended.
   std::atomic<std::uint64_t> blocked_lock_ns{0};

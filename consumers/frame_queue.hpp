@@ -18,6 +18,13 @@ struct frame_counts {
   std::uint64_t bytes = 0;
 };
 
+inline frame_counts count(std::span<const frame_slice> frames) noexcept {
+  frame_counts c{frames.size(), 0};
+  for (const auto& f : frames)
+    c.bytes += f.size;
+  return c;
+}
+
 // Not thread-safe: the owning consumer's mutex guards it. No bound either: admission (the
 // overflow policy, consumers/admission.hpp) decides what to evict or refuse before it pushes,
 // so the queue itself never refuses a frame.

@@ -1,14 +1,16 @@
 #include "consumers/write_batch.hpp"
 
+#include <algorithm>
+
 namespace gatewayd::consumers {
 
 write_batch::~write_batch() {
   discard(protocol::reject_reason::removed);
 }
 
-frame_counts write_batch::fill(frame_queue& queue) {
+frame_counts write_batch::fill(frame_queue& queue, std::uint64_t bytes) {
   reset();
-  const frame_counts taken = queue.take(max_frames, max_bytes, frames_);
+  const frame_counts taken = queue.take(max_frames, std::min(bytes, max_bytes), frames_);
   bytes_ = taken.bytes;
   return taken;
 }
@@ -29,20 +31,23 @@ std::span<const iovec> write_batch::unwritten() {
   return buffers_;
 }
 
-frames_written write_batch::written(std::size_t n) {
+std::span<const frame_slice> write_batch::take_written(std::size_t n) {
   written_ += n;
-  frames_written done;
   std::uint64_t left = n + cut_;
   const std::size_t first = next_;
   while (next_ < frames_.size() && frames_[next_].size <= left) {
     left -= frames_[next_].size;
-    done.bytes += frames_[next_].size;
     ++next_;
   }
   cut_ = static_cast<std::uint32_t>(left);
-  done.frames = next_ - first;
-  done.slices = std::span<const frame_slice>(frames_).subspan(first, done.frames);
-  return done;
+  return std::span<const frame_slice>(frames_).subspan(first, next_ - first);
+}
+
+frame_counts write_batch::written(std::size_t n) {
+  const auto done = take_written(n);
+  const frame_counts counts = count(done);
+  protocol::deliver_slices(done);
+  return counts;
 }
 
 frame_counts write_batch::return_to(frame_queue& queue) {

@@ -14,13 +14,8 @@
 
 namespace gatewayd::consumers {
 
-// The frames a write completed: counted, and handed over with their references for the
-// consumer to settle (consumer::frames_delivered). Valid until the batch changes.
-struct frames_written : frame_counts {
-  std::span<const frame_slice> slices;
-};
-
-// A frame is released (and counted as sent) only once the socket took all of its bytes. When
+// A frame is handed on (released, or held until acknowledged) only once the socket took all of
+// its bytes. When
 // a write is cut, the cut frame and everything after it stay in the batch; on a broken
 // connection they go back to the front of the queue, so a frame is never sent in part to a
 // new connection: the next one gets it whole, from its first byte.
@@ -41,14 +36,18 @@ class write_batch {
   // Bytes not yet written (of the cut frame, only its rest).
   std::uint64_t unwritten_bytes() const noexcept { return bytes_ - written_; }
 
-  // Moves the oldest frames of `queue` into the (empty) batch, with their references.
-  frame_counts fill(frame_queue& queue);
+  // Moves the oldest frames of `queue` into the (empty) batch, with their references: at most
+  // `bytes` of them (and max_bytes), but always one.
+  frame_counts fill(frame_queue& queue, std::uint64_t bytes = max_bytes);
   // What is left to write, neighbouring slices of one chunk merged into one iovec (a
   // supplier's read, routed here in a row, is one buffer). Valid until the batch changes.
   std::span<const iovec> unwritten();
-  // The socket took `n` more bytes: the frames now written whole leave the batch and are
-  // returned with their references, for the caller to settle and release (and count as sent).
-  frames_written written(std::size_t n);
+  // The socket took `n` more bytes: the frames now written whole, with the reference each
+  // owns, are the caller's (valid until the batch changes).
+  std::span<const frame_slice> take_written(std::size_t n);
+  // The same, delivered at once (settled and released: protocol::deliver_slices); what they
+  // were (to be counted as sent and their budget given back).
+  frame_counts written(std::size_t n);
   // The connection broke: what was not written whole goes back to the front of `queue`.
   frame_counts return_to(frame_queue& queue);
   // The disconnect policy threw the backlog away (`why`: dropped), or the consumer went with

@@ -39,7 +39,14 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
   std::map<std::string, std::shared_ptr<consumers::consumer>> next;
   for (const auto& spec : routes.consumers) {
     std::shared_ptr<consumers::consumer> c;
-    if (auto it = running_.find(spec.name); it != running_.end()) {
+    auto it = running_.find(spec.name);
+    // Acknowledgements change what a frame written to it means (held or let go): such a
+    // consumer is replaced, the old one retired (drains, then lets go of what it holds).
+    if (it != running_.end() && it->second->acks() != spec.ack) {
+      retirement_.retire(it->second, settings_.drain_timeout);
+      it = running_.end();
+    }
+    if (it != running_.end()) {
       c = it->second;
       c->reconfigure(spec);
     } else {

@@ -38,8 +38,9 @@ class consumer_set {
 
   // Publishes `table` (built from `routes`) with the consumers `routes` names: one whose name
   // runs already is reconfigured in place (its queue and connection stay unless its endpoint or
-  // TLS settings changed), a new one starts dialing, and a running one `routes` no longer names
-  // is retired: exported beside the new snapshot, it drains once no read pass routes by a table
+  // TLS settings changed), a new one starts dialing, one whose `ack` changed is replaced (the
+  // running one retired, a new one started), and a running one `routes` no longer names is
+  // retired: exported beside the new snapshot, it drains once no read pass routes by a table
   // that names it (consumer_retirement).
   void apply(const config::routes_config& routes, std::string routes_sha256,
              std::shared_ptr<const routing::routing_table> table);

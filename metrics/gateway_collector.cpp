@@ -91,6 +91,23 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
   auto connect_failures =
       family("gatewayd_consumer_connect_failures_total",
              "Dials to the consumer that failed, by reason.", MetricType::Counter);
+  auto unacked_frames =
+      family("gatewayd_consumer_unacked_frames",
+             "Frames written to an ack = true consumer and not acknowledged yet (held for it).",
+             MetricType::Gauge);
+  auto unacked_bytes =
+      family("gatewayd_consumer_unacked_bytes",
+             "Bytes of those frames (bounded by its max_unacked_bytes, give or take one frame).",
+             MetricType::Gauge);
+  auto redelivered = family("gatewayd_consumer_redelivered_frames_total",
+                            "Frames an ack = true consumer had not acknowledged when its "
+                            "connection ended, put back to go first to its next connection.",
+                            MetricType::Counter);
+  auto protocol_errors =
+      family("gatewayd_consumer_protocol_errors_total",
+             "Connections to an ack = true consumer closed because it sent something other than "
+             "well-formed acks, by reason.",
+             MetricType::Counter);
   auto blocked = family("gatewayd_consumer_blocked_seconds_total",
                         "Thread time spent waiting for the consumer's queue lock, counted only "
                         "when contended (cause=lock).",
@@ -109,8 +126,16 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
         st.tls.load(std::memory_order_relaxed)
             ? consumers::connect_failure_count
             : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
+    // The ack series only for ack = true consumers.
+    if (c.acks()) {
+      add_sample(unacked_frames, value(st.unacked_frames), {{"consumer", n}});
+      add_sample(unacked_bytes, value(st.unacked_bytes), {{"consumer", n}});
+      add_sample(redelivered, value(st.redelivered_frames), {{"consumer", n}});
+      add_by_reason<consumers::ack_error>(protocol_errors, st.protocol_errors, n, 1);
+    }
   });
-  for (auto* f : {&dropped, &disconnects, &connect_failures, &blocked})
+  for (auto* f : {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes,
+                  &redelivered, &protocol_errors, &blocked})
     out.push_back(std::move(*f));
 }
 

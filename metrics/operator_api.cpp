@@ -83,6 +83,12 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
         {"capacity", c.capacity()}}},
       {"sent", {{"frames", value(st.sent_frames)}, {"bytes", value(st.sent_bytes)}}},
       {"dropped", dropped},
+      {"ack", c.acks()},
+      // An `ack = true` consumer's frames written and not acknowledged yet (0 for others).
+      {"unacked",
+       {{"frames", value(st.unacked_frames)},
+        {"bytes", value(st.unacked_bytes)},
+        {"redelivered", value(st.redelivered_frames)}}},
       {"reconnects", value(st.reconnects)},
       {"last_error", error},
   };

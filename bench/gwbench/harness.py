@@ -24,7 +24,7 @@ class Sender:
     size: int = 128
     rate: int = 0  # frames/s over its connections; 0 = as fast as it goes
     connections: int = 1
-    confirm_window: int = 0  # > 0: CONFIRM frames (send --confirm --window N)
+    confirm_window: int = 0  # send --confirm --window N (0: plain frames, nothing confirmed)
 
 
 @dataclasses.dataclass
@@ -41,6 +41,7 @@ class Case:
     min_seconds: float = 0
     tls: bool = False  # TLS on the legs the run's --tls-legs names (mutual TLS, P-256)
     direct: bool = False  # no gateway: the senders write to the receiver (the machine's floor)
+    ack: bool = False  # the receivers acknowledge (recv --ack; the consumers need ack = true)
 
 
 class Harness:
@@ -135,6 +136,7 @@ class Harness:
         recv = {g: self.summary(p, out) for g, (p, out, _, _) in receivers.items()}
         res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu,
                                 self.threads or os.cpu_count()))
+        res.update(self.settlement)
         return res
 
     def run_direct(self, case, seconds):
@@ -171,6 +173,8 @@ class Harness:
         for g, names in case.receivers.items():
             out, err = self.path(f"{case.name}-{g}.json"), self.path(f"{case.name}-{g}.err")
             cmd = [self.peer, "recv", "--listen", "127.0.0.1:0", "--json"]
+            if case.ack:
+                cmd += ["--ack"]
             if g in case.stall:
                 cmd += ["--stall-after", str(case.stall[g])]
             if "consumer" in self.legs(case):
@@ -213,7 +217,7 @@ class Harness:
             if s.rate:
                 cmd += ["--rate", str(s.rate)]
             if s.confirm_window:
-                cmd += ["--confirm", "--window", str(s.confirm_window), "--confirm-wait", "10"]
+                cmd += ["--confirm", "--window", str(s.confirm_window)]
             if "supplier" in self.legs(case):
                 k = self.pki()
                 cmd += ["--tls-ca", k["ca"], "--tls-cert", k["supplier_crt"], "--tls-key",
@@ -221,6 +225,8 @@ class Harness:
             out = self.path(f"{case.name}-send.json")
             running.append((procs.start(cmd, out, out + ".err"), out))
         sent, rate, cpu = 0, 0.0, 0.0
+        # What confirm-mode senders saw settle: the run's result reports them.
+        self.settlement = {"confirmed": 0, "unconfirmed": 0, "rejected": 0, "resent": 0}
         for p, out in running:
             usage = procs.reap(p, seconds + 60)
             cpu += usage.ru_utime + usage.ru_stime
@@ -228,6 +234,8 @@ class Harness:
                 js = json.loads(f.read() or "{}")
             sent += js.get("frames", 0)
             rate += js.get("frames_per_s", 0.0)
+            for k in self.settlement:
+                self.settlement[k] += js.get(k, 0)
         return sent, rate, cpu
 
     @staticmethod

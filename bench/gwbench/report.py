@@ -86,6 +86,25 @@ def latency(results, rep):
                   "CPU gatewayd / tools / others", "ctx sw/msg", "lost"], rows)
 
 
+def confirm(results, rep):
+    """Each confirm case beside the plain case it is made from (its name without the suffix),
+    from the same run, with what the senders saw settle."""
+    by_name = {r["name"]: r for r in results}
+    rows = []
+    for r in results:
+        plain = by_name.get(r["name"].replace(" confirm+ack", "").replace(" confirm", ""))
+        ratio = (r["deliveries_per_s"] / plain["deliveries_per_s"]
+                 if plain and plain is not r and plain["deliveries_per_s"] else None)
+        rows.append([r["name"], millions(r["deliveries_per_s"]), lost(r), r.get("dup", 0),
+                     "%d / %d / %d" % (r.get("confirmed", 0), r.get("rejected", 0),
+                                       r.get("unconfirmed", 0)),
+                     drops(r), "%.3f" % r["cpu_us_per_frame"], cpu_split(r), "%.0f" % r["p99_us"],
+                     "%.2fx" % ratio if ratio is not None else ""])
+    return table(["case", "delivered/s", "lost", "duplicated", "confirmed / rejected / unconfirmed",
+                  "drops by reason (gatewayd)", "gatewayd CPU us/frame",
+                  "CPU gatewayd / tools / others (cores)", "p99 us", "of plain"], rows)
+
+
 def tls(results, rep):
     """S1, S2 and the mixed shapes with TLS next to the same cases in clear, from the same run;
     then the idle connections' memory, in clear and with TLS."""

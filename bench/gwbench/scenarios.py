@@ -22,9 +22,8 @@ def own_receiver(consumers):
     return {c: [c] for c in consumers}
 
 
-def one_to_one(name, size=128, rate=0, seconds=0, confirm_window=0):
-    return Case(name, {"c1": ["c1"]}, {"s1.>": ["c1"]},
-                [Sender(["s1.data"], size, rate, confirm_window=confirm_window)],
+def one_to_one(name, size=128, rate=0, seconds=0):
+    return Case(name, {"c1": ["c1"]}, {"s1.>": ["c1"]}, [Sender(["s1.data"], size, rate)],
                 consumer_extra=LOSSLESS, seconds=seconds)
 
 
@@ -93,6 +92,23 @@ def no_gateway(rate):
                                direct=True)
 
 
+def confirmed(case, window=10000, ack=False):
+    """`case` with every supplier in confirm mode (a window of `window` frames) and, with
+    `ack`, every consumer `ack = true` with an acknowledging receiver."""
+    senders = [dataclasses.replace(s, confirm_window=window) for s in case.senders]
+    extra = case.consumer_extra + ("\nack = true" if ack else "")
+    name = case.name + (" confirm+ack" if ack else " confirm")
+    return dataclasses.replace(case, name=name, senders=senders, consumer_extra=extra.strip(),
+                               ack=ack)
+
+
+def confirm_pairs():
+    """Issue 25's targets in one run: plain S1 and S3 4->4 mixed, then the same with confirms
+    (window 10,000), S1 also with an `ack = true` consumer."""
+    s1, s3 = one_to_one("S1"), mixed("S3 4->4 mixed", 4)
+    return [s1, confirmed(s1), confirmed(s1, ack=True), s3, confirmed(s3)]
+
+
 MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
 SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
 S6_CONSUMERS = (1, 10, 100, 1000)
@@ -108,9 +124,6 @@ Scenario = collections.namedtuple("Scenario", "key title cases body per_model",
 SCENARIOS = [
     Scenario("S1", "S1: 1 supplier -> 1 consumer, 128 B payloads, max rate",
              lambda secs: [one_to_one("S1")], report.throughput_with_promotion),
-    Scenario("S1c", "S1c: S1 with confirms: the supplier sends CONFIRM frames, window 10,000",
-             lambda secs: [one_to_one("S1c", confirm_window=10000)],
-             report.throughput_with_promotion),
     Scenario("S2", "S2: fan-out 1 -> 4, 128 B, max rate",
              lambda secs: [fan_out("S2", consumer_extra=LOSSLESS)], report.throughput_per_receiver),
     Scenario("S3", "S3: the mixed shapes: 4 suppliers -> 4 consumers and 1 -> 4, each frame "
@@ -132,6 +145,9 @@ SCENARIOS = [
     Scenario("models", "Concurrency models: S1, the mixed shapes (S3) and S4 (100k frames/s) "
                        "per model",
              lambda secs: PER_MODEL, report.models, per_model=True),
+    Scenario("confirm", "Confirms: S1 and S3 4->4 mixed plain, then with confirm-mode suppliers "
+                        "(window 10,000 frames), S1 also with an ack = true consumer",
+             lambda secs: confirm_pairs(), report.confirm),
     Scenario("tls", "TLS: S1, S2 and the mixed shapes (S3, default policy) in clear, then with "
                     "mutual TLS on the run's --tls-legs (supplier, or both legs), P-256 "
                     "certificates",

@@ -196,8 +196,7 @@ bool harness_consumer::next_batch() {
   return more;
 }
 
-void harness_consumer::count_sent(const consumers::frames_written& sent) noexcept {
-  protocol::deliver_slices(sent.slices);
+void harness_consumer::count_sent(const consumers::frame_counts& sent) noexcept {
   if (sent.frames) counters_.sent.fetch_add(sent.frames, std::memory_order_relaxed);
 }
 

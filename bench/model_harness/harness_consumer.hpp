@@ -90,7 +90,7 @@ class harness_consumer : public std::enable_shared_from_this<harness_consumer> {
   bool take_batch_locked();
   // The writer: next batch as take_batch_locked, releasing the suppliers there is room for.
   bool next_batch();
-  void count_sent(const consumers::frames_written& sent) noexcept;
+  void count_sent(const consumers::frame_counts& sent) noexcept;
 
   // The strand drain (strand).
   void run_strand();

@@ -104,6 +104,8 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(x.queue_capacity == 10000u);
   BOOST_TEST(x.queue_bytes == 0u);
   BOOST_TEST(to_string(x.overflow) == "drop-oldest");
+  BOOST_TEST(!x.ack);
+  BOOST_TEST(x.max_unacked_bytes == gatewayd::consumers::consumer_spec::default_max_unacked_bytes);
   BOOST_TEST(result.config->routes.empty());
   BOOST_TEST(!result.config->dead_letter.has_value());
 }
@@ -123,6 +125,27 @@ endpoint = "127.0.0.1:3"
   BOOST_TEST(cs[0].name == "zulu");
   BOOST_TEST(cs[1].name == "alpha");
   BOOST_TEST(cs[2].name == "mike");
+}
+
+BOOST_AUTO_TEST_CASE(ack_consumers) {
+  const auto result = load(R"([consumers.a]
+endpoint = "127.0.0.1:1"
+ack = true
+max_unacked_bytes = 65536
+[consumers.b]
+endpoint = "127.0.0.1:2"
+ack = true
+[consumers.c]
+endpoint = "127.0.0.1:3"
+ack = false
+)");
+  BOOST_REQUIRE(result.config.has_value());
+  const auto& cs = result.config->consumers;
+  BOOST_TEST(cs[0].ack);
+  BOOST_TEST(cs[0].max_unacked_bytes == 65536u);
+  BOOST_TEST(cs[1].ack);
+  BOOST_TEST(cs[1].max_unacked_bytes == 8u << 20);
+  BOOST_TEST(!cs[2].ack);
 }
 
 BOOST_AUTO_TEST_CASE(every_overflow_policy) {
@@ -197,7 +220,7 @@ consumer = "a"
                   "suppliers_default)"},
                  {4, 3,
                   "consumers.a.queue_size: unknown key (expected endpoint, queue_capacity, "
-                  "queue_bytes, overflow, tls)"},
+                  "queue_bytes, overflow, tls, ack, max_unacked_bytes)"},
                  {8, 3, "routes[0].priority: unknown key (expected match, to)"},
                  {11, 2, "dead_letter.also: unknown key (expected consumer)"}});
 }
@@ -340,6 +363,26 @@ queue_capacity = 5
         "consumers.policy.overflow: unknown policy \"drop-old\" (expected drop-oldest, "
         "drop-newest, disconnect or backpressure)"},
        {28, 1, "consumers.missing: missing required key \"endpoint\""}});
+}
+
+BOOST_AUTO_TEST_CASE(ack_problems) {
+  expect_errors(
+      R"([consumers.a]
+endpoint = "127.0.0.1:1"
+ack = "yes"
+
+[consumers.b]
+endpoint = "127.0.0.1:1"
+ack = true
+max_unacked_bytes = 0
+
+[consumers.c]
+endpoint = "127.0.0.1:1"
+max_unacked_bytes = 1024
+)",
+      {{3, 7, "consumers.a.ack: expected a boolean (true or false), got a string"},
+       {8, 21, "consumers.b.max_unacked_bytes: 0 is out of range (1..9223372036854775807)"},
+       {12, 21, "consumers.c.max_unacked_bytes: only means something with ack = true"}});
 }
 
 BOOST_AUTO_TEST_CASE(a_faulty_consumer_is_still_known_to_routes) {

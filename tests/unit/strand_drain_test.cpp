@@ -63,9 +63,9 @@ class fake_source : public gc::batch_source, private gc::link_events {
     ++batches;
     return true;
   }
-  void batch_sent(const gc::frames_written& sent) noexcept override {
-    gatewayd::protocol::deliver_slices(sent.slices);
-    sent_frames += sent.frames;
+  void batch_sent(std::span<const gatewayd::protocol::frame_slice> sent) noexcept override {
+    sent_frames += sent.size();
+    gatewayd::protocol::deliver_slices(sent);
   }
   void batch_refused() override { ++refused; }
   void batch_failed(gc::write_batch& rest) override {

@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(a_broken_write_returns_the_cut_frame_whole_in_order) {
   batch.fill(q.queue);
   q.a->add_refs(1);
   q.queue.push_back({q.a.get(), 500, 100});  // a later frame, queued while the write ran
-  gatewayd::protocol::deliver_slices(batch.written(150).slices);
+  batch.written(150);  // delivered at once
   const auto back = batch.return_to(q.queue);
   BOOST_TEST(back.frames == 4u);
   BOOST_TEST(back.bytes == 400u);
@@ -118,7 +118,7 @@ BOOST_AUTO_TEST_CASE(discard_and_destruction_release_what_was_not_written) {
   {
     write_batch batch;
     batch.fill(q.queue);
-    gatewayd::protocol::deliver_slices(batch.written(120).slices);
+    batch.written(120);  // delivered at once
     const auto gone = batch.discard(gatewayd::protocol::reject_reason::dropped);
     BOOST_TEST(gone.frames == 4u);
     BOOST_TEST(gone.bytes == 400u);

@@ -1,0 +1,35 @@
+#include "consumers/unacked_frames.hpp"
+
+namespace gatewayd::consumers {
+
+unacked_frames::~unacked_frames() {
+  // The consumer abandons what it holds before it goes (consumer::frames_abandoned); anything
+  // left is rejected the same way.
+  protocol::reject_slices(all(), protocol::reject_reason::removed);
+}
+
+void unacked_frames::push_back(std::span<const protocol::frame_slice> written) {
+  // Compacting before growing: an acknowledged front is reused instead of growing past it.
+  if (head_ && frames_.size() + written.size() > frames_.capacity()) {
+    frames_.erase(frames_.begin(), frames_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+  }
+  frames_.insert(frames_.end(), written.begin(), written.end());
+  for (const auto& f : written)
+    bytes_ += f.size;
+}
+
+std::uint64_t unacked_frames::pop_front(std::size_t n) noexcept {
+  std::uint64_t gone = 0;
+  for (const auto& f : front(n))
+    gone += f.size;
+  bytes_ -= gone;
+  head_ += n;
+  if (head_ == frames_.size()) {
+    frames_.clear();
+    head_ = 0;
+  }
+  return gone;
+}
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,140 @@
+// The holding ring of an `ack = true` consumer (consumers/unacked_frames) and the reader of its
+// acks (consumers/ack_reader), on real chunks and real encoded control frames.
+#define BOOST_TEST_MODULE unacked_frames
+#include <boost/test/unit_test.hpp>
+
+#include <string>
+#include <vector>
+
+#include "consumers/ack_reader.hpp"
+#include "consumers/unacked_frames.hpp"
+#include "protocol/control_message.hpp"
+#include "protocol/frame_codec.hpp"
+
+namespace gc = gatewayd::consumers;
+namespace gp = gatewayd::protocol;
+
+namespace {
+
+// `n` slices of `size` bytes in one chunk, each owning a reference (the chunk's own is let go).
+std::vector<gp::frame_slice> slices(gp::frame_chunk* chunk, std::uint32_t n, std::uint32_t size,
+                                    std::uint32_t from = 0) {
+  std::vector<gp::frame_slice> out;
+  for (std::uint32_t i = 0; i < n; ++i)
+    out.push_back({chunk, (from + i) * size, size});
+  chunk->add_refs(n);
+  return out;
+}
+
+std::string ack(std::uint64_t n) {
+  std::string out;
+  gp::append_control(out, {gp::control_message::kind::ack, n});
+  return out;
+}
+
+// Feeds `bytes` to `r` in pieces of `step`, collecting acks; the first error stops.
+gc::ack_error feed(gc::ack_reader& r, const std::string& bytes, std::size_t step,
+                   std::vector<std::uint64_t>& acks) {
+  for (std::size_t at = 0; at < bytes.size(); at += step) {
+    const std::size_t n = std::min(step, bytes.size() - at);
+    const auto room = r.free_space();
+    BOOST_TEST_REQUIRE(room.size() >= n);
+    std::copy_n(bytes.data() + at, n, room.data());
+    const auto e = r.received(n, [&](std::uint64_t a) {
+      acks.push_back(a);
+      return true;
+    });
+    if (e != gc::ack_error::none) return e;
+  }
+  return gc::ack_error::none;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(holds_in_order_and_lets_go_from_the_front) {
+  auto* chunk = gp::frame_chunk::acquire();
+  {
+    gc::unacked_frames held;
+    const auto first = slices(chunk, 3, 100);
+    held.push_back(first);
+    const auto second = slices(chunk, 2, 100, 3);
+    held.push_back(second);
+    BOOST_TEST(held.size() == 5u);
+    BOOST_TEST(held.bytes() == 500u);
+    BOOST_TEST(chunk->refs() == 6u);  // its own and one per held frame: no copies
+
+    const auto front = held.front(2);
+    BOOST_TEST(front[0].offset == 0u);
+    BOOST_TEST(front[1].offset == 100u);
+    gp::release_slices(front);
+    BOOST_TEST(held.pop_front(2) == 200u);
+    BOOST_TEST(held.size() == 3u);
+    BOOST_TEST(held.bytes() == 300u);
+    BOOST_TEST(held.all()[0].offset == 200u);
+    BOOST_TEST(chunk->refs() == 4u);
+
+    // Added after an acknowledged front: still one span in order.
+    held.push_back(slices(chunk, 4, 100, 5));
+    const auto all = held.all();
+    BOOST_TEST_REQUIRE(all.size() == 7u);
+    for (std::size_t i = 0; i < all.size(); ++i)
+      BOOST_TEST(all[i].offset == (2 + i) * 100u);
+  }
+  // What was still held is let go with the ring.
+  BOOST_TEST(chunk->refs() == 1u);
+  chunk->release();
+}
+
+BOOST_AUTO_TEST_CASE(acks_in_any_split) {
+  const std::string bytes = ack(1) + ack(5) + ack(5) + ack(70000);
+  for (std::size_t step : {1u, 3u, 21u, 22u, 100u}) {
+    gc::ack_reader r;
+    std::vector<std::uint64_t> acks;
+    BOOST_TEST_INFO("step " << step);
+    BOOST_TEST((feed(r, bytes, step, acks) == gc::ack_error::none));
+    BOOST_TEST((acks == std::vector<std::uint64_t>{1, 5, 5, 70000}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(anything_but_an_ack_is_an_error) {
+  std::string confirm, reject;
+  gp::append_control(confirm, {gp::control_message::kind::confirm, 1});
+  gp::append_control(reject, {gp::control_message::kind::reject, 1, gp::reject_reason::dropped});
+  struct bad {
+    std::string bytes;
+    gc::ack_error error;
+  };
+  const std::vector<bad> cases = {
+      {"garbage, not a frame", gc::ack_error::bad_frame},
+      {gp::encode_frame("t.a", "data"), gc::ack_error::not_control},
+      {gp::encode_frame("t.a", std::string(8, 'x'), gp::frame_flags::confirm),
+       gc::ack_error::not_control},
+      {confirm, gc::ack_error::not_ack},
+      {reject, gc::ack_error::not_ack},
+      {gp::encode_frame("ack", "1234567", gp::frame_flags::control), gc::ack_error::not_ack},
+      {gp::encode_frame("hello", "12345678", gp::frame_flags::control), gc::ack_error::not_ack},
+      // A long payload is refused from the header alone.
+      {gp::encode_frame("ack", std::string(100000, 'x'), gp::frame_flags::control).substr(0, 12),
+       gc::ack_error::bad_frame},
+  };
+  for (const auto& c : cases) {
+    gc::ack_reader r;
+    std::vector<std::uint64_t> acks;
+    BOOST_TEST_INFO(c.bytes.substr(0, 20));
+    // The ack before it still counts.
+    BOOST_TEST((feed(r, ack(2) + c.bytes, 7, acks) == c.error));
+    BOOST_TEST((acks == std::vector<std::uint64_t>{2}));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_caller_may_stop_at_an_ack) {
+  gc::ack_reader r;
+  const std::string bytes = ack(1) + ack(2);
+  std::copy(bytes.begin(), bytes.end(), r.free_space().data());
+  std::vector<std::uint64_t> acks;
+  r.received(bytes.size(), [&](std::uint64_t a) {
+    acks.push_back(a);
+    return false;
+  });
+  BOOST_TEST((acks == std::vector<std::uint64_t>{1}));
+}
