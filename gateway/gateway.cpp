@@ -27,7 +27,7 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       control_(runtime::make_strand(executor_)),
       consumers_(executor_, control_, service_, supplier_stats_.not_permitted),
       pool_(ioc_, service_.threads, promotion_, service_.idle_poll),
-      signals_(ioc_, executor_),
+      signals_(executor_),
       stop_timer_(control_),
       notify_(executor_),
       watchdog_(executor_, notify_),

@@ -5,8 +5,8 @@
 
 namespace gatewayd::gateway {
 
-signal_watch::signal_watch(asio::io_context& ioc, const runtime::executor& executor)
-    : signals_(ioc), strand_(runtime::make_strand(executor)) {}
+signal_watch::signal_watch(const runtime::executor& executor)
+    : signals_(executor), strand_(runtime::make_strand(executor)) {}
 
 void signal_watch::take() {
   signals_.add(SIGINT);

@@ -12,7 +12,7 @@ namespace gatewayd::gateway {
 
 class signal_watch {
  public:
-  signal_watch(asio::io_context& ioc, const runtime::executor& executor);
+  explicit signal_watch(const runtime::executor& executor);
 
   // From here on the signals are the process's to handle, not to die of (a SIGHUP during
   // start-up must not end it); they wait for start().
