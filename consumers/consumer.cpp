@@ -333,7 +333,6 @@ void consumer::publish_unacked() noexcept {
   stats_.unacked_bytes.store(unacked_.bytes(), std::memory_order_relaxed);
 }
 
-
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
   a = trim(queue_, limits_, opts_.budget, released);
   return a.slow ? give_up_link_locked() : 0;

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -328,4 +329,50 @@ BOOST_AUTO_TEST_CASE(frames_held_by_a_removed_consumer_are_rejected_as_removed) 
   BOOST_TEST((rejects == expected));
   BOOST_TEST(scrape_metric(gw.metrics_port,
                            frames_metric("rejected_frames_total", "reason=\"removed\"")) == 5);
+}
+
+// (d) with an `ack = true` consumer: a CONFIRM frame routed to a plain consumer and to an ack
+// consumer is confirmed only once the ack consumer has acknowledged it, whatever the plain one
+// did. The ack consumer first reads without acknowledging (gateway-peer recv without --ack),
+// is SIGKILLed, and comes back acknowledging on the same port: the frames held for it are
+// redelivered and acknowledged, and only then confirmed to the supplier, none rejected.
+BOOST_AUTO_TEST_CASE(a_confirm_waits_for_the_ack_of_an_ack_consumer_through_its_crash) {
+  temp_dir peers;
+  test_consumer plain;
+  const std::string at = "127.0.0.1:" + std::to_string(free_port());
+  const auto recv = [&](const std::string& name, std::vector<std::string> args) {
+    args.insert(args.begin(), {"recv", "--listen", at, "--one-consumer"});
+    auto p = std::make_unique<daemon_process>(peer_binary(), args, peers.path() / (name + ".log"));
+    BOOST_TEST_REQUIRE(p->wait_for_log("listening on", 10s).has_value(), p->log());
+    return p;
+  };
+  auto mute = recv("mute", {});
+  gateway_fixture gw(consumer_toml("acked", at, "ack = true") +
+                     consumer_toml("plain", plain.endpoint()) +
+                     route_toml("orders.>", {"acked", "plain"}));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"acked", "plain"}));
+  const auto unacked = [&] {
+    return scrape_metric(gw.metrics_port, "gatewayd_consumer_unacked_frames{consumer=\"acked\"}");
+  };
+  confirm_supplier s(gw.supplier_port);
+  constexpr int n = 50;
+  s.send("orders.eu", n);
+  BOOST_TEST_REQUIRE(plain.wait_for_count(n, 10s));
+  BOOST_TEST_REQUIRE(eventually([&] { return unacked() == n; }, 10s));
+  // Written to both, acknowledged by nobody: nothing is confirmed.
+  BOOST_TEST(s.hears_nothing(300ms));
+  BOOST_TEST(scrape_metric(gw.metrics_port, frames_metric("unconfirmed_frames")) == n);
+
+  mute->signal(SIGKILL);
+  BOOST_TEST_REQUIRE(mute->wait_exit(10s).has_value());
+  auto acking = recv("acking", {"--ack", "--json"});
+  BOOST_TEST_REQUIRE(s.read_until_confirmed(n));
+  std::uint64_t last = 0;
+  BOOST_TEST(check_replies(s.messages(), last).empty());  // none rejected
+  BOOST_TEST(last == static_cast<std::uint64_t>(n));
+  BOOST_TEST(unacked() == 0);
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           "gatewayd_consumer_redelivered_frames_total{consumer=\"acked\"}") >= n);
+  BOOST_TEST(scrape_metric(gw.metrics_port, frames_metric("confirmed_frames_total")) == n);
+  BOOST_TEST(plain.count() == static_cast<std::size_t>(n));  // the plain one had each once
 }

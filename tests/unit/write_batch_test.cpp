@@ -65,29 +65,26 @@ BOOST_AUTO_TEST_CASE(a_batch_stops_at_its_frame_and_byte_bounds) {
   BOOST_TEST(taken.frames == write_batch::max_bytes / 60000);
 }
 
-BOOST_AUTO_TEST_CASE(written_releases_whole_frames_and_continues_a_cut_one) {
+BOOST_AUTO_TEST_CASE(take_written_hands_over_whole_frames_and_continues_a_cut_one) {
   queued_frames q(5, 100);
   write_batch batch;
   batch.fill(q.queue);
   BOOST_TEST(q.a->refs() == 6u);  // ours + one per frame
-  const auto done = batch.written(250);
-  BOOST_TEST(done.frames == 2u);
-  BOOST_TEST(done.bytes == 200u);
-  BOOST_TEST(done.slices.size() == 2u);
+  const auto done = batch.take_written(250);
+  BOOST_TEST(done.size() == 2u);
   BOOST_TEST(q.a->refs() == 6u);  // handed over with their references, not released
-  gatewayd::protocol::deliver_slices(done.slices);
+  gatewayd::protocol::deliver_slices(done);
   BOOST_TEST(q.a->refs() == 4u);
   const auto iov = batch.unwritten();
   BOOST_REQUIRE(iov.size() == 1u);
   BOOST_TEST(iov[0].iov_base == q.a->data() + 250);  // the third frame, from its cut
   BOOST_TEST(iov[0].iov_len == 250u);
   BOOST_TEST(batch.unwritten_bytes() == 250u);
-  const auto cut = batch.written(50);  // the cut frame is complete now
+  const auto cut = batch.written(50);  // the cut frame is complete now: delivered at once
   BOOST_TEST(cut.frames == 1u);
-  gatewayd::protocol::deliver_slices(cut.slices);
+  BOOST_TEST(cut.bytes == 100u);
   const auto last = batch.written(200);
   BOOST_TEST(last.frames == 2u);
-  gatewayd::protocol::deliver_slices(last.slices);
   BOOST_TEST(batch.empty());
   BOOST_TEST(q.a->refs() == 1u);
 }
@@ -98,7 +95,7 @@ BOOST_AUTO_TEST_CASE(a_broken_write_returns_the_cut_frame_whole_in_order) {
   batch.fill(q.queue);
   q.a->add_refs(1);
   q.queue.push_back({q.a.get(), 500, 100});  // a later frame, queued while the write ran
-  batch.written(150);  // delivered at once
+  batch.written(150);                        // delivered at once
   const auto back = batch.return_to(q.queue);
   BOOST_TEST(back.frames == 4u);
   BOOST_TEST(back.bytes == 400u);
