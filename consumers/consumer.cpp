@@ -273,18 +273,13 @@ void consumer::batch_sent(std::span<const frame_slice> frames) {
   stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
   if (!acks_) return frames_delivered(frames);
   unacked_.push_back(frames);
-  written_ += sent.frames;
   publish_unacked();
 }
 
 ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
   // The link passes on only acks of the connection up, and on_link_up() restarted the count.
-  if (n < acked_) return ack_error::ack_decreasing;
-  if (n > written_) return ack_error::ack_too_high;
-  // Frames held are all of this connection once it was written to (redeliver_locked), and
-  // before that written_ is 0.
-  const auto covered = static_cast<std::size_t>(n - acked_);
-  acked_ = n;
+  std::size_t covered = 0;
+  if (const auto e = unacked_.acknowledge(n, covered); e != ack_error::none) return e;
   if (covered) {
     frames_delivered(unacked_.front(covered));
     unacked_.pop_front(covered);
@@ -307,9 +302,7 @@ ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
 }
 
 void consumer::redeliver_locked() {
-  if (unacked_conn_ == conn_) return;
-  unacked_conn_ = conn_;
-  if (unacked_.empty()) return;
+  if (!unacked_.redeliver_on(conn_)) return;
   const auto held = unacked_.all();
   queue_.push_front_batch(held);  // the references move with the frames
   const std::uint64_t bytes = unacked_.pop_front(held.size());
@@ -368,9 +361,7 @@ void consumer::publish_depth_locked() noexcept {
 
 void consumer::on_link_up(std::uint64_t conn) {
   bool start = false;
-  // Acks count from the first frame written to this connection.
-  written_ = 0;
-  acked_ = 0;
+  unacked_.connection_up();
   {
     std::lock_guard lock(mutex_);
     conn_ = conn;

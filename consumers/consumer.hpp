@@ -230,13 +230,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
 
   asio::steady_timer grace_timer_;  // strand-only: a refusing consumer's slow_after
 
-  // An `ack` consumer's frames written and not acknowledged yet, strand-only: all written on
-  // connection unacked_conn_ (frames of an earlier one are redelivered before the next batch),
-  // the first written_ of it, acked_ of them acknowledged.
+  // An `ack` consumer's frames written and not acknowledged yet, strand-only.
   unacked_frames unacked_;
-  std::uint64_t unacked_conn_ = 0;
-  std::uint64_t written_ = 0;
-  std::uint64_t acked_ = 0;
 
   // drain_and_close, strand-only.
   struct closing_state {

@@ -17,6 +17,18 @@ void unacked_frames::push_back(std::span<const protocol::frame_slice> written) {
   frames_.insert(frames_.end(), written.begin(), written.end());
   for (const auto& f : written)
     bytes_ += f.size;
+  written_ += written.size();
+}
+
+ack_error unacked_frames::acknowledge(std::uint64_t n, std::size_t& covered) noexcept {
+  covered = 0;
+  if (n < acked_) return ack_error::ack_decreasing;
+  if (n > written_) return ack_error::ack_too_high;
+  // Frames held are all of this connection once it was written to (redeliver_on), and before
+  // that written_ is 0.
+  covered = static_cast<std::size_t>(n - acked_);
+  acked_ = n;
+  return ack_error::none;
 }
 
 std::uint64_t unacked_frames::pop_front(std::size_t n) noexcept {

@@ -61,6 +61,7 @@ std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
   std::vector<prometheus::MetricFamily> out;
   collect_consumers(out);
   collect_suppliers(out);
+  collect_confirms(out);
   collect_tls(out);
   collect_runtime(out);
   collect_config(out);
@@ -193,6 +194,14 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
       "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "
       "that keeps up was more than a few batches behind (the gateway itself lagging).",
       MetricType::Counter, value(st.backpressure_pauses)));
+  out.push_back(family_of_one("gatewayd_messages_unroutable_total",
+                              "Frames whose address no route matched (sent to the dead-letter "
+                              "consumer if one is configured).",
+                              MetricType::Counter, value(st.unroutable)));
+}
+
+void gateway_collector::collect_confirms(std::vector<prometheus::MetricFamily>& out) const {
+  const auto& st = s_.suppliers;
   out.push_back(family_of_one(
       "gatewayd_supplier_confirmed_frames_total",
       "CONFIRM frames covered by a cumulative confirm sent back to their supplier (rejected ones "
@@ -211,10 +220,6 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                     "CONFIRM frames numbered on open supplier connections and not yet confirmed.",
                     MetricType::Gauge,
                     static_cast<double>(st.unconfirmed_frames.load(std::memory_order_relaxed))));
-  out.push_back(family_of_one("gatewayd_messages_unroutable_total",
-                              "Frames whose address no route matched (sent to the dead-letter "
-                              "consumer if one is configured).",
-                              MetricType::Counter, value(st.unroutable)));
 }
 
 void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) const {

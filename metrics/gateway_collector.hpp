@@ -47,6 +47,8 @@ class gateway_collector : public prometheus::Collectable {
   void for_each_consumer(F&& f) const;
   void collect_consumers(std::vector<prometheus::MetricFamily>& out) const;
   void collect_suppliers(std::vector<prometheus::MetricFamily>& out) const;
+  // The supplier leg of confirms: CONFIRM frames confirmed, rejected by reason, pending.
+  void collect_confirms(std::vector<prometheus::MetricFamily>& out) const;
   // Both legs' TLS connections by record layer, what ended them abnormally, the supplier
   // listener's handshakes and the certificates' expiry.
   void collect_tls(std::vector<prometheus::MetricFamily>& out) const;

@@ -85,6 +85,36 @@ BOOST_AUTO_TEST_CASE(holds_in_order_and_lets_go_from_the_front) {
   chunk->release();
 }
 
+// Acks are checked against what was written on the connection: each covers the frames since
+// the last one; one below it or above what was written is an error and covers nothing. A new
+// connection counts from 1 again, and its first redelivery question is answered once.
+BOOST_AUTO_TEST_CASE(acks_cover_what_was_written_on_the_connection) {
+  auto* chunk = gp::frame_chunk::acquire();
+  {
+    gc::unacked_frames held;
+    held.connection_up();
+    BOOST_TEST(!held.redeliver_on(1));  // nothing held yet
+    held.push_back(slices(chunk, 5, 100));
+    std::size_t covered = 9;
+    BOOST_TEST((held.acknowledge(6, covered) == gc::ack_error::ack_too_high));
+    BOOST_TEST(covered == 0u);
+    BOOST_TEST((held.acknowledge(3, covered) == gc::ack_error::none));
+    BOOST_TEST(covered == 3u);
+    gp::deliver_slices(held.front(covered));
+    held.pop_front(covered);
+    BOOST_TEST((held.acknowledge(2, covered) == gc::ack_error::ack_decreasing));
+    BOOST_TEST((held.acknowledge(3, covered) == gc::ack_error::none));  // the same again
+    BOOST_TEST(covered == 0u);
+    // The connection fails with two held; the next one redelivers them, once.
+    held.connection_up();
+    BOOST_TEST(held.redeliver_on(2));
+    BOOST_TEST(!held.redeliver_on(2));
+    BOOST_TEST((held.acknowledge(1, covered) == gc::ack_error::ack_too_high));  // none written
+  }
+  BOOST_TEST(chunk->refs() == 1u);
+  chunk->release();
+}
+
 BOOST_AUTO_TEST_CASE(acks_in_any_split) {
   const std::string bytes = ack(1) + ack(5) + ack(5) + ack(70000);
   for (std::size_t step : {1u, 3u, 21u, 22u, 100u}) {
