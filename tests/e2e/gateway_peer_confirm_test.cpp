@@ -1,7 +1,8 @@
 // gateway-peer's confirm mode (issue 25 point 4) against a fake gateway: the test listens on
 // 127.0.0.1, reads the real tool's frames with the protocol parser and answers with control
-// frames from protocol/control_message (the gateway does not speak confirms yet). `send
-// --confirm` and `recv --ack` run as the real binary.
+// frames from protocol/control_message, so it can misbehave on demand (malformed control
+// frames, a reset mid-window) as the real gateway will not. `send --confirm` and `recv --ack`
+// run as the real binary.
 #define BOOST_TEST_MODULE gateway_peer_confirm
 #include <arpa/inet.h>
 #include <netinet/in.h>
