@@ -12,6 +12,7 @@
 
 #include <asio.hpp>
 #include <asio/ssl.hpp>
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <random>
@@ -23,6 +24,7 @@
 #include "net/tls_context.hpp"
 #include "tests/support/raw_tls_client.hpp"
 #include "tests/support/tls_peers.hpp"
+#include "tests/support/wait_until.hpp"
 
 using namespace gatewayd;
 using namespace std::chrono_literals;
@@ -57,6 +59,15 @@ void wait_ready(asio::ip::tcp::socket& socket, const net::tls_channel& channel) 
   const short events = channel.wait_for() == asio::socket_base::wait_write ? POLLOUT : POLLIN;
   pollfd p{socket.native_handle(), events, 0};
   BOOST_TEST_REQUIRE(::poll(&p, 1, 10'000) == 1, "not ready for 10 s");
+}
+
+// close_notify is best effort: on a full socket it is dropped, and a peer that waits for it
+// (OpenSSL's shutdown, a read to the end) would wait for ever. The tests send it once the peer
+// has made room for it.
+void close_notify_when_room(net::tls_channel& channel, asio::ip::tcp::socket& socket) {
+  pollfd room{socket.native_handle(), POLLOUT, 0};
+  BOOST_TEST(::poll(&room, 1, 10'000) == 1, "the peer took nothing for 10 s");
+  channel.close_notify();
 }
 
 std::shared_ptr<net::tls_channel> handshaken(asio::io_context& ioc, asio::ip::tcp::socket& socket,
@@ -164,6 +175,7 @@ struct server_side {
   asio::ip::tcp::socket socket{ioc};
   std::string peer_error;
   std::thread peer;
+  std::atomic<bool> peer_done{false};
   std::shared_ptr<net::tls_channel> channel;
 
   // `before(ssl)` configures the client; `client(s)` runs once it has connected; meanwhile we
@@ -171,6 +183,10 @@ struct server_side {
   template <class Before, class Client>
   void start(Before before, Client client, bool kernel_tls = false) {
     peer = std::thread([this, port = acceptor.local_endpoint().port(), before, client] {
+      struct done_on_exit {
+        std::atomic<bool>& done;
+        ~done_on_exit() { done = true; }
+      } mark{peer_done};
       test::tls_supplier s(p, "orders");
       before(s.stream.native_handle());
       if (const auto ec = s.connect(port)) {
@@ -195,10 +211,13 @@ struct server_side {
     BOOST_TEST_REQUIRE(connected.get(), client.why());
   }
 
-  // The client's verdict, once it is done.
+  // The client's verdict, once it is done; a client still at it after 20 s is cut off (the
+  // connection closed under it) and the test fails rather than hangs.
   std::string joined_peer_error() {
+    const bool finished = test::wait_until([this] { return peer_done.load(); }, 20s);
+    if (!finished) socket.close();
     peer.join();
-    return peer_error;
+    return finished ? peer_error : "the client was still running after 20 s; " + peer_error;
   }
 
   ~server_side() {
@@ -252,7 +271,7 @@ BOOST_AUTO_TEST_CASE(a_tls13_client_streams_through_and_key_updates_go_both_ways
   });
   BOOST_TEST((t.channel->records() == net::tls_records::openssl));
   BOOST_TEST(read_pattern(*t.channel, t.socket, total) == 0u);
-  t.channel->close_notify();
+  close_notify_when_room(*t.channel, t.socket);
   const std::error_code end = read_end(*t.channel, t.socket);
   const std::string peer_error = t.joined_peer_error();
   BOOST_TEST(peer_error.empty(), peer_error);
@@ -340,8 +359,10 @@ BOOST_AUTO_TEST_CASE(a_tls13_server_with_tickets_reads_our_batches_across_its_ke
   BOOST_TEST_REQUIRE(heard == "go", "heard \"" << heard << "\", " << read_end.message());
   write_frames(*channel, socket, std::string_view(data).substr(total / 2), rng);
   channel->release_buffers();
-  channel->close_notify();
+  close_notify_when_room(*channel, socket);  // the lagging peer: this test hung once without
   run_until(ioc, [&] { return static_cast<bool>(read_end); });
+  // Should the peer still wait, it is told by the connection's end: a failure, never a hang.
+  if (!read_end) socket.close();
   peer.join();
   BOOST_TEST(peer_error.empty(), peer_error);
   BOOST_TEST(peer_wrong == 0u);
@@ -395,7 +416,7 @@ BOOST_AUTO_TEST_CASE(every_suite_carries_bytes_both_ways) {
       std::mt19937 rng(3);
       write_frames(*t.channel, t.socket, pattern_run(up, down), rng);
       const std::error_code end = read_end(*t.channel, t.socket);
-      t.channel->close_notify();
+      close_notify_when_room(*t.channel, t.socket);
       const std::string peer_error = t.joined_peer_error();
       BOOST_TEST(peer_error.empty(), peer_error);
       BOOST_TEST((end == asio::error::eof), end.message());
@@ -428,7 +449,7 @@ BOOST_AUTO_TEST_CASE(kernel_tls_is_used_where_the_host_has_it_and_falls_back_whe
   }
   std::mt19937 rng(5);
   write_frames(*t.channel, t.socket, pattern_run(0, total), rng);
-  t.channel->close_notify();
+  close_notify_when_room(*t.channel, t.socket);
   const std::string peer_error = t.joined_peer_error();
   BOOST_TEST(peer_error.empty(), peer_error);
 }
@@ -534,8 +555,7 @@ BOOST_AUTO_TEST_CASE(a_key_update_requester_that_never_reads_makes_reads_wait_fo
 // A file OpenSSL cannot open is named with the reason the system gave, not an error number.
 BOOST_AUTO_TEST_CASE(a_missing_certificate_file_is_told_in_words) {
   test::pki p;
-  const auto built =
-      net::make_tls_server_context({p.at("missing.crt"), p.at("gateway.key"), {}});
+  const auto built = net::make_tls_server_context({p.at("missing.crt"), p.at("gateway.key"), {}});
   BOOST_TEST(!built.context);
   BOOST_TEST(built.error.find("No such file or directory") != std::string::npos, built.error);
 }
