@@ -264,68 +264,6 @@ void consumer::batch_failed(write_batch& batch) {
   }
 }
 
-void consumer::batch_sent(std::span<const frame_slice> frames) {
-  if (frames.empty()) return;
-  const frame_counts sent = count(frames);
-  // Held frames leave the queue budget: max_unacked_bytes bounds them.
-  if (opts_.budget) opts_.budget->release(sent.bytes);
-  stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
-  stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
-  if (!acks_) return frames_delivered(frames);
-  unacked_.push_back(frames);
-  publish_unacked();
-}
-
-ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
-  // The link passes on only acks of the connection up, and on_link_up() restarted the count.
-  std::size_t covered = 0;
-  if (const auto e = unacked_.acknowledge(n, covered); e != ack_error::none) return e;
-  if (covered) {
-    frames_delivered(unacked_.front(covered));
-    unacked_.pop_front(covered);
-    publish_unacked();
-  }
-  bool resume = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (awaiting_acks_ && unacked_.bytes() < max_unacked_bytes_) {
-      awaiting_acks_ = false;
-      resume = true;  // the writer role is still taken
-    }
-  }
-  if (resume) {
-    drain_.start(true);
-  } else {
-    check_drain();
-  }
-  return ack_error::none;
-}
-
-void consumer::redeliver_locked() {
-  if (!unacked_.redeliver_on(conn_)) return;
-  const auto held = unacked_.all();
-  queue_.push_front_batch(held);  // the references move with the frames
-  const std::uint64_t bytes = unacked_.pop_front(held.size());
-  // Queued again: they count against the gateway-wide budget as any queued frame.
-  if (opts_.budget) opts_.budget->force_reserve(bytes);
-  stats_.redelivered_frames.fetch_add(held.size(), std::memory_order_relaxed);
-  publish_unacked();
-  publish_depth_locked();
-}
-
-void consumer::frames_delivered(std::span<const frame_slice> frames) noexcept {
-  protocol::deliver_slices(frames);
-}
-
-void consumer::frames_abandoned(std::span<const frame_slice> frames) noexcept {
-  protocol::reject_slices(frames, protocol::reject_reason::removed);
-}
-
-void consumer::publish_unacked() noexcept {
-  stats_.unacked_frames.store(unacked_.size(), std::memory_order_relaxed);
-  stats_.unacked_bytes.store(unacked_.bytes(), std::memory_order_relaxed);
-}
-
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
   a = trim(queue_, limits_, opts_.budget, released);
   return a.slow ? give_up_link_locked() : 0;
