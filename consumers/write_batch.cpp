@@ -52,9 +52,7 @@ frame_counts write_batch::written(std::size_t n) {
 
 frame_counts write_batch::return_to(frame_queue& queue) {
   const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
-  frame_counts back{rest.size(), 0};
-  for (const auto& f : rest)
-    back.bytes += f.size;
+  const frame_counts back = count(rest);
   queue.push_front_batch(rest);  // the references move with the frames
   next_ = frames_.size();
   reset();
@@ -63,9 +61,7 @@ frame_counts write_batch::return_to(frame_queue& queue) {
 
 frame_counts write_batch::discard(protocol::reject_reason why) noexcept {
   const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
-  frame_counts gone{rest.size(), 0};
-  for (const auto& f : rest)
-    gone.bytes += f.size;
+  const frame_counts gone = count(rest);
   protocol::reject_slices(rest, why);
   next_ = frames_.size();
   reset();
