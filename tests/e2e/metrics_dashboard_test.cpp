@@ -49,7 +49,12 @@ std::string read_file(const std::filesystem::path& p) {
 // A real exposition of the running gateway after some traffic.
 struct scraped_gateway {
   test_consumer consumer;
-  gateway_fixture gw{consumer_toml("c", consumer.endpoint()) + route_toml("a.>", {"c"})};
+  // An ack = true consumer, so that its families (unacked, redelivered, max_unacked_bytes, ack
+  // protocol errors) have samples: they exist for such consumers only.
+  test_consumer acked;
+  gateway_fixture gw{consumer_toml("c", consumer.endpoint()) +
+                     consumer_toml("acked", acked.endpoint(), "ack = true\n") +
+                     route_toml("a.>", {"c"}) + route_toml("b.>", {"acked"})};
   std::filesystem::path exposition;
 
   scraped_gateway() {
