@@ -137,7 +137,7 @@ BOOST_AUTO_TEST_CASE(top_shows_what_metrics_shows_sorts_and_quits_cleanly) {
   test_supplier plain(gw.supplier_port);
   std::atomic<bool> sending{true};
   std::thread pacer([&] {
-    for (int i = 0; sending.load() && i < 400; ++i) {
+    for (int i = 0; sending.load() && i < 1000; ++i) {  // stopped once a rate shows
       plain.send_frame("a.b", "payload");
       std::this_thread::sleep_for(10ms);
     }

@@ -295,9 +295,10 @@ std::vector<std::string> top_view::render(std::size_t width, std::size_t height,
   }
   head += " at " + std::string(target);
   if (have_now_) {
-    head += printf_string("  table v%llu, %llu routes, sha256 %.12s",
+    head += printf_string("  table v%llu, %llu route%s, sha256 %.12s",
                           static_cast<unsigned long long>(now_.table_version),
-                          static_cast<unsigned long long>(now_.routes), now_.sha256.c_str());
+                          static_cast<unsigned long long>(now_.routes), now_.routes == 1 ? "" : "s",
+                          now_.sha256.c_str());
     const double started = m.sum("process_start_time_seconds");
     if (started > 0) {
       head += "  up " + age_text(static_cast<double>(std::time(nullptr)) - started);
@@ -430,6 +431,7 @@ std::vector<std::string> top_view::render(std::size_t width, std::size_t height,
   }
   for (auto& l : lines) {
     if (l.size() > width) l.resize(width);
+    l.erase(l.find_last_not_of(' ') + 1);  // the padding of a last column
   }
   return lines;
 }
