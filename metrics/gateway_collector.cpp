@@ -135,8 +135,22 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_by_reason<consumers::ack_error>(protocol_errors, st.protocol_errors, n, 1);
     }
   });
+  // The bound unacked_bytes runs against (routes.toml max_unacked_bytes, changed in place by a
+  // reload), for each ack = true consumer of the table: a dashboard and an alert need both.
+  auto max_unacked = family("gatewayd_consumer_max_unacked_bytes",
+                            "The max_unacked_bytes of an ack = true consumer: what it may hold "
+                            "written and not acknowledged.",
+                            MetricType::Gauge);
+  if (const auto snap = s_.routes.load()) {
+    for (std::size_t i = 0; i < snap->consumers.size() && i < snap->specs.size(); ++i) {
+      if (snap->consumers[i]->acks()) {
+        add_sample(max_unacked, static_cast<double>(snap->specs[i].max_unacked_bytes),
+                   {{"consumer", snap->consumers[i]->name()}});
+      }
+    }
+  }
   for (auto* f : {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes,
-                  &redelivered, &protocol_errors, &blocked})
+                  &max_unacked, &redelivered, &protocol_errors, &blocked})
     out.push_back(std::move(*f));
 }
 

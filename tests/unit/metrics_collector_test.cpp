@@ -122,6 +122,38 @@ BOOST_AUTO_TEST_CASE(a_retired_consumer_is_exported_beside_the_table) {
   BOOST_TEST(*sample_value(text, "gatewayd_routing_table_routes") == 1);
 }
 
+// An ack = true consumer's max_unacked_bytes is exported beside its unacked bytes (the
+// dashboard's "unacked against the limit", the at-limit alert); a plain consumer has neither.
+BOOST_AUTO_TEST_CASE(an_ack_consumer_exports_its_max_unacked_bytes) {
+  collector_fixture f;
+  config::routes_config cfg;
+  for (const char* name : {"acked", "plain"}) {
+    consumers::consumer_spec spec;
+    spec.name = name;
+    spec.address = net::endpoint{"127.0.0.1", 9};
+    spec.ack = spec.name == "acked";
+    if (spec.ack) spec.max_unacked_bytes = 65536;
+    cfg.consumers.push_back(spec);
+    cfg.routes.push_back({spec.name + ".>", {spec.name}});
+  }
+  auto snap = std::make_shared<suppliers::route_snapshot>();
+  snap->table = routing::routing_table::build(cfg.rules());
+  for (const auto& spec : cfg.consumers) {
+    snap->consumers.push_back(std::make_shared<consumers::consumer>(
+        runtime::make_executor(f.ioc), spec, consumers::consumer::options{}));
+    snap->specs.push_back(spec);
+  }
+  f.routes.publish(std::move(snap));
+  const auto text = f.exposition();
+  BOOST_TEST(
+      sample_value(text, R"(gatewayd_consumer_max_unacked_bytes{consumer="acked"})").value_or(-1) ==
+      65536);
+  BOOST_TEST(
+      sample_value(text, R"(gatewayd_consumer_unacked_bytes{consumer="acked"})").value_or(-1) == 0);
+  BOOST_TEST(!sample_value(text, R"(gatewayd_consumer_max_unacked_bytes{consumer="plain"})"));
+  BOOST_TEST(!sample_value(text, R"(gatewayd_consumer_unacked_bytes{consumer="plain"})"));
+}
+
 BOOST_AUTO_TEST_CASE(no_routing_table_exports_no_consumer_children) {
   collector_fixture f;
   const auto text = f.exposition();

@@ -7,6 +7,7 @@
 #include "tools/gateway_peer/options.hpp"
 #include "tools/gateway_peer/receiver.hpp"
 #include "tools/gateway_peer/sender.hpp"
+#include "tools/gateway_peer/top.hpp"
 
 using namespace gatewayd::tools;
 
@@ -29,11 +30,17 @@ int main(int argc, char** argv) {
       if (help) return std::cout << recv_help, exit_ok;
       return run_receiver(parse_recv(args));
     }
+    if (command == "top") {
+      if (help) return std::cout << top_help, exit_ok;
+      return run_top(parse_top(args));
+    }
     std::cerr << "gateway-peer: unknown command '" << command << "'\n\n" << main_help;
     return exit_usage;
   } catch (const usage_error& e) {
     std::cerr << "gateway-peer " << command << ": " << e.what() << "\n\n"
-              << (command == "send" ? send_help : recv_help);
+              << (command == "send"  ? send_help
+                  : command == "top" ? top_help
+                                     : recv_help);
     return exit_usage;
   }
 }

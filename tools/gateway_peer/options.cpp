@@ -11,10 +11,12 @@ namespace gatewayd::tools {
 const char* const main_help =
     "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A [options]\n"
     "       gateway-peer recv --listen HOST:PORT [options]\n"
-    "       gateway-peer (send|recv) --help\n"
+    "       gateway-peer top --metrics HOST:PORT [options]\n"
+    "       gateway-peer (send|recv|top) --help\n"
     "\n"
     "Sends GWP/1 frames to a gatewayd supplier listener, or plays a consumer endpoint that\n"
-    "the gateway dials, verifying and timing every frame it receives.\n"
+    "the gateway dials, verifying and timing every frame it receives; or watches a running\n"
+    "gateway live in the terminal (top).\n"
     "\n"
     "exit codes: 0 ok, 1 runtime error (cannot connect or listen, connection lost),\n"
     "            2 bad arguments, 3 verification failed (corrupt frames, --expect not reached,\n"
@@ -114,6 +116,34 @@ const char* const recv_help =
     "\n"
     "exit codes: 0 ok, 1 cannot listen, 2 bad arguments,\n"
     "            3 corrupt frames seen or --expect not reached\n";
+
+const char* const top_help =
+    "usage: gateway-peer top --metrics HOST:PORT [--interval S] [--once]\n"
+    "\n"
+    "A live view of one gateway, read once a second from its metrics listener (/metrics,\n"
+    "/connz, /routez) and drawn in the terminal with plain ANSI sequences:\n"
+    "  the build, the routing table in use (version, routes, sha256) and the uptime;\n"
+    "  frames in, unroutable and sent per second; CONFIRM frames confirmed (and per second),\n"
+    "  unconfirmed, rejected by reason; supplier sessions by state (reading, paused,\n"
+    "  confirming: CONFIRM frames owed), reclaimed, backpressure pauses per second;\n"
+    "  each consumer: state (connected, congested, disconnected), overflow policy, queue\n"
+    "  depth/capacity and fill, frames sent and per second, bytes per second, drops and per\n"
+    "  second, unacked frames and bytes and redelivered frames (ack = true consumers),\n"
+    "  reconnects; each supplier connection (oldest first): state, age, frames and per second,\n"
+    "  CONFIRM frames owed and confirmed, TLS record layer.\n"
+    "Rates are the growth between two looks. When a look fails the last figures stay, under\n"
+    "the reason.\n"
+    "\n"
+    "keys: q quit (Ctrl-C too)  s next sort column  r reverse the order\n"
+    "      n name  f fill  t rate (sent per second)  d drops  u unacked bytes\n"
+    "\n"
+    "  --metrics HOST:PORT the gateway's [metrics] listen (literal IPv4, or [IPv6]:port)\n"
+    "  --interval S       seconds between two looks (default 1)\n"
+    "  --once             no screen: look twice, --interval apart, print the view and exit\n"
+    "                     (for scripts; the output need not be a terminal)\n"
+    "\n"
+    "exit codes: 0 ok, 1 --once could not read the gateway, 2 bad arguments (or the output\n"
+    "            is not a terminal without --once)\n";
 
 namespace {
 
@@ -310,6 +340,28 @@ recv_options parse_recv(const std::vector<std::string>& args) {
     throw usage_error("give --tls-cert and --tls-key together");
   if (!o.tls.client_ca.empty() && o.tls.cert.empty())
     throw usage_error("--tls-client-ca needs --tls-cert and --tls-key");
+  return o;
+}
+
+top_options parse_top(const std::vector<std::string>& args) {
+  top_options o;
+  bool have_metrics = false;
+  arg_reader r(args);
+  while (!r.done()) {
+    const std::string flag = r.next_flag();
+    if (flag == "--metrics") {
+      o.metrics = to_endpoint(flag, r.value(flag));
+      if (o.metrics.port == 0) throw usage_error(flag + ": port 0 cannot be dialled");
+      have_metrics = true;
+    } else if (flag == "--interval") {
+      o.interval = to_seconds(flag, r.value(flag), false);
+    } else if (flag == "--once") {
+      o.once = true;
+    } else {
+      throw usage_error("unknown option '" + flag + "'");
+    }
+  }
+  if (!have_metrics) throw usage_error("--metrics HOST:PORT is required");
   return o;
 }
 

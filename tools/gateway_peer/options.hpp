@@ -1,4 +1,4 @@
-// gateway-peer's command line: the two subcommands' options, their parsing and their --help.
+// gateway-peer's command line: the subcommands' options, their parsing and their --help.
 #pragma once
 
 #include <cstdint>
@@ -53,12 +53,20 @@ struct recv_options {
   tls_options tls;            // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
 };
 
+struct top_options {
+  net::endpoint metrics;  // the gateway's [metrics] listen
+  double interval = 1;    // seconds between two looks
+  bool once = false;      // print one look (two reads, `interval` apart, for the rates) and exit
+};
+
 // Throw usage_error with a message that names the offending option.
 send_options parse_send(const std::vector<std::string>& args);
 recv_options parse_recv(const std::vector<std::string>& args);
+top_options parse_top(const std::vector<std::string>& args);
 
 extern const char* const main_help;
 extern const char* const send_help;
 extern const char* const recv_help;
+extern const char* const top_help;
 
 }  // namespace gatewayd::tools
