@@ -298,11 +298,10 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
   socket_.async_read_some(into, std::move(on_read));
 }
 
+// One apply per read: the reader checks every ack and passes on the highest of them.
 void consumer_link::read_acks(std::uint64_t conn, std::size_t n) {
   ack_error refused = ack_error::none;
   const ack_error malformed = acks_->received(n, [&](std::uint64_t number) {
-    // An ack may resume the drain, whose write may find the connection gone.
-    if (!up(conn)) return false;
     refused = events_.on_ack(conn, number);
     return refused == ack_error::none;
   });
