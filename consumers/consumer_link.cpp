@@ -216,9 +216,12 @@ void consumer_link::settle(std::uint64_t dial) {
   });
 }
 
+// The backoff is not reset here: a connection that fails at once (a consumer that accepts and
+// sends garbage, or closes) is a failed dial as far as redialing goes. take_down() resets it
+// for a connection that stayed up for limits_.healthy_after.
 void consumer_link::come_up(bool read_pending) {
   dial_failures_ = 0;
-  backoff_.reset();
+  up_since_ = std::chrono::steady_clock::now();
   state_ = state::up;
   const std::uint64_t conn = ++conn_;
   stats_.connected.store(true, std::memory_order_relaxed);
@@ -417,6 +420,7 @@ void consumer_link::drop(disconnect_reason reason, std::error_code ec) {
 // Closing cancels the pending read and any write; their handlers come back with
 // operation_aborted, and the drain puts the unsent part of its batch back.
 void consumer_link::take_down() {
+  if (std::chrono::steady_clock::now() - up_since_ >= limits_.healthy_after) backoff_.reset();
   events_.on_link_down();
   if (stream_) stream_->close_notify();  // a TLS consumer sees our close, not a cut
   close_socket();
