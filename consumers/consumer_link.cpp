@@ -169,9 +169,10 @@ void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::handshaking) return;  // superseded
   redial_timer_.cancel();
   if (!ec) return settle(dial);
-  const auto failure =
-      classify_tls_dial(ec, SSL_get_verify_result(stream_->native_handle()), handshake_timed_out_,
-                        tls_->files.server_name, handshake_bound());
+  SSL* ssl = stream_->native_handle();
+  const auto failure = classify_tls_dial(ec, SSL_get_verify_result(ssl), handshake_timed_out_,
+                                         tls_->files.server_name, handshake_bound(),
+                                         SSL_get0_peer_certificate(ssl) != nullptr);
   handshake_failed(failure.reason, failure.why);
 }
 
@@ -285,12 +286,22 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
         return read_until_closed(conn);  // a consumer that talks: nothing to refuse
       }
       redial_timer_.cancel();
+      // A close or a certificate alert is its verdict on our certificate; any other alert
+      // (one that ends a renegotiation it asked for, say) is not.
+      if (tls_alert_from_peer(ec) && !tls_certificate_alert(ec)) {
+        return handshake_failed(
+            connect_failure::tls_protocol,
+            "it ended the connection right after the TLS handshake (" + ec.message() + ")");
+      }
       return handshake_failed(connect_failure::tls_rejected,
                               "it closed the connection right after the TLS handshake (" +
                                   ec.message() + "; does it want a client certificate?)");
     }
     if (!up(conn)) return;
-    if (ec && stream && tls_alert_from_peer(ec)) return refused_after_handshake(conn, ec);
+    // Once up, only an alert about our certificate is a refusal of the dial (a TLS 1.3 consumer
+    // slower to judge it than the settle time); any other alert ends a connection that was up: a
+    // disconnect, counted with the TLS errors.
+    if (ec && stream && tls_certificate_alert(ec)) return refused_after_handshake(conn, ec);
     if (ec) return lost(conn, ec);
     if (acks_) return read_acks(conn, n);
     read_until_closed(conn);

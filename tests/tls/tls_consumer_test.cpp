@@ -376,3 +376,80 @@ BOOST_AUTO_TEST_CASE(an_unknown_ca_and_an_expired_certificate_are_told_apart) {
   BOOST_TEST(rogue.handshakes() == 0u);
   BOOST_TEST(expired.handshakes() == 0u);
 }
+
+// Refusals of what we offer are told apart from refusals of our certificate: a consumer that
+// speaks TLS 1.1 only, or offers only CBC suites, answers our ClientHello with an alert
+// (protocol_version, handshake_failure): tls_protocol, and the log names versions or suites.
+// tls_rejected stays for the alerts about our certificate (test (c) above). Before: any alert
+// from the consumer was tls_rejected ("does it want a client certificate?").
+BOOST_AUTO_TEST_CASE(a_version_or_cipher_refusal_is_tls_protocol_not_tls_rejected) {
+  pki p;
+  tls_test_consumer old_tls(p, "billing", false, [](SSL_CTX* ctx) {
+    SSL_CTX_set_security_level(ctx, 0);  // OpenSSL 3 allows TLS 1.1 at level 0 only
+    SSL_CTX_set_min_proto_version(ctx, TLS1_1_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, TLS1_1_VERSION);
+  });
+  tls_test_consumer cbc(p, "billing", false, [](SSL_CTX* ctx) {
+    SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384");
+  });
+  // TLS 1.2's way of saying "I want a client certificate": handshake_failure, after its own
+  // certificate. Still tls_rejected.
+  tls_test_consumer wants_cert(
+      p, "billing", true, [](SSL_CTX* ctx) { SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION); });
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\" }";
+  gateway_fixture gw(consumer_toml("old", old_tls.endpoint(), tls) +
+                     consumer_toml("cbc", cbc.endpoint(), tls) +
+                     consumer_toml("wants_cert", wants_cert.endpoint(), tls) +
+                     route_toml("orders.>", {"old", "cbc", "wants_cert"}));
+  const auto failures_of = [&](const std::string& consumer, const std::string& reason) {
+    return "gatewayd_consumer_connect_failures_total{consumer=\"" + consumer + "\",reason=\"" +
+           reason + "\"}";
+  };
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("old", "tls_protocol"), 1) >= 1);
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("cbc", "tls_protocol"), 1) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures_of("old", "tls_rejected")) == 0);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures_of("cbc", "tls_rejected")) == 0);
+  const auto old_line = gw.daemon->wait_for_log("TLS handshake with consumer old", 2s);
+  BOOST_TEST_REQUIRE(old_line.has_value());
+  BOOST_TEST(old_line->find("refused our TLS versions, 1.2 and 1.3") != std::string::npos,
+             *old_line);
+  const auto cbc_line = gw.daemon->wait_for_log("TLS handshake with consumer cbc", 2s);
+  BOOST_TEST_REQUIRE(cbc_line.has_value());
+  BOOST_TEST(cbc_line->find("cipher suites") != std::string::npos, *cbc_line);
+  BOOST_TEST(old_tls.handshakes() == 0u);
+  BOOST_TEST(cbc.handshakes() == 0u);
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("wants_cert", "tls_rejected"), 1) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures_of("wants_cert", "tls_protocol")) == 0);
+}
+
+// A consumer whose certificate carries its name only as the subject CN, with no subjectAltName,
+// is refused (tls_wrong_name, and the log says the CN is not checked), as browsers and Go's
+// crypto/tls refuse it; the same name as a SAN is accepted. Before: OpenSSL fell back to the CN
+// and the CN-only consumer got the frames.
+BOOST_AUTO_TEST_CASE(a_name_in_the_subject_cn_only_is_refused) {
+  pki p;
+  tls_test_consumer cn_only(p, "cn-only", false);
+  tls_test_consumer san(p, "billing", false);
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\" }";
+  gateway_fixture gw(consumer_toml("legacy", cn_only.endpoint(), tls) +
+                     consumer_toml("billing", san.endpoint(), tls) +
+                     route_toml("orders.>", {"legacy", "billing"}));
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_consumer_connect_failures_total{consumer=\"legacy\",reason="
+                         "\"tls_wrong_name\"}",
+                         1) >= 1);
+  const auto line = gw.daemon->wait_for_log("TLS handshake with consumer legacy", 2s);
+  BOOST_TEST_REQUIRE(line.has_value());
+  BOOST_TEST(line->find("as a subjectAltName") != std::string::npos, *line);
+  BOOST_TEST(line->find("CN is not checked") != std::string::npos, *line);
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  send_frames(gw.supplier_port, 0, 20);
+  BOOST_TEST(san.wait_for_count(20, 10s));
+  BOOST_TEST(cn_only.count() == 0u);
+  BOOST_TEST(cn_only.handshakes() == 0u);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_consumer_connected{consumer=\"legacy\"}") ==
+             0);
+}
