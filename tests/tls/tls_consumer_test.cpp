@@ -3,6 +3,9 @@
 // present its client certificate when told to, refuse what does not check out, and recover on a
 // reload that fixes the tls block.
 #define BOOST_TEST_MODULE tls_consumer
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>
@@ -452,4 +455,82 @@ BOOST_AUTO_TEST_CASE(a_name_in_the_subject_cn_only_is_refused) {
   BOOST_TEST(cn_only.handshakes() == 0u);
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_consumer_connected{consumer=\"legacy\"}") ==
              0);
+}
+
+// A TLS 1.2 consumer that, once connected, asks for a renegotiation (HelloRequest) and aborts
+// with a handshake_failure alert when the gateway declines it (SSL_OP_NO_RENEGOTIATION): an
+// alert on a connection that was up. Takes the gateway's connections one after another.
+class renegotiating_consumer {
+ public:
+  explicit renegotiating_consumer(const pki& p)
+      : ctx_(asio::ssl::context::tls_server),
+        acceptor_(ioc_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    ctx_.use_certificate_chain_file(p.at("billing.crt").string());
+    ctx_.use_private_key_file(p.at("billing.key").string(), asio::ssl::context::pem);
+    SSL_CTX_set_max_proto_version(ctx_.native_handle(), TLS1_2_VERSION);
+    acceptor_.non_blocking(true);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~renegotiating_consumer() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string endpoint() const {
+    return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  std::size_t asked() const noexcept { return asked_.load(); }
+
+ private:
+  void run() {
+    while (!stop_) {
+      std::error_code ec;
+      asio::ip::tcp::socket s(ioc_);
+      acceptor_.accept(s, ec);
+      if (ec) {
+        std::this_thread::sleep_for(10ms);
+        continue;
+      }
+      s.non_blocking(false, ec);
+      // A read that waits at most 5 s: a gateway that never answers must not hold the peer.
+      timeval limit{5, 0};
+      ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+      SSL* ssl = SSL_new(ctx_.native_handle());
+      SSL_set_fd(ssl, s.native_handle());
+      if (SSL_accept(ssl) == 1 && SSL_renegotiate(ssl) == 1 && SSL_do_handshake(ssl) == 1) {
+        ++asked_;
+        // The gateway's answer (a no_renegotiation warning) makes OpenSSL abort the connection
+        // with a handshake_failure alert; frames written meanwhile are read and dropped.
+        char buf[4096];
+        while (!stop_ && SSL_read(ssl, buf, sizeof buf) > 0) {
+        }
+      }
+      SSL_free(ssl);
+    }
+  }
+
+  asio::io_context ioc_;
+  asio::ssl::context ctx_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> asked_{0};
+  std::thread thread_;
+};
+
+// An alert on a connection that was up (a renegotiation the consumer asked for and the gateway
+// declined) is a lost connection, counted as a disconnect and a TLS error from the peer, not a
+// refusal of our certificate. Before: tls_rejected ("does it want a client certificate?").
+BOOST_AUTO_TEST_CASE(an_alert_after_the_handshake_is_a_disconnect_not_tls_rejected) {
+  pki p;
+  renegotiating_consumer billing(p);
+  gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("ca.crt")) +
+                                                    ", server_name = \"billing.internal\""));
+  BOOST_TEST_REQUIRE(eventually([&] { return billing.asked() >= 1; }, 10s));
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_consumer_disconnects_total{consumer=\"billing\",reason="
+                         "\"error\"}",
+                         1) >= 1);
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_tls_errors_total{leg=\"consumer\",reason=\"peer_alert\"}",
+                         1) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures("tls_rejected")) == 0);
 }
