@@ -3,9 +3,9 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -33,45 +33,70 @@ inline std::string_view to_string(ack_error e) noexcept {
 }
 
 // One per connection (reset() for the next). Not thread-safe: the link's strand reads into it.
+//
+// Acks are cumulative, so of all the acks one read brings only the last counts: every one is
+// checked (well-formed, none below the one before it), and the highest is passed on once. A
+// consumer that floods acks costs one parse per ack (a compare and a load, not a codec pass) and
+// one apply per read of buffer_size bytes, not one apply (a lock, a drain check) per ack.
 class ack_reader {
  public:
   // The largest control frame: a header, the longest address, a 9-byte payload. Anything
   // longer is refused from its header alone.
   static constexpr std::size_t max_frame = protocol::header_size + protocol::max_address_length + 9;
+  // One read's room: some 3,000 acks. Held only by `ack = true` consumers' links.
+  static constexpr std::size_t buffer_size = 64 * 1024;
+
+  ack_reader() : buffer_(std::make_unique<char[]>(buffer_size)) {}
 
   // Where the next read puts its bytes (never empty while no error was found).
-  std::span<char> free_space() noexcept { return std::span<char>(buffer_).subspan(end_); }
-  // `n` bytes were read into free_space(): the acks among them, in order, go to `on_ack`
-  // (bool(std::uint64_t): false stops, as an error the caller reports); the first thing that
-  // is not a well-formed ack is returned (none: all read, maybe part of a frame kept).
+  std::span<char> free_space() noexcept { return {buffer_.get() + end_, buffer_size - end_}; }
+  // `n` bytes were read into free_space(). Each ack among them is checked; the highest of those
+  // before the first error (if any) goes to `on_ack` (bool(std::uint64_t), called at most once:
+  // its result is for the caller). Returns the first thing that is not a well-formed ack, or an
+  // ack below the one before it (none: all read, maybe part of a frame kept).
   template <typename OnAck>
   ack_error received(std::size_t n, OnAck&& on_ack) {
     end_ += n;
     std::size_t at = 0;
     ack_error result = ack_error::none;
+    std::uint64_t highest = last_;
+    bool any = false;
     while (result == ack_error::none) {
       std::uint64_t number = 0;
       const std::size_t used =
-          next(std::string_view(buffer_.data() + at, end_ - at), number, result);
+          next(std::string_view(buffer_.get() + at, end_ - at), number, result);
       if (!used) break;
       at += used;
-      if (result == ack_error::none && !on_ack(number)) break;
+      if (result != ack_error::none) break;
+      if (number < highest) {
+        result = ack_error::ack_decreasing;
+        break;
+      }
+      highest = number;
+      any = true;
     }
     // The unparsed rest (part of a frame) moves to the front for the next read.
-    std::copy(buffer_.begin() + static_cast<std::ptrdiff_t>(at),
-              buffer_.begin() + static_cast<std::ptrdiff_t>(end_), buffer_.begin());
+    std::copy(buffer_.get() + at, buffer_.get() + end_, buffer_.get());
     end_ -= at;
+    if (any) {
+      last_ = highest;
+      on_ack(highest);
+    }
     return result;
   }
-  void reset() noexcept { end_ = 0; }
+  void reset() noexcept {
+    end_ = 0;
+    last_ = 0;
+  }
 
  private:
   // The frame at the start of `bytes`: its size (0: incomplete) and its ack number, or an
   // error (then a nonzero size, to stop).
   static std::size_t next(std::string_view bytes, std::uint64_t& number, ack_error& error) noexcept;
 
-  std::array<char, max_frame> buffer_{};
+  std::unique_ptr<char[]> buffer_;
   std::size_t end_ = 0;
+  std::uint64_t last_ = 0;  // the highest ack of this connection so far
 };
 
 }  // namespace gatewayd::consumers

@@ -169,9 +169,10 @@ void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::handshaking) return;  // superseded
   redial_timer_.cancel();
   if (!ec) return settle(dial);
-  const auto failure =
-      classify_tls_dial(ec, SSL_get_verify_result(stream_->native_handle()), handshake_timed_out_,
-                        tls_->files.server_name, handshake_bound());
+  SSL* ssl = stream_->native_handle();
+  const auto failure = classify_tls_dial(ec, SSL_get_verify_result(ssl), handshake_timed_out_,
+                                         tls_->files.server_name, handshake_bound(),
+                                         SSL_get0_peer_certificate(ssl) != nullptr);
   handshake_failed(failure.reason, failure.why);
 }
 
@@ -216,9 +217,12 @@ void consumer_link::settle(std::uint64_t dial) {
   });
 }
 
+// The backoff is not reset here: a connection that fails at once (a consumer that accepts and
+// sends garbage, or closes) is a failed dial as far as redialing goes. take_down() resets it
+// for a connection that stayed up for limits_.healthy_after.
 void consumer_link::come_up(bool read_pending) {
   dial_failures_ = 0;
-  backoff_.reset();
+  up_since_ = std::chrono::steady_clock::now();
   state_ = state::up;
   const std::uint64_t conn = ++conn_;
   stats_.connected.store(true, std::memory_order_relaxed);
@@ -282,12 +286,22 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
         return read_until_closed(conn);  // a consumer that talks: nothing to refuse
       }
       redial_timer_.cancel();
+      // A close or a certificate alert is its verdict on our certificate; any other alert
+      // (one that ends a renegotiation it asked for, say) is not.
+      if (tls_alert_from_peer(ec) && !tls_certificate_alert(ec)) {
+        return handshake_failed(
+            connect_failure::tls_protocol,
+            "it ended the connection right after the TLS handshake (" + ec.message() + ")");
+      }
       return handshake_failed(connect_failure::tls_rejected,
                               "it closed the connection right after the TLS handshake (" +
                                   ec.message() + "; does it want a client certificate?)");
     }
     if (!up(conn)) return;
-    if (ec && stream && tls_alert_from_peer(ec)) return refused_after_handshake(conn, ec);
+    // Once up, only an alert about our certificate is a refusal of the dial (a TLS 1.3 consumer
+    // slower to judge it than the settle time); any other alert ends a connection that was up: a
+    // disconnect, counted with the TLS errors.
+    if (ec && stream && tls_certificate_alert(ec)) return refused_after_handshake(conn, ec);
     if (ec) return lost(conn, ec);
     if (acks_) return read_acks(conn, n);
     read_until_closed(conn);
@@ -298,11 +312,10 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
   socket_.async_read_some(into, std::move(on_read));
 }
 
+// One apply per read: the reader checks every ack and passes on the highest of them.
 void consumer_link::read_acks(std::uint64_t conn, std::size_t n) {
   ack_error refused = ack_error::none;
   const ack_error malformed = acks_->received(n, [&](std::uint64_t number) {
-    // An ack may resume the drain, whose write may find the connection gone.
-    if (!up(conn)) return false;
     refused = events_.on_ack(conn, number);
     return refused == ack_error::none;
   });
@@ -418,6 +431,7 @@ void consumer_link::drop(disconnect_reason reason, std::error_code ec) {
 // Closing cancels the pending read and any write; their handlers come back with
 // operation_aborted, and the drain puts the unsent part of its batch back.
 void consumer_link::take_down() {
+  if (std::chrono::steady_clock::now() - up_since_ >= limits_.healthy_after) backoff_.reset();
   events_.on_link_down();
   if (stream_) stream_->close_notify();  // a TLS consumer sees our close, not a cut
   close_socket();

@@ -43,9 +43,13 @@ class link_events {
 // How long a dial may take (and, for a TLS consumer, its handshake after it: a bound of its own,
 // the same length), and how long a connection may go unacknowledged (net/tcp_liveness)
 // before the link gives up on it. Zero: no bound of ours (the kernel's, minutes to hours).
+// `healthy_after`: how long a connection must stay up before the redial backoff starts over
+// when it ends; one that ends sooner (a protocol error, a close right after the dial) makes the
+// next redial wait longer, as a failed dial does.
 struct link_limits {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds liveness{30000};
+  std::chrono::milliseconds healthy_after{1000};
 };
 
 class consumer_link {
@@ -135,6 +139,7 @@ class consumer_link {
   bool was_up_ = false;          // the next dial counts as a reconnect
   bool dial_timed_out_ = false;  // the dial's deadline closed the socket under it
   std::chrono::steady_clock::time_point dialed_at_{};  // the settle time scales with it
+  std::chrono::steady_clock::time_point up_since_{};   // the backoff resets once it is old
 
   // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.
   std::optional<consumer_tls> tls_;

@@ -16,9 +16,35 @@ bool tls_alert_from_peer(std::error_code ec) noexcept {
   return ERR_GET_REASON(static_cast<unsigned long>(ec.value())) >= SSL_AD_REASON_OFFSET;
 }
 
+namespace {
+
+// The alert description `ec` carries, or -1 when it is not an alert from the peer.
+int alert_of(std::error_code ec) noexcept {
+  if (!tls_alert_from_peer(ec)) return -1;
+  return ERR_GET_REASON(static_cast<unsigned long>(ec.value())) - SSL_AD_REASON_OFFSET;
+}
+
+}  // namespace
+
+bool tls_certificate_alert(std::error_code ec) noexcept {
+  switch (alert_of(ec)) {
+    case SSL_AD_BAD_CERTIFICATE:
+    case SSL_AD_UNSUPPORTED_CERTIFICATE:
+    case SSL_AD_CERTIFICATE_REVOKED:
+    case SSL_AD_CERTIFICATE_EXPIRED:
+    case SSL_AD_CERTIFICATE_UNKNOWN:
+    case SSL_AD_UNKNOWN_CA:
+    case SSL_AD_ACCESS_DENIED:
+    case SSL_AD_CERTIFICATE_REQUIRED:
+      return true;
+    default:
+      return false;
+  }
+}
+
 tls_dial_failure classify_tls_dial(std::error_code ec, long verify_result, bool timed_out,
-                                   const std::string& server_name,
-                                   std::chrono::milliseconds bound) {
+                                   const std::string& server_name, std::chrono::milliseconds bound,
+                                   bool certificate_seen) {
   if (timed_out) {
     return {connect_failure::tls_timeout, "TLS handshake timed out after " +
                                               std::to_string(bound.count()) +
@@ -27,13 +53,30 @@ tls_dial_failure classify_tls_dial(std::error_code ec, long verify_result, bool 
   if (verify_result == X509_V_ERR_HOSTNAME_MISMATCH ||
       verify_result == X509_V_ERR_IP_ADDRESS_MISMATCH) {
     return {connect_failure::tls_wrong_name,
-            "its certificate does not carry the name " + server_name + " (tls.server_name)"};
+            "its certificate does not carry the name " + server_name +
+                " as a subjectAltName (tls.server_name; its subject CN is not checked)"};
   }
   const std::string detail =
       verify_result != X509_V_OK ? X509_verify_cert_error_string(verify_result) : ec.message();
   if (verify_result == X509_V_OK && tls_alert_from_peer(ec)) {
-    return {connect_failure::tls_rejected,
-            "it refused the TLS handshake (" + detail + "; does it want a client certificate?)"};
+    // Under TLS 1.2 a server that wants a client certificate and got none says handshake_failure
+    // (certificate_required is TLS 1.3's): after its own certificate, that is what it means.
+    const int alert = alert_of(ec);
+    if (tls_certificate_alert(ec) || (alert == SSL_AD_HANDSHAKE_FAILURE && certificate_seen)) {
+      return {connect_failure::tls_rejected,
+              "it refused the TLS handshake (" + detail + "; does it want a client certificate?)"};
+    }
+    if (alert == SSL_AD_PROTOCOL_VERSION) {
+      return {connect_failure::tls_protocol,
+              "it refused our TLS versions, 1.2 and 1.3 (" + detail + ")"};
+    }
+    if (alert == SSL_AD_HANDSHAKE_FAILURE || alert == SSL_AD_INSUFFICIENT_SECURITY) {
+      return {connect_failure::tls_protocol,
+              "it refused our TLS versions or cipher suites: no suite in common? We offer AEAD "
+              "suites with forward secrecy only (" +
+                  detail + ")"};
+    }
+    return {connect_failure::tls_protocol, "it ended the TLS handshake (" + detail + ")"};
   }
   switch (net::classify_tls_failure(ec, verify_result)) {
     case net::tls_failure::timeout:

@@ -12,6 +12,7 @@
 #include "config/settings.hpp"
 #include "metrics/gateway_collector.hpp"
 #include "metrics/process_collector.hpp"
+#include "net/kernel_tls_probe.hpp"
 #include "routing/routing_table.hpp"
 #include "runtime/log.hpp"
 #include "runtime/thread_count.hpp"
@@ -128,12 +129,22 @@ void gateway::log_kernel_tls(const config::routes_config& routes) const {
   for (const auto& c : routes.consumers)
     asked = asked || (c.tls && c.tls->kernel_tls);
   if (!asked) return;
-  if (net::kernel_tls_loaded()) {
-    GW_LOG(info) << "kernel TLS: loaded; TLS connections with ktls = \"auto\" let the kernel "
-                    "seal their records where the suite allows (gatewayd_tls_connections)";
-  } else {
-    GW_LOG(info) << "kernel TLS: not loaded (no \"tls\" in /proc/sys/net/ipv4/tcp_available_ulp); "
-                    "OpenSSL seals and opens every record. `modprobe tls` offloads them";
+  // Asked as a connection asks it (TCP_ULP on a loopback socket): the packaged unit's
+  // ProcSubset=pid hides /proc/sys, where the list of loaded ULPs is.
+  switch (net::probe_kernel_tls()) {
+    case net::kernel_tls_state::loaded:
+      GW_LOG(info) << "kernel TLS: loaded; TLS connections with ktls = \"auto\" let the kernel "
+                      "seal their records where the suite allows (gatewayd_tls_connections)";
+      break;
+    case net::kernel_tls_state::not_loaded:
+      GW_LOG(info) << "kernel TLS: not loaded (a TCP socket refused the \"tls\" ULP); OpenSSL "
+                      "seals and opens every record. `modprobe tls` offloads them";
+      break;
+    case net::kernel_tls_state::unknown:
+      GW_LOG(info) << "kernel TLS: unknown (no loopback socket to ask the kernel on); connections "
+                      "with ktls = \"auto\" use it where the kernel has it "
+                      "(gatewayd_tls_connections says which)";
+      break;
   }
 }
 

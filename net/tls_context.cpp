@@ -175,7 +175,11 @@ std::string prepare_tls_client(SSL* ssl, const std::string& server_name) {
   if (SSL_set_tlsext_host_name(ssl, server_name.c_str()) != 1) {
     return "cannot send server name " + server_name + ": " + openssl_reason("SNI refused");
   }
-  SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  // The name must be a DNS subjectAltName: a certificate without one is not matched on its
+  // subject CN (RFC 6125 6.4.4; browsers and Go's crypto/tls refuse it as well), so a CN-only
+  // certificate some CA signed for another purpose cannot pass for a consumer.
+  SSL_set_hostflags(ssl,
+                    X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
   if (SSL_set1_host(ssl, server_name.c_str()) != 1) {
     return "cannot verify against name " + server_name + ": " + openssl_reason("bad name");
   }

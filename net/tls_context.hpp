@@ -38,8 +38,8 @@ using tls_client_context = tls_server_context;
 tls_client_context make_tls_client_context(const tls_client_files& files);
 
 // Before a client handshake: sends `server_name` as SNI (unless it is an IP address, which SNI
-// cannot carry) and makes the certificate check require that name (a DNS name or an IP address
-// SAN). Empty when done, else why not.
+// cannot carry) and makes the certificate check require that name as a subjectAltName (a DNS
+// name or an IP address SAN; the subject CN is never read). Empty when done, else why not.
 std::string prepare_tls_client(SSL* ssl, const std::string& server_name);
 
 // The context new connections use, replaced whole by a reload (after it was built and

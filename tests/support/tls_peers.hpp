@@ -49,9 +49,11 @@ struct pki {
     };
     const auto leaf = [&](const std::string& name, const std::string& cn, const std::string& by,
                           int days) {
+      // The CN again as a DNS SAN: consumers' names are checked against SANs only.
       sh("cd " + d + " && openssl req" + key + " -keyout " + name + ".key -out " + name +
-         ".csr -subj /CN=" + cn + " && openssl x509 -req -in " + name + ".csr -CA " + by +
-         ".crt -CAkey " + by + ".key -CAcreateserial -out " + name + ".crt -days " +
+         ".csr -subj /CN=" + cn + " -addext subjectAltName=DNS:" + cn +
+         " && openssl x509 -req -in " + name + ".csr -CA " + by + ".crt -CAkey " + by +
+         ".key -CAcreateserial -copy_extensions copy -out " + name + ".crt -days " +
          std::to_string(days));
     };
     ca("ca");
@@ -66,6 +68,10 @@ struct pki {
        " -addext subjectAltName=DNS:billing.internal,DNS:other.internal && openssl x509 -req" +
        " -in billing.csr -CA ca.crt -CAkey ca.key -CAcreateserial -copy_extensions copy" +
        " -out billing.crt -days 30");
+    // The name as a CN only, no SAN (as certificates were made before RFC 6125): refused.
+    sh("cd " + d + " && openssl req" + key + " -keyout cn-only.key -out cn-only.csr" +
+       " -subj /CN=billing.internal && openssl x509 -req -in cn-only.csr -CA ca.crt -CAkey ca.key" +
+       " -CAcreateserial -out cn-only.crt -days 30");
     std::this_thread::sleep_for(1100ms);
   }
 

@@ -3,6 +3,9 @@
 // present its client certificate when told to, refuse what does not check out, and recover on a
 // reload that fixes the tls block.
 #define BOOST_TEST_MODULE tls_consumer
+#include <sys/socket.h>
+#include <sys/time.h>
+
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>
@@ -375,4 +378,159 @@ BOOST_AUTO_TEST_CASE(an_unknown_ca_and_an_expired_certificate_are_told_apart) {
   BOOST_TEST(expired_line->find("is not valid now") != std::string::npos, *expired_line);
   BOOST_TEST(rogue.handshakes() == 0u);
   BOOST_TEST(expired.handshakes() == 0u);
+}
+
+// Refusals of what we offer are told apart from refusals of our certificate: a consumer that
+// speaks TLS 1.1 only, or offers only CBC suites, answers our ClientHello with an alert
+// (protocol_version, handshake_failure): tls_protocol, and the log names versions or suites.
+// tls_rejected stays for the alerts about our certificate (test (c) above). Before: any alert
+// from the consumer was tls_rejected ("does it want a client certificate?").
+BOOST_AUTO_TEST_CASE(a_version_or_cipher_refusal_is_tls_protocol_not_tls_rejected) {
+  pki p;
+  tls_test_consumer old_tls(p, "billing", false, [](SSL_CTX* ctx) {
+    SSL_CTX_set_security_level(ctx, 0);  // OpenSSL 3 allows TLS 1.1 at level 0 only
+    SSL_CTX_set_min_proto_version(ctx, TLS1_1_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, TLS1_1_VERSION);
+  });
+  tls_test_consumer cbc(p, "billing", false, [](SSL_CTX* ctx) {
+    SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_cipher_list(ctx, "ECDHE-ECDSA-AES128-SHA:ECDHE-ECDSA-AES256-SHA384");
+  });
+  // TLS 1.2's way of saying "I want a client certificate": handshake_failure, after its own
+  // certificate. Still tls_rejected.
+  tls_test_consumer wants_cert(
+      p, "billing", true, [](SSL_CTX* ctx) { SSL_CTX_set_max_proto_version(ctx, TLS1_2_VERSION); });
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\" }";
+  gateway_fixture gw(consumer_toml("old", old_tls.endpoint(), tls) +
+                     consumer_toml("cbc", cbc.endpoint(), tls) +
+                     consumer_toml("wants_cert", wants_cert.endpoint(), tls) +
+                     route_toml("orders.>", {"old", "cbc", "wants_cert"}));
+  const auto failures_of = [&](const std::string& consumer, const std::string& reason) {
+    return "gatewayd_consumer_connect_failures_total{consumer=\"" + consumer + "\",reason=\"" +
+           reason + "\"}";
+  };
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("old", "tls_protocol"), 1) >= 1);
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("cbc", "tls_protocol"), 1) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures_of("old", "tls_rejected")) == 0);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures_of("cbc", "tls_rejected")) == 0);
+  const auto old_line = gw.daemon->wait_for_log("TLS handshake with consumer old", 2s);
+  BOOST_TEST_REQUIRE(old_line.has_value());
+  BOOST_TEST(old_line->find("refused our TLS versions, 1.2 and 1.3") != std::string::npos,
+             *old_line);
+  const auto cbc_line = gw.daemon->wait_for_log("TLS handshake with consumer cbc", 2s);
+  BOOST_TEST_REQUIRE(cbc_line.has_value());
+  BOOST_TEST(cbc_line->find("cipher suites") != std::string::npos, *cbc_line);
+  BOOST_TEST(old_tls.handshakes() == 0u);
+  BOOST_TEST(cbc.handshakes() == 0u);
+  BOOST_TEST(wait_metric(gw.metrics_port, failures_of("wants_cert", "tls_rejected"), 1) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures_of("wants_cert", "tls_protocol")) == 0);
+}
+
+// A consumer whose certificate carries its name only as the subject CN, with no subjectAltName,
+// is refused (tls_wrong_name, and the log says the CN is not checked), as browsers and Go's
+// crypto/tls refuse it; the same name as a SAN is accepted. Before: OpenSSL fell back to the CN
+// and the CN-only consumer got the frames.
+BOOST_AUTO_TEST_CASE(a_name_in_the_subject_cn_only_is_refused) {
+  pki p;
+  tls_test_consumer cn_only(p, "cn-only", false);
+  tls_test_consumer san(p, "billing", false);
+  const std::string tls =
+      "tls = { ca = " + quoted(p.at("ca.crt")) + ", server_name = \"billing.internal\" }";
+  gateway_fixture gw(consumer_toml("legacy", cn_only.endpoint(), tls) +
+                     consumer_toml("billing", san.endpoint(), tls) +
+                     route_toml("orders.>", {"legacy", "billing"}));
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_consumer_connect_failures_total{consumer=\"legacy\",reason="
+                         "\"tls_wrong_name\"}",
+                         1) >= 1);
+  const auto line = gw.daemon->wait_for_log("TLS handshake with consumer legacy", 2s);
+  BOOST_TEST_REQUIRE(line.has_value());
+  BOOST_TEST(line->find("as a subjectAltName") != std::string::npos, *line);
+  BOOST_TEST(line->find("CN is not checked") != std::string::npos, *line);
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  send_frames(gw.supplier_port, 0, 20);
+  BOOST_TEST(san.wait_for_count(20, 10s));
+  BOOST_TEST(cn_only.count() == 0u);
+  BOOST_TEST(cn_only.handshakes() == 0u);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_consumer_connected{consumer=\"legacy\"}") ==
+             0);
+}
+
+// A TLS 1.2 consumer that, once connected, asks for a renegotiation (HelloRequest) and aborts
+// with a handshake_failure alert when the gateway declines it (SSL_OP_NO_RENEGOTIATION): an
+// alert on a connection that was up. Takes the gateway's connections one after another.
+class renegotiating_consumer {
+ public:
+  explicit renegotiating_consumer(const pki& p)
+      : ctx_(asio::ssl::context::tls_server),
+        acceptor_(ioc_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    ctx_.use_certificate_chain_file(p.at("billing.crt").string());
+    ctx_.use_private_key_file(p.at("billing.key").string(), asio::ssl::context::pem);
+    SSL_CTX_set_max_proto_version(ctx_.native_handle(), TLS1_2_VERSION);
+    acceptor_.non_blocking(true);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~renegotiating_consumer() {
+    stop_ = true;
+    thread_.join();
+  }
+  std::string endpoint() const {
+    return "127.0.0.1:" + std::to_string(acceptor_.local_endpoint().port());
+  }
+  std::size_t asked() const noexcept { return asked_.load(); }
+
+ private:
+  void run() {
+    while (!stop_) {
+      std::error_code ec;
+      asio::ip::tcp::socket s(ioc_);
+      acceptor_.accept(s, ec);
+      if (ec) {
+        std::this_thread::sleep_for(10ms);
+        continue;
+      }
+      s.non_blocking(false, ec);
+      // A read that waits at most 5 s: a gateway that never answers must not hold the peer.
+      timeval limit{5, 0};
+      ::setsockopt(s.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+      SSL* ssl = SSL_new(ctx_.native_handle());
+      SSL_set_fd(ssl, s.native_handle());
+      if (SSL_accept(ssl) == 1 && SSL_renegotiate(ssl) == 1 && SSL_do_handshake(ssl) == 1) {
+        ++asked_;
+        // The gateway's answer (a no_renegotiation warning) makes OpenSSL abort the connection
+        // with a handshake_failure alert; frames written meanwhile are read and dropped.
+        char buf[4096];
+        while (!stop_ && SSL_read(ssl, buf, sizeof buf) > 0) {
+        }
+      }
+      SSL_free(ssl);
+    }
+  }
+
+  asio::io_context ioc_;
+  asio::ssl::context ctx_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> asked_{0};
+  std::thread thread_;
+};
+
+// An alert on a connection that was up (a renegotiation the consumer asked for and the gateway
+// declined) is a lost connection, counted as a disconnect and a TLS error from the peer, not a
+// refusal of our certificate. Before: tls_rejected ("does it want a client certificate?").
+BOOST_AUTO_TEST_CASE(an_alert_after_the_handshake_is_a_disconnect_not_tls_rejected) {
+  pki p;
+  renegotiating_consumer billing(p);
+  gateway_fixture gw(routes(billing.endpoint(), "ca = " + quoted(p.at("ca.crt")) +
+                                                    ", server_name = \"billing.internal\""));
+  BOOST_TEST_REQUIRE(eventually([&] { return billing.asked() >= 1; }, 10s));
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_consumer_disconnects_total{consumer=\"billing\",reason="
+                         "\"error\"}",
+                         1) >= 1);
+  BOOST_TEST(wait_metric(gw.metrics_port,
+                         "gatewayd_tls_errors_total{leg=\"consumer\",reason=\"peer_alert\"}",
+                         1) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port, failures("tls_rejected")) == 0);
 }

@@ -8,6 +8,8 @@
 
 #include "net/cidr_block.hpp"
 #include "net/endpoint.hpp"
+#include "net/kernel_tls_probe.hpp"
+#include "net/tls_channel.hpp"
 
 using namespace gatewayd::net;
 
@@ -134,3 +136,16 @@ BOOST_AUTO_TEST_CASE(empty_list_allows_everyone) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// The kernel TLS probe asks the kernel as a connection would (TCP_ULP "tls" on a loopback
+// socket), so it answers where /proc/sys is hidden (the packaged unit's ProcSubset=pid); where
+// /proc is readable, both must agree. On a host without the module (this one), it says "not
+// loaded": a probe that cannot ask says "unknown", never a wrong "not loaded".
+BOOST_AUTO_TEST_CASE(the_kernel_tls_probe_agrees_with_proc) {
+  const kernel_tls_state probed = probe_kernel_tls();
+  BOOST_TEST_MESSAGE("kernel TLS: " << to_string(probed));
+  BOOST_TEST((probed != kernel_tls_state::unknown));
+  BOOST_TEST(
+      (probed == (kernel_tls_loaded() ? kernel_tls_state::loaded : kernel_tls_state::not_loaded)));
+  BOOST_TEST(to_string(kernel_tls_state::not_loaded) == "not loaded");
+}
