@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "protocol/confirm_ledger.hpp"
@@ -434,4 +435,47 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
   test_consumer down(nobody);
   BOOST_TEST(down.wait_for_count(connections, 20s));
   BOOST_TEST(eventually([&] { return gauge() == 0; }, 10s));
+}
+
+// At max_confirm_ledger_bytes nothing is dropped: a supplier whose CONFIRM frames wait for a
+// consumer that is down is read no more (confirming, logged) once all ledgers hold the bound,
+// and read again as its frames settle; every frame then reaches the consumer and is confirmed.
+BOOST_AUTO_TEST_CASE(at_max_confirm_ledger_bytes_suppliers_wait_and_nothing_is_dropped) {
+  constexpr int frames = 80000;  // 24 B of ledger each: ~1.8 MiB, past the 1 MiB bound
+  constexpr double bound = 1048576;
+  const unsigned short nobody = free_port();
+  gateway_fixture gw(
+      consumer_toml("down", "127.0.0.1:" + std::to_string(nobody), "queue_capacity = 200000") +
+          route_toml("d.>", {"down"}),
+      "max_confirm_ledger_bytes = 1048576\nmax_unconfirmed_frames = 1048576\n");
+  const auto metric = [&](const std::string& m) { return scrape_metric(gw.metrics_port, m); };
+  confirm_supplier s(gw.supplier_port);
+  std::string bytes;
+  for (int i = 0; i < frames; ++i)
+    bytes += protocol::encode_frame("d.x", "p", protocol::frame_flags::confirm);
+  bool sent = false;
+  std::thread sending([&] { sent = send_all(s.fd(), bytes); });  // blocks while not read
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return gw.daemon->log().find("max_confirm_ledger_bytes") != std::string::npos &&
+               metric("gatewayd_confirm_ledger_bytes") >= bound;
+      },
+      20s));
+  const double read_at_bound = metric("gatewayd_supplier_messages_received_total");
+  BOOST_TEST_MESSAGE("at the bound: " << read_at_bound << " frames read, ledgers hold "
+                                      << metric("gatewayd_confirm_ledger_bytes") << " bytes");
+  BOOST_TEST(read_at_bound < frames);
+  // Past it by at most the read in progress (64 KiB of 14-byte frames, 24 B each) and its blocks.
+  BOOST_TEST(metric("gatewayd_confirm_ledger_bytes") <= bound + 128 * 1024);
+  BOOST_TEST(metric("gatewayd_confirm_ledger_limit_bytes") == bound);
+  test_consumer down(nobody);  // frames settle: the ledger shrinks, reading resumes
+  BOOST_TEST(s.read_until_confirmed(frames));
+  sending.join();
+  BOOST_TEST(sent);
+  BOOST_TEST(down.wait_for_count(frames, 20s));
+  std::uint64_t last = 0;
+  BOOST_TEST(check_replies(s.messages(), last).empty());  // nothing dropped, nothing rejected
+  BOOST_TEST(last == static_cast<std::uint64_t>(frames));
+  BOOST_TEST(metric("gatewayd_consumer_dropped_messages_total{consumer=\"down\",reason="
+                    "\"queue_full\"}") == 0);
 }
