@@ -312,3 +312,41 @@ BOOST_AUTO_TEST_CASE(a_ledger_outlives_its_owner_while_frames_are_owed) {
   a->delivered();  // the last holder: the ledger goes
   BOOST_TEST(true);
 }
+
+// The owner closes (its connection ends) while consumers' threads are still settling: the
+// blocks nobody owes go at the close, the others with their last settlement, each exactly once,
+// and what the budget counted comes back to nothing (TSan and LeakSanitizer watch the rest).
+BOOST_AUTO_TEST_CASE(an_owner_closing_while_threads_settle_frees_every_block_once) {
+  constexpr int frames = 50'000;
+  constexpr int consumers = 2;
+  confirm_ledger_budget budget;
+  auto o = std::make_shared<owner>();
+  auto ledger = confirm_ledger::make(o, 2 * frames, &budget);
+  std::vector<confirm_entry*> entries;
+  for (int i = 0; i < frames; ++i) {
+    entries.push_back(ledger->add(consumers));
+    if (i % 7 == 0) ledger->reject_at_read(reject_reason::unroutable);
+  }
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < consumers; ++c) {
+    threads.emplace_back([&, c] {
+      started.fetch_add(1);
+      for (int i = 0; i < frames; ++i) {
+        if (c == 1 && i % 1000 == 0) {
+          entries[i]->left_unsettled();
+        } else {
+          entries[i]->delivered();
+        }
+      }
+    });
+  }
+  while (started.load() < consumers)
+    std::this_thread::yield();
+  for (int i = 0; i < 3; ++i)
+    ledger->advance([](std::uint64_t, reject_reason) {});
+  ledger.reset();  // mid-way, most likely
+  for (auto& t : threads)
+    t.join();
+  BOOST_TEST(budget.used() == 0u);
+}
