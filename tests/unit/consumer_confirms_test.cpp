@@ -204,19 +204,19 @@ BOOST_AUTO_TEST_CASE(a_removal_rejects_as_removed_and_a_stop_leaves_frames_unset
   }
   confirm_frames f;
   frame_queue q;
-  const auto first = f.make(2);  // 1, 2: delivered
+  const auto first = f.make(2);    // 1, 2: delivered
   for (const auto& s : f.make(4))  // 3..6: queued at the stop
     q.push_back(s);
   protocol::deliver_slices(first);
   write_batch batch;
   batch.fill(q, 1u << 20);
-  batch.written(2 * 100);  // 3, 4 written whole; 5, 6 not when the drain ends
+  batch.written(2 * 100);               // 3, 4 written whole; 5, 6 not when the drain ends
   protocol::deliver_slices(f.make(2));  // 7, 8: delivered, after the frames left unsettled
   const frame_counts rest = batch.discard(reject_for(drop_reason::shutdown));
   BOOST_TEST(rest.frames == 2u);
   std::map<std::uint64_t, reject_reason> rejects;
   BOOST_TEST(f.settle(rejects) == 4u);  // up to the first frame left unsettled
-  for (const auto& s : f.make(1))  // 9: still queued
+  for (const auto& s : f.make(1))       // 9: still queued
     q.push_back(s);
   const frame_counts left = q.clear(reject_for(drop_reason::shutdown));
   BOOST_TEST(left.frames == 1u);
