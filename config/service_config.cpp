@@ -27,6 +27,9 @@ constexpr std::int64_t max_connections_limit = 1 << 20;
 
 // Keys that chose a pattern to compare (the comparison is bench/model_harness's now): a file
 // that still names one fails to load with what replaced it, rather than with "unknown key".
+// Below this, one connection's ledger alone could hold every confirm-mode supplier up.
+constexpr std::int64_t min_confirm_ledger_bytes = 1048576;
+
 constexpr std::array<std::pair<std::string_view, std::string_view>, 2> removed_gateway_keys{{
     {"concurrency", "gatewayd always runs Leader/Followers"},
     {"consumer_drain", "gatewayd always drains each consumer on its own strand"},
@@ -159,6 +162,16 @@ class service_reader {
       config_.max_unconfirmed_frames = static_cast<std::uint32_t>(*v);
     }
     milliseconds(t, "confirm_timeout_ms", 1, config_.confirm_timeout);
+    if (auto v = check_.integer(t, "gateway", "max_confirm_ledger_bytes", 0,
+                                std::numeric_limits<std::int64_t>::max())) {
+      config_.max_confirm_ledger_bytes = static_cast<std::uint64_t>(*v);
+      if (*v != 0 && *v < min_confirm_ledger_bytes) {
+        check_.error(*t.get("max_confirm_ledger_bytes"),
+                     "gateway.max_confirm_ledger_bytes: " + std::to_string(*v) +
+                         " is below 1048576 (1 MiB): every confirm-mode supplier would wait on it; "
+                         "0 = no bound");
+      }
+    }
     read_reconnect(t);
     const bool max_payload_ok = max_payload || !t.contains("max_payload");
     byte_cap(t, "max_queued_bytes", max_payload_ok, "queued", config_.max_queued_bytes);

@@ -52,6 +52,9 @@ struct service_config {
   // until confirms make room; how long its confirms may wait unread before it is closed.
   std::uint32_t max_unconfirmed_frames = 16384;
   std::chrono::milliseconds confirm_timeout{10000};
+  // What all confirm ledgers together may hold (open connections' and closed ones' frames still
+  // owed); at it, sessions with CONFIRM frames are read no more until frames settle. 0 = none.
+  std::uint64_t max_confirm_ledger_bytes = 268435456;
   std::vector<net::cidr_block> allow;  // empty = every peer may connect
   bool proxy_protocol = false;         // PROXY v2 header from proxy_from sources
   std::vector<net::cidr_block> proxy_from = loopback_blocks();  // the balancers trusted to send it

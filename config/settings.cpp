@@ -82,6 +82,7 @@ constexpr std::array table{
     field<&c::consumer_timeout>("gateway", "consumer_timeout_ms", restart),
     field<&c::max_unconfirmed_frames>("gateway", "max_unconfirmed_frames", restart),
     field<&c::confirm_timeout>("gateway", "confirm_timeout_ms", restart),
+    field<&c::max_confirm_ledger_bytes>("gateway", "max_confirm_ledger_bytes", restart),
     field<&c::tls_cert>("tls", "cert", live_while_tls),
     field<&c::tls_key>("tls", "key", live_while_tls),
     field<&c::tls_client_ca>("tls", "client_ca", live_while_tls),

@@ -24,9 +24,9 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
 consumer::~consumer() {
   // Only a destroyed io_context (handlers dropped unrun) gets here with frames held; the
   // drain's batch gives its own back.
-  const frame_counts left = queue_.clear(protocol::reject_reason::removed);
+  const frame_counts left = queue_.clear(std::nullopt);
   if (opts_.budget) opts_.budget->release(left.bytes);
-  frames_abandoned(unacked_.all());
+  frames_abandoned(unacked_.all(), std::nullopt);
   unacked_.pop_front(unacked_.size());
 }
 
@@ -76,11 +76,12 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           std::memory_order_relaxed);
     }
     if (life_ == life::closed) {
-      // Only a session that routed by a table older than the one that removed this consumer
-      // gets here, after its drain ended: counted as removed (and still shown in /metrics).
+      // Only a session that routed by a table older than the one that removed this consumer, or
+      // one still reading at a stop, gets here, after its drain ended: counted as its end says
+      // (and still shown in /metrics); a stop leaves them unsettled.
       for (const auto& f : frames)
-        refused.rejected(f, protocol::reject_reason::removed);
-      a.drops[static_cast<std::size_t>(drop_reason::removed)] = frames.size();
+        refused.rejected(f, reject_for(ending_));
+      a.drops[static_cast<std::size_t>(ending_)] = frames.size();
     } else {
       // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
       // packed from the moment it refuses, not once it counts as slow, so that its grace is

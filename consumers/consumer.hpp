@@ -156,9 +156,10 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // Where frames leave this consumer for good (strand). Delivered: written whole to the socket
   // (a consumer without `ack`) or acknowledged (one with it). Abandoned: held unacknowledged
   // when it closes. Both give back the reference each frame owns and settle a CONFIRM frame's
-  // entry: delivered, or rejected as removed (4).
+  // entry: delivered, or as `why` says (rejected as removed (4) by a reload's removal, left
+  // unsettled by a stop).
   void frames_delivered(std::span<const frame_slice> frames) noexcept;
-  void frames_abandoned(std::span<const frame_slice> frames) noexcept;
+  void frames_abandoned(std::span<const frame_slice> frames, protocol::give_up why) noexcept;
   // Strand, under mutex_, writable: frames held for an earlier connection go back in front of
   // the queue (after what a failed write put back there), to be written first to this one.
   void redeliver_locked();
@@ -208,10 +209,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
   bool writing_ = false;  // the writer role is taken
   // Where its end is, under mutex_: open ─▶ draining (drain_and_close() was called: frames
   // routed to it by the table that still named it are taken, they are its own, but nobody is
-  // paused) ─▶ closed (the drain ended: frames are refused, counted as removed).
+  // paused) ─▶ closed (the drain ended: frames are refused, counted as its ending_ says).
   enum class life : std::uint8_t { open, draining, closed };
   life life_ = life::open;
-  bool discard_in_flight_ = false;  // the disconnect policy fired during a write
+  drop_reason ending_ = drop_reason::removed;  // why it drains: removed, or shutdown (a stop)
+  bool discard_in_flight_ = false;             // the disconnect policy fired during a write
   // An `ack` consumer's limit (reloadable), and whether its writer waits for an ack to make room
   // under it (the writer role stays taken meanwhile).
   std::uint64_t max_unacked_bytes_;

@@ -57,8 +57,9 @@ void consumer::frames_delivered(std::span<const frame_slice> frames) noexcept {
   protocol::deliver_slices(frames);
 }
 
-void consumer::frames_abandoned(std::span<const frame_slice> frames) noexcept {
-  protocol::reject_slices(frames, protocol::reject_reason::removed);
+void consumer::frames_abandoned(std::span<const frame_slice> frames,
+                                protocol::give_up why) noexcept {
+  protocol::reject_slices(frames, why);
 }
 
 void consumer::publish_unacked() noexcept {

@@ -8,7 +8,10 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
                                std::function<void(std::uint64_t)> done) {
   {
     std::lock_guard lock(mutex_);
-    if (life_ == life::open) life_ = life::draining;
+    if (life_ == life::open) {
+      life_ = life::draining;
+      ending_ = reason;
+    }
   }
   asio::post(strand_,
              [self = shared_from_this(), timeout, reason, done = std::move(done)]() mutable {
@@ -89,7 +92,7 @@ void consumer::complete_close() {
   if (opts_.budget) opts_.budget->release(left.bytes);
   // Held, never acknowledged: counted with what was still queued.
   left.frames += unacked_.size();
-  frames_abandoned(unacked_.all());
+  frames_abandoned(unacked_.all(), reject_for(close_.reason));
   unacked_.pop_front(unacked_.size());
   publish_unacked();
   if (left.frames) {

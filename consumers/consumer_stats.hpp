@@ -9,6 +9,7 @@
 #include "consumers/ack_reader.hpp"
 #include "consumers/last_error.hpp"
 #include "net/tls_channel.hpp"
+#include "protocol/confirm_ledger.hpp"
 #include "protocol/control_message.hpp"
 #include "runtime/enum_names.hpp"
 
@@ -21,7 +22,7 @@ enum class drop_reason : std::uint8_t {
   global_bytes,   // the gateway-wide max_queued_bytes cap was reached
   slow_consumer,  // the disconnect policy discarded the queue
   removed,        // the consumer was removed by a reload and its drain time ran out
-  shutdown,       // still queued when the gateway's drain time ran out
+  shutdown,       // still queued (or unacknowledged) when the gateway's drain time ran out
 };
 inline constexpr runtime::enum_names<drop_reason, 6> drop_reason_names{
     {"queue_full", "queue_bytes", "global_bytes", "slow_consumer", "removed", "shutdown"}};
@@ -30,10 +31,12 @@ inline std::string_view to_string(drop_reason r) noexcept {
   return drop_reason_names(r);
 }
 // What a CONFIRM frame's supplier is told when one of its consumers drops it: its policy
-// dropped it, or the consumer went away with it.
-constexpr protocol::reject_reason reject_for(drop_reason r) noexcept {
-  return r == drop_reason::removed || r == drop_reason::shutdown ? protocol::reject_reason::removed
-                                                                 : protocol::reject_reason::dropped;
+// dropped it, or a reload removed the consumer with it. A stop tells it nothing: the frame is
+// left unsettled, and its supplier resends it elsewhere (a stop never rejects).
+constexpr protocol::give_up reject_for(drop_reason r) noexcept {
+  if (r == drop_reason::shutdown) return std::nullopt;
+  return r == drop_reason::removed ? protocol::reject_reason::removed
+                                   : protocol::reject_reason::dropped;
 }
 
 // Why a consumer connection that was up ended. The names are the metric's `reason` label.

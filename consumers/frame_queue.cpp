@@ -94,7 +94,7 @@ void frame_queue::push_front_batch(std::span<const frame_slice> frames) {
   size_ += frames.size();
 }
 
-frame_counts frame_queue::clear(protocol::reject_reason why) noexcept {
+frame_counts frame_queue::clear(protocol::give_up why) noexcept {
   const frame_counts released{size_, bytes_};
   protocol::release_batch batch;
   for (std::size_t i = 0; i < size_; ++i)

@@ -36,7 +36,7 @@ inline frame_counts count(std::span<const frame_slice> frames) noexcept {
 class frame_queue {
  public:
   explicit frame_queue(std::size_t capacity_hint = 0) noexcept : hint_(capacity_hint) {}
-  ~frame_queue() { clear(protocol::reject_reason::removed); }
+  ~frame_queue() { clear(std::nullopt); }  // (the gateway is going: nobody is told)
   frame_queue(const frame_queue&) = delete;
   frame_queue& operator=(const frame_queue&) = delete;
 
@@ -68,9 +68,9 @@ class frame_queue {
   frame_counts take(std::size_t max_frames, std::uint64_t max_bytes, std::vector<frame_slice>& out);
   // Puts frames taken earlier back in front of everything, in their order, with their refs.
   void push_front_batch(std::span<const frame_slice> frames);
-  // Releases every frame, each rejected for `why` (a CONFIRM frame's supplier hears it);
-  // returns what was released.
-  frame_counts clear(protocol::reject_reason why) noexcept;
+  // Releases every frame, each rejected for `why` (a CONFIRM frame's supplier hears it), or
+  // left unsettled (none: a stop); returns what was released.
+  frame_counts clear(protocol::give_up why) noexcept;
   // Moves the frames of sparse runs (frame_packer::sparse) into `packer`'s own chunks,
   // releasing their hold on the read chunks; order and bytes() stay as they were.
   void compact(frame_packer& packer);

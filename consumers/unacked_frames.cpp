@@ -4,8 +4,8 @@ namespace gatewayd::consumers {
 
 unacked_frames::~unacked_frames() {
   // The consumer abandons what it holds before it goes (consumer::frames_abandoned); anything
-  // left is rejected the same way.
-  protocol::reject_slices(all(), protocol::reject_reason::removed);
+  // left here goes with the gateway, unsettled.
+  protocol::reject_slices(all(), std::nullopt);
 }
 
 void unacked_frames::push_back(std::span<const protocol::frame_slice> written) {

@@ -5,7 +5,7 @@
 namespace gatewayd::consumers {
 
 write_batch::~write_batch() {
-  discard(protocol::reject_reason::removed);
+  discard(std::nullopt);  // only when the gateway is going: nobody is told
 }
 
 frame_counts write_batch::fill(frame_queue& queue, std::uint64_t bytes) {
@@ -59,7 +59,7 @@ frame_counts write_batch::return_to(frame_queue& queue) {
   return back;
 }
 
-frame_counts write_batch::discard(protocol::reject_reason why) noexcept {
+frame_counts write_batch::discard(protocol::give_up why) noexcept {
   const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
   const frame_counts gone = count(rest);
   protocol::reject_slices(rest, why);

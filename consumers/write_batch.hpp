@@ -52,7 +52,7 @@ class write_batch {
   frame_counts return_to(frame_queue& queue);
   // The disconnect policy threw the backlog away (`why`: dropped), or the consumer went with
   // it (removed): what was not written whole is released, rejected for `why`.
-  frame_counts discard(protocol::reject_reason why) noexcept;
+  frame_counts discard(protocol::give_up why) noexcept;
   // What is not written yet and sits sparsely in its read chunks moves to `packer`'s chunks
   // (a frame cut by a partial write moves whole and goes on from the same offset).
   void compact(frame_packer& packer);

@@ -96,10 +96,12 @@ class gateway {
   config::service_config service_;
   // Before ioc_: sessions that the io_context's destruction frees give their share back here.
   protocol::partial_frame_budget partial_budget_;
+  // Before ioc_ too: its confirm ledger budget takes back what frames settled by consumers (and
+  // sessions) the io_context's destruction frees held.
+  suppliers::supplier_stats supplier_stats_;
   asio::io_context ioc_;
   runtime::executor executor_;  // what every part below is given: never the io_context itself
   runtime::latency_histogram promotion_;
-  suppliers::supplier_stats supplier_stats_;
   runtime::strand control_;  // reloads and shutdown, one at a time
   consumer_set consumers_;   // and the route snapshot that names them
   runtime::lf_pool pool_;    // the threads that run the handlers (Leader/Followers)

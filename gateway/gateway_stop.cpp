@@ -60,7 +60,9 @@ bool gateway::enter(lifecycle next) {
       listener_->stop();
       serving_.draining.store(true);
       serving_.listening.store(false);
-      listener_->sessions().for_each([](suppliers::supplier_session& s) { s.pause_reading(); });
+      // Read no more: those owed nothing close now, those owed confirms at the latest with the
+      // drain (finish_shutdown), leaving what did not settle unsettled.
+      listener_->sessions().for_each([](suppliers::supplier_session& s) { s.stop_reading(); });
       break;
     case lifecycle::stopped:
       break;

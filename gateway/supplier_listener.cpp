@@ -12,6 +12,7 @@ supplier_listener::supplier_listener(const runtime::executor& ex,
   session_ctx_.partial_budget = &with.partial_budget;
   session_ctx_.max_unconfirmed = settings.max_unconfirmed_frames;
   session_ctx_.confirm_timeout = settings.confirm_timeout;
+  with.stats.confirm_ledger.set_limit(settings.max_confirm_ledger_bytes);
   if (const auto files = settings.tls_files()) {
     auto built = net::make_tls_server_context(*files);
     if (!built.context) throw std::runtime_error("[tls] " + built.error);

@@ -234,6 +234,16 @@ void gateway_collector::collect_confirms(std::vector<prometheus::MetricFamily>& 
                     "CONFIRM frames numbered on open supplier connections and not yet confirmed.",
                     MetricType::Gauge,
                     static_cast<double>(st.unconfirmed_frames.load(std::memory_order_relaxed))));
+  out.push_back(family_of_one(
+      "gatewayd_confirm_ledger_bytes",
+      "Bytes all confirm ledgers hold: open supplier connections' and, for frames still owed, "
+      "closed ones'.",
+      MetricType::Gauge, static_cast<double>(st.confirm_ledger.used())));
+  out.push_back(family_of_one(
+      "gatewayd_confirm_ledger_limit_bytes",
+      "max_confirm_ledger_bytes (0: no bound): at it, suppliers sending CONFIRM frames are read "
+      "no more until frames owed settle.",
+      MetricType::Gauge, static_cast<double>(st.confirm_ledger.limit())));
 }
 
 void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) const {

@@ -3,7 +3,7 @@
 namespace gatewayd::protocol {
 
 void confirm_ledger_release::operator()(confirm_ledger* l) const noexcept {
-  l->release();
+  l->close();
 }
 
 void confirm_entry::rejected(reject_reason why) noexcept {
@@ -14,44 +14,118 @@ void confirm_entry::rejected(reject_reason why) noexcept {
   settle();
 }
 
+void confirm_entry::left_unsettled() noexcept {
+  // Whatever another consumer said: one that did not settle it keeps it from every confirm.
+  reason_.fetch_or(unsettled_bit, std::memory_order_relaxed);
+  settle();
+}
+
 void confirm_entry::settle() noexcept {
-  // Read before the decrement: once it reaches zero the owner may move past this entry and
-  // free its block.
-  confirm_ledger* const ledger = ledger_;
-  if (owing_.fetch_sub(1, std::memory_order_acq_rel) == 1) ledger->entry_settled();
+  // Read before the decrement: once it reaches zero the owner may move past this entry, and
+  // only this settler's hold keeps the block (and through it the ledger) alive.
+  confirm_block* const block = block_;
+  if (owing_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    block->ledger->entry_settled();
+    block->release();
+  }
 }
 
-confirm_ledger_ptr confirm_ledger::make(std::weak_ptr<confirm_owner> owner, std::size_t capacity) {
-  return confirm_ledger_ptr(new confirm_ledger(std::move(owner), capacity));
+void confirm_block::release() noexcept {
+  if (holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  confirm_ledger* const l = ledger;
+  delete this;
+  l->charge(-static_cast<std::int64_t>(confirm_ledger::block_bytes));
+  l->release();
 }
 
-confirm_entry& confirm_ledger::at(std::uint64_t number) noexcept {
-  const std::uint64_t offset = number - base_;
+std::size_t confirm_ledger::ledger_bytes() noexcept {
+  return sizeof(confirm_ledger);
+}
+
+confirm_ledger_ptr confirm_ledger::make(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
+                                        confirm_ledger_budget* budget) {
+  return confirm_ledger_ptr(new confirm_ledger(std::move(owner), capacity, budget));
+}
+
+confirm_ledger::confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
+                               confirm_ledger_budget* budget)
+    : owner_(std::move(owner)), capacity_(capacity), budget_(budget) {
+  charge(static_cast<std::int64_t>(ledger_bytes()));
+}
+
+confirm_ledger::~confirm_ledger() {
+  charge(-static_cast<std::int64_t>(ledger_bytes()));
+}
+
+void confirm_ledger::charge(std::int64_t bytes) noexcept {
+  if (!budget_) return;
+  if (bytes >= 0) {
+    budget_->take(static_cast<std::uint64_t>(bytes));
+  } else {
+    budget_->give_back(static_cast<std::uint64_t>(-bytes));
+  }
+}
+
+confirm_entry& confirm_ledger::entry(std::uint64_t seq) noexcept {
+  const std::uint64_t offset = seq - base_seq_;
   return blocks_[offset / block_entries]->entries[offset % block_entries];
 }
 
-confirm_entry* confirm_ledger::add(std::uint32_t consumers, reject_reason why) {
-  if (next_ - first_ >= capacity_) return nullptr;
-  if ((next_ - base_) / block_entries == blocks_.size())
-    blocks_.push_back(std::make_unique<block>());
-  confirm_entry& e = at(next_++);
-  e.ledger_ = this;
-  if (consumers == 0) {
-    // Settled as it is numbered: the owner's next advance() rejects it in its turn.
-    e.reason_.store(static_cast<std::uint8_t>(why), std::memory_order_relaxed);
-    e.owing_.store(0, std::memory_order_relaxed);
-    return &e;
+confirm_entry* confirm_ledger::add(std::uint32_t consumers) {
+  if (pending() >= capacity_) return nullptr;
+  if ((next_seq_ - base_seq_) / block_entries == blocks_.size()) {
+    auto* b = new confirm_block;
+    b->ledger = this;
+    holders_.fetch_add(1, std::memory_order_relaxed);
+    charge(static_cast<std::int64_t>(block_bytes));
+    blocks_.push_back(b);
   }
+  confirm_entry& e = entry(next_seq_++);
+  e.block_ = blocks_.back();
+  e.number_ = next_number_++;
   e.reason_.store(0, std::memory_order_relaxed);
   e.owing_.store(consumers, std::memory_order_relaxed);
-  holders_.fetch_add(1, std::memory_order_relaxed);
+  // The entry holds its block until its last consumer settled it.
+  e.block_->holders.fetch_add(1, std::memory_order_relaxed);
   return &e;
+}
+
+bool confirm_ledger::reject_at_read(reject_reason why) {
+  if (pending() >= capacity_) return false;
+  const std::uint64_t number = next_number_++;
+  if (runs_head_ < runs_.size()) {
+    reject_run& last = runs_.back();
+    if (last.why == why && last.first + last.count == number && last.count < UINT32_MAX) {
+      ++last.count;
+      return true;
+    }
+  }
+  runs_.push_back({number, 1, why});
+  if (runs_.capacity() != runs_charged_) {
+    charge(
+        (static_cast<std::int64_t>(runs_.capacity()) - static_cast<std::int64_t>(runs_charged_)) *
+        static_cast<std::int64_t>(sizeof(reject_run)));
+    runs_charged_ = runs_.capacity();
+  }
+  return true;
 }
 
 void confirm_ledger::entry_settled() noexcept {
   if (!flush_due_.exchange(true, std::memory_order_acq_rel)) {
     if (const auto owner = owner_.lock()) owner->confirms_settled();
   }
+}
+
+// The connection is gone: nobody reads its confirms any more. What nobody owes goes now; a
+// block with an entry still owed stays, held by that entry, until its consumer settles it.
+void confirm_ledger::close() noexcept {
+  std::vector<confirm_block*> blocks;
+  blocks.swap(blocks_);
+  std::vector<reject_run>().swap(runs_);
+  charge(-static_cast<std::int64_t>(runs_charged_ * sizeof(reject_run)));
+  runs_charged_ = 0;
+  for (confirm_block* b : blocks)
+    b->release();
   release();
 }
 

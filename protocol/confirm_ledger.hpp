@@ -1,23 +1,26 @@
-// The CONFIRM frames of one supplier connection not settled yet: each one's number, how many of
-// the consumers it was routed to still owe it, and the first reason it was rejected for. Any
-// consumer's thread settles an entry; the connection's own strand turns the settled prefix into
-// the cumulative `confirm N` and the `reject`s before it.
+// The CONFIRM frames of one supplier connection not settled yet: each routed one's number, how
+// many of the consumers it was routed to still owe it, and the first reason it was rejected for;
+// the numbers of frames settled as they were read (rejected, owed by nobody) as runs. Any
+// consumer's thread settles an entry; the connection's own strand turns what settled into the
+// `reject`s and the cumulative `confirm N`.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <optional>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "protocol/control_message.hpp"
 
 namespace gatewayd::protocol {
 
 class confirm_ledger;
+struct confirm_block;
 
 // What the ledger tells its owner (the supplier session), from whichever thread settled the
 // last owing frame: post the flush to your own strand. Called at most once per flush.
@@ -29,119 +32,229 @@ class confirm_owner {
   ~confirm_owner() = default;
 };
 
-// One CONFIRM frame's place in its ledger: what every queued slice of the frame points to.
-// Stable in memory until it is settled and its ledger has moved past it.
+// What every ledger holds, open connections' and closed ones' together, against the gateway-wide
+// max_confirm_ledger_bytes. Lock-free counting: a block is taken when allocated, given back when
+// freed (any thread). Nothing is refused here: a session that finds it full() reads no more
+// until it is not (the bound may be passed by what the reads in progress number).
+class confirm_ledger_budget {
+ public:
+  confirm_ledger_budget() = default;
+  confirm_ledger_budget(const confirm_ledger_budget&) = delete;
+  confirm_ledger_budget& operator=(const confirm_ledger_budget&) = delete;
+
+  // 0 = no bound. Set once at start-up, before the first ledger.
+  void set_limit(std::uint64_t bytes) noexcept { limit_.store(bytes, std::memory_order_relaxed); }
+  std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
+  std::uint64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
+  bool full() const noexcept {
+    const std::uint64_t l = limit();
+    return l != 0 && used() >= l;
+  }
+  void take(std::uint64_t bytes) noexcept { used_.fetch_add(bytes, std::memory_order_relaxed); }
+  void give_back(std::uint64_t bytes) noexcept {
+    used_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<std::uint64_t> limit_{0};
+  std::atomic<std::uint64_t> used_{0};
+};
+
+// How a consumer that gives a frame up leaves its entry: rejected for a reason (the supplier
+// is told, and does not send it again), or, with none, unsettled: the gateway stops (a stop
+// never rejects), no confirm ever covers the frame, and its supplier resends it elsewhere.
+using give_up = std::optional<reject_reason>;
+
+// One routed CONFIRM frame's place in its ledger: what every queued slice of the frame points
+// to. Stable in memory until every consumer settled it.
 class confirm_entry {
  public:
   // One consumer is done with the frame: it has it (handed to its socket, or acknowledged by an
-  // `ack = true` consumer), or it could not have it (`why`; the first reason stands). The last
-  // consumer to settle lets the ledger know. Any thread; each consumer settles once.
+  // `ack = true` consumer), or it could not have it (`why`; the first reason stands), or it
+  // leaves it unsettled (the gateway stops). The last consumer to settle lets the ledger know.
+  // Any thread; each consumer settles once.
   void delivered() noexcept { settle(); }
   void rejected(reject_reason why) noexcept;
+  void left_unsettled() noexcept;
+  void given_up(give_up why) noexcept { why ? rejected(*why) : left_unsettled(); }
 
  private:
   friend class confirm_ledger;
+  // Beside the first reason: a consumer left it unsettled, so no confirm may ever cover it.
+  static constexpr std::uint8_t unsettled_bit = 0x80;
   void settle() noexcept;
 
-  confirm_ledger* ledger_ = nullptr;
+  confirm_block* block_ = nullptr;
+  std::uint64_t number_ = 0;
   std::atomic<std::uint32_t> owing_{0};
-  std::atomic<std::uint8_t> reason_{0};  // 0 = none, else the reject_reason
+  std::atomic<std::uint8_t> reason_{0};  // 0 = none, else the reject_reason, | unsettled_bit
 };
 
-// The owner's handle on its ledger (below): dropping it lets the ledger go once every frame it
-// numbered has been settled, as consumers may still settle those of a connection that closed.
+// The owner's handle on its ledger (below): dropping it frees at once every block of entries
+// nobody owes; a block with an entry still owed lives until its last one is settled, and the
+// ledger until its last block.
 struct confirm_ledger_release {
   void operator()(confirm_ledger* l) const noexcept;
 };
 using confirm_ledger_ptr = std::unique_ptr<confirm_ledger, confirm_ledger_release>;
 
+// Entries live in blocks of this many, allocated as routed frames come and freed once nobody
+// owes any of their entries and the owner is past them (or gone). Small, so that a closed
+// connection with one frame still owed keeps little (docs/protocol.md has the figures).
+inline constexpr std::size_t confirm_block_entries = 64;
+
+// Each block holds its ledger (one of its holders) and is held by the ledger's list while the
+// owner has it, and by each of its entries still owed: the last holder frees it.
+struct confirm_block {
+  confirm_ledger* ledger = nullptr;
+  std::atomic<std::uint32_t> holders{1};
+  confirm_entry entries[confirm_block_entries];
+
+  void release() noexcept;
+};
+
 class confirm_ledger {
  public:
-  // Entries live in blocks of this many, allocated as frames come and freed as the cumulative
-  // confirm passes them: a block, not the ledger, is what a frame's slices point into.
-  static constexpr std::size_t block_entries = 1024;
+  static constexpr std::size_t block_entries = confirm_block_entries;
+  // What a ledger costs the budget: itself, and each block it has.
+  static std::size_t ledger_bytes() noexcept;
+  static constexpr std::size_t block_bytes = sizeof(confirm_block);
 
-  // `capacity`: unsettled frames held at most (add() refuses the next); the owner is told of
-  // settlements through `owner` while it lives.
-  static confirm_ledger_ptr make(std::weak_ptr<confirm_owner> owner, std::size_t capacity);
+  // `capacity`: numbers unconfirmed at most (add() and reject_at_read() refuse the next); the
+  // owner is told of settlements through `owner` while it lives; what the ledger holds counts in
+  // `budget` (null: nowhere).
+  static confirm_ledger_ptr make(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
+                                 confirm_ledger_budget* budget = nullptr);
   confirm_ledger(const confirm_ledger&) = delete;
   confirm_ledger& operator=(const confirm_ledger&) = delete;
 
-  // Owner's strand: numbers the next CONFIRM frame. Routed to `consumers` consumers, each of
-  // which settles it once; with none, it is settled now as `why` (unroutable, not permitted:
-  // it must be rejected, and has no consumer to do it). Null when `capacity` frames are
-  // unsettled: the owner stops reading until advance() made room.
-  confirm_entry* add(std::uint32_t consumers, reject_reason why = reject_reason::unroutable);
+  // Owner's strand: numbers the next CONFIRM frame, routed to `consumers` (>= 1) consumers, each
+  // of which settles it once. Null when `capacity` numbers are unconfirmed: the owner stops
+  // reading until advance() made room.
+  confirm_entry* add(std::uint32_t consumers);
+  // Owner's strand: numbers the next CONFIRM frame, settled as it is read (`why`: unroutable, not
+  // permitted): no entry, its reject goes out at the next advance() whatever is owed before it.
+  // False when `capacity` numbers are unconfirmed.
+  bool reject_at_read(reject_reason why);
 
-  // Owner's strand, after confirms_settled() and after routing frames it added settled (no
-  // consumer): walks the settled prefix in order, calling
-  // `on_reject(number, reason)` for each rejected frame, and returns the new cumulative
-  // confirm (every frame numbered up to it is settled), or nothing when it did not move.
-  // An `on_reject` that returns bool may answer false (no room for the reject): the walk stops
-  // before that frame, and the owner calls advance() again once it has room.
+  // Owner's strand, after confirms_settled() and after frames were rejected at read: calls
+  // `on_reject(number, reason)` first for each frame rejected at read, then for each rejected
+  // one of the settled prefix of the entries, in order, and returns the new cumulative confirm
+  // (every frame numbered up to it is settled and its reject, if any, was given out), or nothing
+  // when it did not move. A frame left unsettled stops the confirm for good. An `on_reject` that
+  // returns bool may answer false (no room for the reject): the walk stops before that frame, and
+  // the owner calls advance() again once it has room.
   template <class OnReject>
   std::optional<std::uint64_t> advance(OnReject&& on_reject);
 
   // Numbered and not yet passed by the cumulative confirm (settled or not).
-  std::uint64_t pending() const noexcept { return next_ - first_; }
+  std::uint64_t pending() const noexcept { return next_number_ - 1 - confirmed_; }
   // The highest number confirmed so far (0: none).
-  std::uint64_t confirmed() const noexcept { return first_ - 1; }
+  std::uint64_t confirmed() const noexcept { return confirmed_; }
+  // Blocks the owner's list holds (for tests).
+  std::size_t blocks() const noexcept { return blocks_.size(); }
 
  private:
   friend class confirm_entry;
+  friend struct confirm_block;
   friend struct confirm_ledger_release;
-  struct block {
-    confirm_entry entries[block_entries];
+  // Numbers rejected at read whose reject is not given out yet: `count` numbers from `first`.
+  struct reject_run {
+    std::uint64_t first;
+    std::uint32_t count;
+    reject_reason why;
   };
 
-  confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity)
-      : owner_(std::move(owner)), capacity_(capacity) {}
-  ~confirm_ledger() = default;
-  confirm_entry& at(std::uint64_t number) noexcept;
+  confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
+                 confirm_ledger_budget* budget);
+  ~confirm_ledger();
+  confirm_entry& entry(std::uint64_t seq) noexcept;
+  // Calls on_reject, reading a void one as "done".
+  template <class OnReject>
+  static bool give(OnReject& on_reject, std::uint64_t number, reject_reason why);
   // An entry's last consumer settled it (any thread): the owner is told, once per flush.
   void entry_settled() noexcept;
-  // One holder less (the owner's handle, or a frame still owed); the last deletes the ledger.
+  // The owner let go of its handle: the list lets go of every block, runs are forgotten.
+  void close() noexcept;
+  // One holder less (the owner's handle, or a block); the last deletes the ledger.
   void release() noexcept;
+  void charge(std::int64_t bytes) noexcept;
 
   std::weak_ptr<confirm_owner> owner_;
   const std::size_t capacity_;
-  // Owner's strand only: the numbers in the blocks run from first_ (the oldest not yet
-  // confirmed) to next_ (the next to give); blocks_.front() holds first_.
-  std::deque<std::unique_ptr<block>> blocks_;
-  std::uint64_t first_ = 1;
-  std::uint64_t next_ = 1;
-  std::uint64_t base_ = 1;  // the number of blocks_.front()->entries[0]
+  confirm_ledger_budget* const budget_;
+  // Owner's strand only. Entries are counted in sequence (seq), apart from numbers: the blocks
+  // hold seqs first_seq_ (the oldest not yet passed) to next_seq_ (the next to give);
+  // blocks_.front() starts at base_seq_.
+  std::vector<confirm_block*> blocks_;
+  std::uint64_t first_seq_ = 0;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t base_seq_ = 0;
+  std::uint64_t next_number_ = 1;
+  std::uint64_t confirmed_ = 0;
+  std::vector<reject_run> runs_;  // from runs_head_ on: not given out yet
+  std::size_t runs_head_ = 0;
+  std::size_t runs_charged_ = 0;  // runs_.capacity() as counted in the budget
   std::atomic<bool> flush_due_{false};
-  // The owner's handle, and one per frame still owed by a consumer (its last settler lets go):
-  // a reference per frame, not per frame and consumer.
+  // The owner's handle, and one per block alive.
   std::atomic<std::uint64_t> holders_{1};
 };
+
+template <class OnReject>
+bool confirm_ledger::give(OnReject& on_reject, std::uint64_t number, reject_reason why) {
+  if constexpr (std::is_same_v<std::invoke_result_t<OnReject&, std::uint64_t, reject_reason>,
+                               bool>) {
+    return on_reject(number, why);
+  } else {
+    on_reject(number, why);
+    return true;
+  }
+}
 
 template <class OnReject>
 std::optional<std::uint64_t> confirm_ledger::advance(OnReject&& on_reject) {
   // Taken before the walk: a settler that finds the flag already set (and so does not wake the
   // owner again) settled before this exchange, and the walk below sees its settlement.
   flush_due_.exchange(false, std::memory_order_acq_rel);
-  const std::uint64_t from = first_;
-  while (first_ < next_) {
-    confirm_entry& e = at(first_);
-    if (e.owing_.load(std::memory_order_acquire) != 0) break;
-    if (const auto r = e.reason_.load(std::memory_order_relaxed)) {
-      if constexpr (std::is_same_v<std::invoke_result_t<OnReject&, std::uint64_t, reject_reason>,
-                                   bool>) {
-        if (!on_reject(first_, static_cast<reject_reason>(r))) break;
-      } else {
-        on_reject(first_, static_cast<reject_reason>(r));
+  bool room = true;
+  // Rejected at read: out at once, whatever is owed before them (the contract).
+  while (room && runs_head_ < runs_.size()) {
+    reject_run& run = runs_[runs_head_];
+    while (run.count > 0) {
+      if (!give(on_reject, run.first, run.why)) {
+        room = false;
+        break;
       }
+      ++run.first;
+      --run.count;
     }
-    ++first_;
-    if (first_ - base_ == block_entries) {
-      blocks_.pop_front();
-      base_ += block_entries;
+    if (run.count == 0) ++runs_head_;
+  }
+  if (runs_head_ == runs_.size()) {
+    runs_.clear();
+    runs_head_ = 0;
+  }
+  while (room && first_seq_ < next_seq_) {
+    confirm_entry& e = entry(first_seq_);
+    if (e.owing_.load(std::memory_order_acquire) != 0) break;
+    const std::uint8_t r = e.reason_.load(std::memory_order_relaxed);
+    if (r & confirm_entry::unsettled_bit) break;  // never confirmed: resent elsewhere
+    if (r && !give(on_reject, e.number_, static_cast<reject_reason>(r))) break;
+    ++first_seq_;
+    if (first_seq_ - base_seq_ == block_entries) {
+      confirm_block* passed = blocks_.front();
+      blocks_.erase(blocks_.begin());
+      base_seq_ += block_entries;
+      passed->release();
     }
   }
-  if (first_ == from) return std::nullopt;
-  return first_ - 1;
+  // Up to the first frame still owed, or whose reject is not out yet.
+  std::uint64_t upto = next_number_ - 1;
+  if (first_seq_ < next_seq_) upto = std::min(upto, entry(first_seq_).number_ - 1);
+  if (runs_head_ < runs_.size()) upto = std::min(upto, runs_[runs_head_].first - 1);
+  if (upto <= confirmed_) return std::nullopt;
+  confirmed_ = upto;
+  return upto;
 }
 
 }  // namespace gatewayd::protocol

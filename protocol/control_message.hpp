@@ -20,7 +20,7 @@ enum class reject_reason : std::uint8_t {
   dropped = 1,        // an overflow policy dropped it for a consumer
   unroutable = 2,     // no route matched and there is no dead-letter consumer
   not_permitted = 3,  // its supplier may not publish to its address
-  removed = 4,        // a consumer it was routed to was removed, or the gateway shut down
+  removed = 4,        // a reload removed a consumer it was routed to (a stop never rejects)
 };
 inline constexpr std::size_t reject_reason_count = 4;
 inline constexpr runtime::enum_names<reject_reason, reject_reason_count + 1> reject_reason_names{

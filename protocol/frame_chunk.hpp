@@ -141,9 +141,10 @@ class release_batch {
     if (s.confirm) s.confirm->delivered();
     add(s.chunk);
   }
-  // The consumer will never have it: dropped by its policy, or removed with it.
-  void rejected(const frame_slice& s, reject_reason why) noexcept {
-    if (s.confirm) s.confirm->rejected(why);
+  // The consumer will never have it: dropped by its policy, or removed with it (`why`); or,
+  // with no reason, the gateway stops and leaves it unsettled (its supplier resends it).
+  void rejected(const frame_slice& s, give_up why) noexcept {
+    if (s.confirm) s.confirm->given_up(why);
     add(s.chunk);
   }
   void flush() noexcept {
@@ -163,8 +164,9 @@ inline void deliver_slices(std::span<const frame_slice> slices) noexcept {
   for (const auto& s : slices)
     batch.delivered(s);
 }
-// Gives back the one reference each slice owns, in runs, settling each as rejected for `why`.
-inline void reject_slices(std::span<const frame_slice> slices, reject_reason why) noexcept {
+// Gives back the one reference each slice owns, in runs, settling each as rejected for `why`
+// (none: left unsettled).
+inline void reject_slices(std::span<const frame_slice> slices, give_up why) noexcept {
   release_batch batch;
   for (const auto& s : slices)
     batch.rejected(s, why);

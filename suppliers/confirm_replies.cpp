@@ -10,7 +10,8 @@ confirm_replies::confirm_replies(std::weak_ptr<protocol::confirm_owner> owner, s
                                  supplier_stats& totals, session_stats& own,
                                  const asio::any_io_executor& ex)
     : deadline(ex),
-      ledger_(protocol::confirm_ledger::make(std::move(owner), bound + frames_per_read)),
+      ledger_(protocol::confirm_ledger::make(std::move(owner), bound + frames_per_read,
+                                             &totals.confirm_ledger)),
       bound_(bound),
       totals_(totals),
       own_(own) {}

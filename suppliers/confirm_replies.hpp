@@ -38,8 +38,14 @@ class confirm_replies {
   confirm_replies& operator=(const confirm_replies&) = delete;
 
   protocol::confirm_ledger& ledger() noexcept { return *ledger_; }
-  // Unconfirmed frames reached the bound: read no more until collect() made room.
-  bool full() const noexcept { return ledger_->pending() >= bound_; }
+  // Unconfirmed frames reached the bound, or all ledgers together max_confirm_ledger_bytes: read
+  // no more until collect() (or the other ledgers) made room.
+  bool full() const noexcept {
+    return ledger_->pending() >= bound_ || totals_.confirm_ledger.full();
+  }
+  bool over_ledger_budget() const noexcept { return totals_.confirm_ledger.full(); }
+  // Every frame numbered is confirmed and the confirm written: the connection owes nothing.
+  bool settled() const noexcept { return ledger_->pending() == 0 && sent_ == used_; }
 
   // Walks what settled since the last call into the buffer (the rejects, then the cumulative
   // confirm), as far as the buffer has room. True when settled frames are left for the next

@@ -57,21 +57,26 @@ frame_router::outcome frame_router::route(std::string_view address,
 frame_router::outcome frame_router::route_confirmed(std::string_view address,
                                                     protocol::frame_slice slice,
                                                     protocol::confirm_ledger& ledger,
-                                                    protocol::confirm_entry*& entry) {
+                                                    bool& numbered) {
   if (!snapshot_) {
-    entry = ledger.add(0, protocol::reject_reason::unroutable);
+    numbered = ledger.reject_at_read(protocol::reject_reason::unroutable);
     return outcome::unroutable;
   }
   const auto answer = cache_.lookup(*snapshot_->table, address, scratch_, who_);
   if (!answer.permitted) {
-    entry = ledger.add(0, protocol::reject_reason::not_permitted);
+    numbered = ledger.reject_at_read(protocol::reject_reason::not_permitted);
     return outcome::not_permitted;
   }
   const routing::lookup_result& result = answer.route;
   credit(result.patterns);
-  // With no consumer (unroutable, no dead letter) the ledger rejects it at once.
-  entry = ledger.add(static_cast<std::uint32_t>(result.consumers.size()));
-  if (entry && !result.consumers.empty()) {
+  if (result.consumers.empty()) {
+    // Unroutable, no dead letter: settled as read, rejected at once, no entry.
+    numbered = ledger.reject_at_read(protocol::reject_reason::unroutable);
+    return outcome::unroutable;
+  }
+  protocol::confirm_entry* entry = ledger.add(static_cast<std::uint32_t>(result.consumers.size()));
+  numbered = entry != nullptr;
+  if (entry) {
     slice.confirm = entry;
     fan_out(result.consumers, slice);
   }

@@ -34,12 +34,12 @@ class frame_router {
   // publish to it. One route-cache probe answers both; a rule that allows everything costs a
   // branch.
   outcome route(std::string_view address, const protocol::frame_slice& slice);
-  // The same for a CONFIRM frame: numbered in `ledger` (its `entry`), owed by each consumer it is
-  // queued for (the dead letter counts as one); refused, or routed to no consumer, it is
-  // rejected at once. `entry` is null when the ledger is full (the caller checks room before
-  // each read: it never is).
+  // The same for a CONFIRM frame: numbered in `ledger`, owed by each consumer it is queued for
+  // (the dead letter counts as one, through its entry); refused, or routed to no consumer, it is
+  // rejected at read, taking no entry. `numbered` is false when the ledger is full (the caller
+  // checks room before each read: it never is).
   outcome route_confirmed(std::string_view address, protocol::frame_slice slice,
-                          protocol::confirm_ledger& ledger, protocol::confirm_entry*& entry);
+                          protocol::confirm_ledger& ledger, bool& numbered);
 
   // The supplier whose frames follow (its TLS identity; empty for none): picks its publish
   // rule in this pass's snapshot. Once per read, not per frame.

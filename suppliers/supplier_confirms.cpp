@@ -22,9 +22,9 @@ frame_router::outcome supplier_session::route_confirmed(frame_router& router,
   // Consumers always receive flags 0x00: the bit is cleared in the chunk before any consumer
   // holds the frame (its bytes are ours until it is routed).
   s.chunk->data()[s.offset + 3] = static_cast<char>(protocol::frame_flags::data);
-  protocol::confirm_entry* entry = nullptr;
-  const auto outcome = router.route_confirmed(f.address, s, replies_->ledger(), entry);
-  if (!entry) r.unnumbered = true;
+  bool numbered = true;
+  const auto outcome = router.route_confirmed(f.address, s, replies_->ledger(), numbered);
+  if (!numbered) r.unnumbered = true;
   return outcome;
 }
 
@@ -46,6 +46,8 @@ void supplier_session::flush_confirms() {
     enter(state::reading);
     if (!waiting_) do_wait();
   }
+  // The gateway stops: held only while it is owed confirms, and it is owed none any more.
+  if (in(state::held) && replies_->settled()) close(partial_discard::shutdown);
 }
 
 // One non-blocking write of everything encoded. What the socket does not take waits in the

@@ -95,6 +95,14 @@ void supplier_session::pause_reading() {
   });
 }
 
+void supplier_session::stop_reading() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->in(state::closed)) return;
+    if (!self->replies_ || self->replies_->settled()) return self->close(partial_discard::shutdown);
+    if (!self->in(state::held)) self->pause(state::held);
+  });
+}
+
 void supplier_session::ask_to_leave() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (self->in(state::closed)) return;
@@ -109,7 +117,7 @@ void supplier_session::resume_reading() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     if (!self->in(state::paused)) return;  // only a consumer's pause ends so
     // Its unconfirmed frames may have reached the bound meanwhile: then it waits for those.
-    if (self->replies_ && self->replies_->full()) return self->pause(state::confirming);
+    if (self->replies_ && self->replies_->full()) return self->wait_for_confirms();
     self->enter(state::reading);
     if (!self->waiting_) self->do_wait();
   });
@@ -150,6 +158,9 @@ void supplier_session::on_readable(std::error_code ec) {
     return;
   }
   if (paused() || in(state::confirming)) return;
+  // The ledgers' bound may have been reached by other connections meanwhile: no read that
+  // would number more (the bound is passed by at most the reads in progress).
+  if (in(state::reading) && replies_ && replies_->full()) return wait_for_confirms();
   read_and_route();
 }
 
@@ -299,7 +310,7 @@ void supplier_session::after_routing(const routed& r) {
   stream_.release_if_idle();
   // The confirms flushed at the end of the pass may have made room already.
   if (r.confirms_full && replies_->full()) {
-    if (in(state::reading)) return pause(state::confirming);
+    if (in(state::reading)) return wait_for_confirms();
     // Its peer left: nobody will read the confirms, and it resends what they would have
     // covered (reading on could only overrun the ledger).
     if (in(state::departing)) return closed_by_peer();
@@ -392,6 +403,16 @@ void supplier_session::pause(state why) {
   arm_pause_check();
 }
 
+void supplier_session::wait_for_confirms() {
+  if (replies_->over_ledger_budget()) {
+    GW_LOG_LIMITED(warning, "supplier reads held by max_confirm_ledger_bytes")
+        << "supplier " << peer_ << ": confirm ledgers hold " << ctx_.stats.confirm_ledger.used()
+        << " bytes (max_confirm_ledger_bytes " << ctx_.stats.confirm_ledger.limit()
+        << "); not reading it until frames owed settle (confirming)";
+  }
+  pause(state::confirming);
+}
+
 // The peer closed while we were not reading. What it sent before its FIN is in our receive
 // buffer, a finite amount: it is read and routed as usual (the consumers' policies apply; a
 // backpressure consumer queues it past its limit, by at most that much), then EOF closes the
@@ -417,6 +438,12 @@ void supplier_session::arm_pause_check() {
 void supplier_session::on_pause_check(std::error_code ec) {
   if (ec || !(paused() || in(state::confirming))) return;  // resumed, departed or closed
   if (peer_left()) return depart();
+  // Held by the ledgers' bound, which other connections' frames free: asked again here.
+  if (in(state::confirming) && !replies_->full()) {
+    enter(state::reading);
+    if (!waiting_) do_wait();
+    return;
+  }
   arm_pause_check();
 }
 

@@ -73,8 +73,14 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void start();
   // Closes the connection from any thread (posted to the session's strand).
   void stop();
-  // Stops reading but keeps the connection (graceful drain: no new frames come in).
+  // Stops reading but keeps the connection (held: no new frames come in).
   void pause_reading();
+  // The gateway's drain begins: nothing more is read. A connection that owes its supplier
+  // nothing (plain, or every CONFIRM frame confirmed and the confirm written) is closed at once;
+  // one still owed confirms is held open to receive those that settle during the drain, and
+  // closed once it owes nothing more, or by stop() at the drain's end: what is unsettled then
+  // stays so, and its supplier resends it elsewhere.
+  void stop_reading();
   void resume_reading() override;
   // The backpressure consumer that paused it fell behind: from now on the connection cap may
   // reclaim it (paused_by_consumer_since() counts from here).
@@ -186,6 +192,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void closed_by_peer(const std::error_code& ec = {});
   // Stops reading (`why`: paused or held), watching for the peer to leave meanwhile.
   void pause(state why);
+  // Reads no more until its unconfirmed frames (or all ledgers: max_confirm_ledger_bytes) leave
+  // room; the ledger bound's wait is logged.
+  void wait_for_confirms();
   bool peer_left();
   // The peer left while paused: read what it sent to the end, then close.
   void depart();

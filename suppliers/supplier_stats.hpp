@@ -10,6 +10,7 @@
 
 #include "net/tls_channel.hpp"
 #include "net/tls_context.hpp"
+#include "protocol/confirm_ledger.hpp"
 #include "protocol/control_message.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/publish_drop_counters.hpp"
@@ -90,6 +91,9 @@ struct supplier_stats {
   std::atomic<std::uint64_t> confirmed_frames{0};
   std::array<std::atomic<std::uint64_t>, protocol::reject_reason_count> rejected_frames{};
   std::atomic<std::int64_t> unconfirmed_frames{0};
+  // What every connection's confirm ledger holds, open and closed ones (a closed connection's
+  // blocks with a frame still owed), against max_confirm_ledger_bytes.
+  protocol::confirm_ledger_budget confirm_ledger;
 };
 
 // One session's share of the above, for /connz: added to where the session adds to

@@ -126,3 +126,103 @@ BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_s
   haproxy.signal(SIGTERM);
   BOOST_TEST(haproxy.wait_exit(10s).has_value());
 }
+
+// Issue 29, item 3: a graceful stop gives up nothing a SIGKILL would keep. The `ack = true`
+// consumer of the node carrying a `send --confirm --reconnect` stream stops acknowledging (it
+// stops reading: what the node wrote waits unacknowledged, the rest queued), and that node gets
+// SIGTERM with a short drain. A stop never rejects: what did not settle within the drain stays
+// unsettled, the node closes the supplier's connection, and the supplier resends it through the
+// other node. Then the consumer resumes. 0 lost, 0 rejected (reason 4 before the fix).
+BOOST_AUTO_TEST_CASE(a_graceful_stop_rejects_nothing_and_loses_nothing) {
+  BOOST_TEST_REQUIRE(std::filesystem::exists(haproxy_binary), "install Debian's haproxy");
+  constexpr std::size_t frames = 3000, window = 500;
+  test_consumer sink1, sink2;
+  sink1.acknowledge(true);
+  sink2.acknowledge(true);
+  const std::string node =
+      "proxy_protocol = true\nproxy_from = [\"127.0.0.1/32\"]\ndrain_timeout_ms = 1000\n";
+  std::vector<std::unique_ptr<gateway_fixture>> nodes;
+  for (const test_consumer* sink : {&sink1, &sink2}) {
+    nodes.push_back(std::make_unique<gateway_fixture>(
+        consumer_toml("audit", sink->endpoint(),
+                      "ack = true\nmax_unacked_bytes = 16384\nqueue_capacity = 100000") +
+            route_toml("orders.>", {"audit"}),
+        node));
+    BOOST_TEST_REQUIRE(nodes.back()->consumers_connected({"audit"}));
+  }
+  temp_dir dir;
+  const unsigned short front = free_port(), stats = free_port();
+  const auto cfg = dir.write("haproxy.cfg", haproxy_config(front, stats, *nodes[0], *nodes[1]));
+  daemon_process haproxy(haproxy_binary, {"-f", cfg.string(), "-db"}, dir.path() / "haproxy.log");
+  const auto both_up = [&] {
+    return server_status(stats, "gw1") == "UP" && server_status(stats, "gw2") == "UP";
+  };
+  BOOST_TEST_REQUIRE(eventually(both_up, 10s), haproxy.log());
+
+  daemon_process sender(
+      peer_binary(),
+      {"send", "--to", "127.0.0.1:" + std::to_string(front), "--address", "orders.eu.created",
+       "--size", "64", "--rate", "5000", "--count", std::to_string(frames), "--reconnect",
+       "--confirm", "--window", std::to_string(window), "--confirm-wait", "30", "--json"},
+      dir.path() / "send.log");
+  std::size_t victim = 0;
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        for (std::size_t i = 0; i < nodes.size(); ++i) {
+          if (suppliers_on(*nodes[i]) == 1 &&
+              scrape_metric(nodes[i]->metrics_port, "gatewayd_supplier_messages_received_total") >=
+                  300) {
+            victim = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      20s));
+  auto& n = *nodes[victim];
+  test_consumer& stalled = victim == 0 ? sink1 : sink2;
+  stalled.stall(true);
+  // The supplier's whole window waits on the stalled consumer: some written to it and not
+  // acknowledged (max_unacked_bytes), the rest queued.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return scrape_metric(n.metrics_port, "gatewayd_supplier_unconfirmed_frames") >=
+               static_cast<double>(window);
+      },
+      20s));
+  BOOST_TEST_MESSAGE("held unacknowledged: "
+                     << scrape_metric(n.metrics_port,
+                                      "gatewayd_consumer_unacked_frames{consumer=\"audit\"}")
+                     << ", queued: "
+                     << scrape_metric(n.metrics_port,
+                                      "gatewayd_consumer_queue_depth{consumer=\"audit\"}"));
+  n.daemon->signal(SIGTERM);
+  BOOST_TEST_REQUIRE(n.daemon->wait_exit(10s).has_value());
+  stalled.stall(false);  // the consumer resumes (its node is gone: the other one resends)
+
+  BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
+  const auto report = json::parse(sender.log());
+  BOOST_TEST_MESSAGE("gateway-peer send: " << report.dump());
+  BOOST_TEST(report["rejected"] == 0);  // reason 4 among them before the fix
+  BOOST_TEST(report["rejected_by_reason"]["removed"] == 0);
+  BOOST_TEST(report["confirmed"] == frames);
+  BOOST_TEST(report["unconfirmed"] == 0);
+  BOOST_TEST(report["reconnects"] >= 1);
+  BOOST_TEST(n.daemon->log().find("undelivered") != std::string::npos);
+
+  std::set<std::string> seen;
+  const auto tally = [&] {
+    seen.clear();
+    for (const test_consumer* s : {&sink1, &sink2}) {
+      for (const auto& f : s->frames())
+        seen.insert(f.payload);
+    }
+    return seen.size() == frames;
+  };
+  BOOST_TEST(eventually(tally, 20s));
+  BOOST_TEST(seen.size() == frames);  // lost: 0
+  BOOST_TEST(sink1.corruptions() + sink2.corruptions() == 0u);
+
+  haproxy.signal(SIGTERM);
+  BOOST_TEST(haproxy.wait_exit(10s).has_value());
+}

@@ -16,8 +16,10 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "protocol/confirm_ledger.hpp"
 #include "protocol/control_message.hpp"
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
@@ -375,4 +377,105 @@ BOOST_AUTO_TEST_CASE(a_confirm_waits_for_the_ack_of_an_ack_consumer_through_its_
                            "gatewayd_consumer_redelivered_frames_total{consumer=\"acked\"}") >= n);
   BOOST_TEST(scrape_metric(gw.metrics_port, frames_metric("confirmed_frames_total")) == n);
   BOOST_TEST(plain.count() == static_cast<std::size_t>(n));  // the plain one had each once
+}
+
+// Issue 29, item 1, scaled down: a consumer nobody listens to (`down`), and connection after
+// connection that sends one CONFIRM frame it keeps owed (`d.pin`) and thousands of unroutable
+// ones, then leaves. Those rejected as read take no ledger space and are rejected at once; a
+// closed connection keeps only the block of its frame still owed, which the gauge shows, and
+// RSS stays flat. Before: every closed connection kept its whole ledger (~220 KiB of RSS here),
+// on no gauge, and the rejects waited behind the owed frame for good.
+BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
+  constexpr int connections = 150;
+  constexpr int warm_up = 10;  // the chunk caches and the allocator's arenas fill first
+  constexpr int unroutable = 12000;
+  const unsigned short nobody = free_port();  // nothing listens there
+  gateway_fixture gw(
+      consumer_toml("down", "127.0.0.1:" + std::to_string(nobody), "queue_capacity = 100000") +
+      route_toml("d.>", {"down"}));
+  const auto received = [&] {
+    return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total");
+  };
+  long rss_before = 0;
+  for (int i = 0; i < connections; ++i) {
+    confirm_supplier s(gw.supplier_port);
+    s.send("d.pin", 1);
+    s.send("nowhere.at.all", unroutable);
+    const double want = static_cast<double>(i + 1) * (unroutable + 1);
+    BOOST_TEST_REQUIRE(eventually([&] { return received() >= want; }, 20s));
+    if (i == warm_up) rss_before = gw.rss_kib();
+    if (i == 0) {
+      // Rejected at once, though frame 1 is still owed: no confirm covers them.
+      BOOST_TEST(s.read_until([](const std::vector<control_message>& m) {
+        return !m.empty() && m.back().what == control_message::kind::reject &&
+               m.back().number == unroutable + 1;
+      }));
+      std::uint64_t last = 0;
+      BOOST_TEST(check_replies(s.messages(), last).size() == static_cast<std::size_t>(unroutable));
+      BOOST_TEST(last == 0u);
+    }
+  }
+  BOOST_TEST_REQUIRE(eventually(
+      [&] { return scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") == 0; }, 10s));
+  const long growth = gw.rss_kib() - rss_before;
+  const double owed_bytes =
+      static_cast<double>(connections) *
+      (protocol::confirm_ledger::ledger_bytes() + protocol::confirm_ledger::block_bytes);
+  const auto gauge = [&] {
+    return scrape_metric(gw.metrics_port, "gatewayd_confirm_ledger_bytes");
+  };
+  BOOST_TEST_MESSAGE("RSS grew " << growth << " KiB over " << connections - warm_up
+                                 << " connections; ledgers hold " << gauge() << " bytes ("
+                                 << owed_bytes << " expected)");
+  BOOST_TEST(gauge() == owed_bytes);  // one ledger and one block per frame still owed
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_confirm_ledger_limit_bytes") == 268435456);
+  BOOST_TEST(scrape_metric(gw.metrics_port, frames_metric("unconfirmed_frames")) == 0);
+  BOOST_TEST(growth < 6 * 1024 * memory_slack);  // before: ~220 KiB a connection
+  // The owed frames go (to a consumer that comes up), and the ledgers with them.
+  test_consumer down(nobody);
+  BOOST_TEST(down.wait_for_count(connections, 20s));
+  BOOST_TEST(eventually([&] { return gauge() == 0; }, 10s));
+}
+
+// At max_confirm_ledger_bytes nothing is dropped: a supplier whose CONFIRM frames wait for a
+// consumer that is down is read no more (confirming, logged) once all ledgers hold the bound,
+// and read again as its frames settle; every frame then reaches the consumer and is confirmed.
+BOOST_AUTO_TEST_CASE(at_max_confirm_ledger_bytes_suppliers_wait_and_nothing_is_dropped) {
+  constexpr int frames = 80000;  // 24 B of ledger each: ~1.8 MiB, past the 1 MiB bound
+  constexpr double bound = 1048576;
+  const unsigned short nobody = free_port();
+  gateway_fixture gw(
+      consumer_toml("down", "127.0.0.1:" + std::to_string(nobody), "queue_capacity = 200000") +
+          route_toml("d.>", {"down"}),
+      "max_confirm_ledger_bytes = 1048576\nmax_unconfirmed_frames = 1048576\n");
+  const auto metric = [&](const std::string& m) { return scrape_metric(gw.metrics_port, m); };
+  confirm_supplier s(gw.supplier_port);
+  std::string bytes;
+  for (int i = 0; i < frames; ++i)
+    bytes += protocol::encode_frame("d.x", "p", protocol::frame_flags::confirm);
+  bool sent = false;
+  std::thread sending([&] { sent = send_all(s.fd(), bytes); });  // blocks while not read
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return gw.daemon->log().find("max_confirm_ledger_bytes") != std::string::npos &&
+               metric("gatewayd_confirm_ledger_bytes") >= bound;
+      },
+      20s));
+  const double read_at_bound = metric("gatewayd_supplier_messages_received_total");
+  BOOST_TEST_MESSAGE("at the bound: " << read_at_bound << " frames read, ledgers hold "
+                                      << metric("gatewayd_confirm_ledger_bytes") << " bytes");
+  BOOST_TEST(read_at_bound < frames);
+  // Past it by at most the read in progress (64 KiB of 14-byte frames, 24 B each) and its blocks.
+  BOOST_TEST(metric("gatewayd_confirm_ledger_bytes") <= bound + 128 * 1024);
+  BOOST_TEST(metric("gatewayd_confirm_ledger_limit_bytes") == bound);
+  test_consumer down(nobody);  // frames settle: the ledger shrinks, reading resumes
+  BOOST_TEST(s.read_until_confirmed(frames));
+  sending.join();
+  BOOST_TEST(sent);
+  BOOST_TEST(down.wait_for_count(frames, 20s));
+  std::uint64_t last = 0;
+  BOOST_TEST(check_replies(s.messages(), last).empty());  // nothing dropped, nothing rejected
+  BOOST_TEST(last == static_cast<std::uint64_t>(frames));
+  BOOST_TEST(metric("gatewayd_consumer_dropped_messages_total{consumer=\"down\",reason="
+                    "\"queue_full\"}") == 0);
 }

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "protocol/control_message.hpp"
 #include "protocol/frame_codec.hpp"
 #include "tests/support/wait_until.hpp"
 
@@ -42,7 +43,9 @@ void test_consumer::run() {
   std::optional<tcp::socket> conn;
   std::string buffer;
   std::vector<char> chunk(256 * 1024);
+  std::uint64_t conn_frames = 0;  // this connection's, for its acks
   auto close_conn = [&] {
+    conn_frames = 0;
     if (!buffer.empty()) ++partial_at_close_;
     buffer.clear();
     std::error_code ec;
@@ -60,6 +63,7 @@ void test_consumer::run() {
       if (!ec) {
         if (conn) close_conn();  // a new connection replaces the old one
         conn.emplace(std::move(s));
+        conn_frames = 0;
         ++connections_;
       }
     }
@@ -87,6 +91,14 @@ void test_consumer::run() {
       pos += r.frame.bytes.size();
     }
     if (conn) buffer.erase(0, pos);
+    if (conn && ack_ && !got.empty()) {
+      conn_frames += got.size();
+      char ack[protocol::max_control_size];
+      const std::size_t len =
+          protocol::encode_control({protocol::control_message::kind::ack, conn_frames}, ack);
+      std::error_code ignored;
+      asio::write(*conn, asio::buffer(ack, len), ignored);
+    }
     if (!got.empty()) {
       std::lock_guard lock(mutex_);
       for (auto& f : got)

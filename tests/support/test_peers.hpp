@@ -35,6 +35,9 @@ class test_consumer {
 
   // Stops reading (the gateway's writes then back up in the kernel) / starts again.
   void stall(bool on);
+  // Acts as an `ack = true` consumer: after each read that completed frames, sends `ack N` on
+  // that connection (N = its frames so far). A stall stops the acks with the reads.
+  void acknowledge(bool on) { ack_ = on; }
   // Closes the current connection (the gateway should redial).
   void drop_connection();
 
@@ -56,6 +59,7 @@ class test_consumer {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> stalled_{false};
+  std::atomic<bool> ack_{false};
   std::atomic<bool> drop_{false};
   std::atomic<std::size_t> connections_{0};
   std::atomic<std::size_t> corruptions_{0};

@@ -1,8 +1,9 @@
 // The ledger of a supplier's CONFIRM frames: the cumulative confirm waits for the oldest frame
-// still owed, rejects come out in order with their first reason, frames no consumer got are
-// rejected in their turn, the capacity holds, blocks come and go, and threads settling at once
-// (as consumers' strands do) lose no frame and no wake-up; a ledger outlives its owner only
-// while frames are owed.
+// still owed, rejects come out in order with their first reason, frames settled as they are
+// read are rejected at once and take no entry, a frame left unsettled (a stop) is never
+// confirmed, the capacity holds, blocks come and go, and threads settling at once (as consumers'
+// strands do) lose no frame and no wake-up; a ledger outlives its owner only while frames are
+// owed, and then keeps only the blocks of those frames.
 #define BOOST_TEST_MODULE confirm_ledger
 #include <boost/test/unit_test.hpp>
 
@@ -64,20 +65,138 @@ BOOST_AUTO_TEST_CASE(the_cumulative_confirm_waits_for_the_oldest_frame_still_owe
 BOOST_AUTO_TEST_CASE(rejects_come_before_the_confirm_that_covers_them_with_their_first_reason) {
   fixture f;
   confirm_entry* a = f.ledger->add(2);
-  f.ledger->add(0, reject_reason::unroutable);  // no consumer: rejected in its turn
+  BOOST_TEST(f.ledger->reject_at_read(reject_reason::unroutable));  // no consumer: no entry
   confirm_entry* c = f.ledger->add(2);
-  f.ledger->add(0, reject_reason::not_permitted);
+  BOOST_TEST(f.ledger->reject_at_read(reject_reason::not_permitted));
   a->rejected(reject_reason::dropped);
   a->rejected(reject_reason::removed);  // the first reason stands
   c->delivered();
   c->rejected(reject_reason::removed);
   BOOST_TEST(f.advance().value_or(0) == std::uint64_t(4));
-  const std::vector<std::pair<std::uint64_t, reject_reason>> want{
-      {1, reject_reason::dropped},
-      {2, reject_reason::unroutable},
-      {3, reject_reason::removed},
-      {4, reject_reason::not_permitted}};
+  // Those rejected at read first (they wait for nothing), then the settled ones in order.
+  const std::vector<std::pair<std::uint64_t, reject_reason>> want{{2, reject_reason::unroutable},
+                                                                  {4, reject_reason::not_permitted},
+                                                                  {1, reject_reason::dropped},
+                                                                  {3, reject_reason::removed}};
   BOOST_TEST((f.rejects == want));
+}
+
+// The contract: a reason known at read goes out without waiting for earlier frames, and the
+// cumulative confirm still covers no frame that is not settled.
+BOOST_AUTO_TEST_CASE(frames_rejected_at_read_go_out_at_once_and_the_confirm_skips_them) {
+  fixture f;
+  confirm_entry* owed = f.ledger->add(1);
+  for (int i = 0; i < 3; ++i)
+    BOOST_TEST(f.ledger->reject_at_read(reject_reason::unroutable));
+  confirm_entry* later = f.ledger->add(1);
+  BOOST_TEST(f.ledger->reject_at_read(reject_reason::not_permitted));
+  BOOST_TEST(f.ledger->blocks() == 1u);  // the two routed frames' entries only
+  BOOST_TEST(!f.advance().has_value());  // 1 is owed: no confirm
+  const std::vector<std::pair<std::uint64_t, reject_reason>> at_once{
+      {2, reject_reason::unroutable},
+      {3, reject_reason::unroutable},
+      {4, reject_reason::unroutable},
+      {6, reject_reason::not_permitted}};
+  BOOST_TEST((f.rejects == at_once));
+  later->delivered();
+  BOOST_TEST(!f.advance().has_value());  // still 1
+  owed->delivered();
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(6));
+  BOOST_TEST(f.rejects.size() == 4u);  // each reject once
+  BOOST_TEST(f.ledger->reject_at_read(reject_reason::unroutable));
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(7));  // nothing owed before it
+}
+
+// A reject that finds no room (the owner's buffer is full) holds the confirm before it, and is
+// given out by the next advance.
+BOOST_AUTO_TEST_CASE(a_reject_at_read_without_room_holds_the_confirm_until_it_is_out) {
+  fixture f;
+  for (int i = 0; i < 4; ++i)
+    f.ledger->reject_at_read(reject_reason::unroutable);
+  int room = 2;
+  std::vector<std::uint64_t> out;
+  const auto first = f.ledger->advance([&](std::uint64_t n, reject_reason) {
+    if (room == 0) return false;
+    --room;
+    out.push_back(n);
+    return true;
+  });
+  BOOST_TEST(first.value_or(0) == std::uint64_t(2));  // 1 and 2 are out; 3 is not
+  room = 10;
+  const auto second = f.ledger->advance([&](std::uint64_t n, reject_reason) {
+    out.push_back(n);
+    return true;
+  });
+  BOOST_TEST(second.value_or(0) == std::uint64_t(4));
+  BOOST_TEST((out == std::vector<std::uint64_t>{1, 2, 3, 4}));
+}
+
+// A stop never rejects: a frame one consumer left unsettled is never confirmed, whatever the
+// others said, and holds every later frame back with it; the ledger still goes once settled.
+BOOST_AUTO_TEST_CASE(a_frame_left_unsettled_is_never_confirmed) {
+  fixture f;
+  confirm_entry* a = f.ledger->add(2);
+  confirm_entry* b = f.ledger->add(1);
+  a->rejected(reject_reason::dropped);
+  a->left_unsettled();
+  b->delivered();
+  BOOST_TEST(!f.advance().has_value());
+  BOOST_TEST(f.rejects.empty());
+  confirm_entry* c = f.ledger->add(1);
+  c->given_up(std::nullopt);
+  BOOST_TEST(f.ledger->reject_at_read(reject_reason::unroutable));
+  BOOST_TEST(!f.advance().has_value());
+  BOOST_TEST(f.rejects.size() == 1u);  // the one known at read, at once
+  BOOST_TEST(f.ledger->confirmed() == 0u);
+  BOOST_TEST(f.ledger->pending() == 4u);
+}
+
+// A closed connection keeps only what is still owed: the blocks holding an entry a consumer
+// still owes, and the ledger itself; every other block goes when the owner lets go, and the
+// rest with the last frame settled. The budget sees each step.
+BOOST_AUTO_TEST_CASE(a_closed_ledger_keeps_only_the_blocks_of_frames_still_owed) {
+  confirm_ledger_budget budget;
+  auto o = std::make_shared<owner>();
+  auto ledger = confirm_ledger::make(o, 1u << 20, &budget);
+  BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes());
+  constexpr std::size_t blocks = 10;
+  std::vector<confirm_entry*> e;
+  for (std::size_t i = 0; i < blocks * confirm_ledger::block_entries; ++i) {
+    e.push_back(ledger->add(1));
+    ledger->reject_at_read(reject_reason::unroutable);  // no entry, no block
+  }
+  BOOST_TEST(ledger->blocks() == blocks);
+  BOOST_TEST(budget.used() >=
+             confirm_ledger::ledger_bytes() + blocks * confirm_ledger::block_bytes);
+  // Everything settled but one frame in the fourth block and one in the last.
+  confirm_entry* const owed_a = e[3 * confirm_ledger::block_entries + 5];
+  confirm_entry* const owed_b = e.back();
+  for (confirm_entry* x : e) {
+    if (x != owed_a && x != owed_b) x->delivered();
+  }
+  ledger.reset();  // the connection closes
+  BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes() + 2 * confirm_ledger::block_bytes);
+  owed_a->delivered();
+  BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes() + confirm_ledger::block_bytes);
+  owed_b->left_unsettled();
+  BOOST_TEST(budget.used() == 0u);  // the ledger is gone (LeakSanitizer checks it)
+  BOOST_TEST(o->wakes.load() >= 1);
+}
+
+// Frames rejected at read cost a run, not an entry each: 100,000 unroutable frames in a row
+// hold no block, and what the budget counts stays small.
+BOOST_AUTO_TEST_CASE(frames_rejected_at_read_take_no_ledger_space) {
+  confirm_ledger_budget budget;
+  fixture f;
+  f.ledger = confirm_ledger::make(f.o, 1u << 20, &budget);
+  for (int i = 0; i < 100000; ++i)
+    BOOST_TEST_REQUIRE(f.ledger->reject_at_read(reject_reason::unroutable));
+  BOOST_TEST(f.ledger->blocks() == 0u);
+  BOOST_TEST(budget.used() <= confirm_ledger::ledger_bytes() + 64);
+  BOOST_TEST(f.advance().value_or(0) == std::uint64_t(100000));
+  BOOST_TEST(f.rejects.size() == 100000u);
+  f.ledger.reset();
+  BOOST_TEST(budget.used() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(the_capacity_holds_until_the_confirm_makes_room) {
@@ -114,7 +233,8 @@ BOOST_AUTO_TEST_CASE(numbers_cross_blocks_and_blocks_are_given_back) {
   e[0]->delivered();
   BOOST_TEST(f.advance().value_or(0) == std::uint64_t(n));
   for (std::size_t i = 0; i < n; ++i)
-    f.ledger->add(0, reject_reason::unroutable);
+    f.ledger->reject_at_read(reject_reason::unroutable);
+  BOOST_TEST(f.ledger->blocks() == 1u);  // the last routed frames' block, not yet passed
   BOOST_TEST(f.advance().value_or(0) == std::uint64_t(2 * n));
   BOOST_TEST(f.rejects.size() == n);
   BOOST_TEST(f.rejects.front().first == n + 1);
@@ -191,4 +311,42 @@ BOOST_AUTO_TEST_CASE(a_ledger_outlives_its_owner_while_frames_are_owed) {
   b->rejected(reject_reason::removed);
   a->delivered();  // the last holder: the ledger goes
   BOOST_TEST(true);
+}
+
+// The owner closes (its connection ends) while consumers' threads are still settling: the
+// blocks nobody owes go at the close, the others with their last settlement, each exactly once,
+// and what the budget counted comes back to nothing (TSan and LeakSanitizer watch the rest).
+BOOST_AUTO_TEST_CASE(an_owner_closing_while_threads_settle_frees_every_block_once) {
+  constexpr int frames = 50'000;
+  constexpr int consumers = 2;
+  confirm_ledger_budget budget;
+  auto o = std::make_shared<owner>();
+  auto ledger = confirm_ledger::make(o, 2 * frames, &budget);
+  std::vector<confirm_entry*> entries;
+  for (int i = 0; i < frames; ++i) {
+    entries.push_back(ledger->add(consumers));
+    if (i % 7 == 0) ledger->reject_at_read(reject_reason::unroutable);
+  }
+  std::atomic<int> started{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < consumers; ++c) {
+    threads.emplace_back([&, c] {
+      started.fetch_add(1);
+      for (int i = 0; i < frames; ++i) {
+        if (c == 1 && i % 1000 == 0) {
+          entries[i]->left_unsettled();
+        } else {
+          entries[i]->delivered();
+        }
+      }
+    });
+  }
+  while (started.load() < consumers)
+    std::this_thread::yield();
+  for (int i = 0; i < 3; ++i)
+    ledger->advance([](std::uint64_t, reject_reason) {});
+  ledger.reset();  // mid-way, most likely
+  for (auto& t : threads)
+    t.join();
+  BOOST_TEST(budget.used() == 0u);
 }

@@ -177,11 +177,51 @@ BOOST_AUTO_TEST_CASE(
   BOOST_TEST(f.o->told == 1);
 }
 
-BOOST_AUTO_TEST_CASE(a_drop_tells_the_supplier_dropped_a_removal_removed) {
+BOOST_AUTO_TEST_CASE(a_drop_tells_the_supplier_dropped_a_removal_removed_a_stop_nothing) {
   BOOST_TEST((reject_for(drop_reason::queue_full) == reject_reason::dropped));
   BOOST_TEST((reject_for(drop_reason::queue_bytes) == reject_reason::dropped));
   BOOST_TEST((reject_for(drop_reason::global_bytes) == reject_reason::dropped));
   BOOST_TEST((reject_for(drop_reason::slow_consumer) == reject_reason::dropped));
   BOOST_TEST((reject_for(drop_reason::removed) == reject_reason::removed));
-  BOOST_TEST((reject_for(drop_reason::shutdown) == reject_reason::removed));
+  BOOST_TEST(!reject_for(drop_reason::shutdown).has_value());  // a stop never rejects
+}
+
+// What a consumer still holds when its drain ends: removed by a reload, each CONFIRM frame is
+// rejected as removed (4); at a stop, queued or in a write batch, it is left unsettled: no
+// reject, and no confirm ever covers it (its supplier resends it elsewhere). Either way the
+// frames' references and the ledger go (LeakSanitizer checks).
+BOOST_AUTO_TEST_CASE(a_removal_rejects_as_removed_and_a_stop_leaves_frames_unsettled) {
+  {
+    confirm_frames f;
+    frame_queue q;
+    for (const auto& s : f.make(3))
+      q.push_back(s);
+    q.clear(reject_for(drop_reason::removed));
+    std::map<std::uint64_t, reject_reason> rejects;
+    BOOST_TEST(f.settle(rejects) == 3u);
+    BOOST_TEST((rejects == all(1, 3, reject_reason::removed)));
+    BOOST_TEST(f.held_refs() == 0u);
+  }
+  confirm_frames f;
+  frame_queue q;
+  const auto first = f.make(2);    // 1, 2: delivered
+  for (const auto& s : f.make(4))  // 3..6: queued at the stop
+    q.push_back(s);
+  protocol::deliver_slices(first);
+  write_batch batch;
+  batch.fill(q, 1u << 20);
+  batch.written(2 * 100);               // 3, 4 written whole; 5, 6 not when the drain ends
+  protocol::deliver_slices(f.make(2));  // 7, 8: delivered, after the frames left unsettled
+  const frame_counts rest = batch.discard(reject_for(drop_reason::shutdown));
+  BOOST_TEST(rest.frames == 2u);
+  std::map<std::uint64_t, reject_reason> rejects;
+  BOOST_TEST(f.settle(rejects) == 4u);  // up to the first frame left unsettled
+  for (const auto& s : f.make(1))       // 9: still queued
+    q.push_back(s);
+  const frame_counts left = q.clear(reject_for(drop_reason::shutdown));
+  BOOST_TEST(left.frames == 1u);
+  BOOST_TEST(f.settle(rejects) == 4u);  // never past 5, whatever settles after it
+  BOOST_TEST(rejects.empty());
+  BOOST_TEST(f.ledger->pending() == 5u);
+  BOOST_TEST(f.held_refs() == 0u);
 }

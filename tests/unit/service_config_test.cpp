@@ -68,6 +68,7 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(c.reconnect_max.count() == 2000);
   BOOST_TEST(c.max_queued_bytes == 1073741824u);
   BOOST_TEST(c.max_partial_frame_bytes == 268435456u);
+  BOOST_TEST(c.max_confirm_ledger_bytes == 268435456u);
   BOOST_TEST(c.allow.empty());
   BOOST_TEST((c.lame_duck.count() == 0 && !c.proxy_protocol && c.proxy_from == loopback_blocks()));
   BOOST_TEST(c.metrics_listen.to_string() == "127.0.0.1:9464");
@@ -89,6 +90,7 @@ lame_duck_ms = 2500
 reconnect_initial_ms = 250
 reconnect_max_ms = 250
 max_queued_bytes = 0
+max_confirm_ledger_bytes = 0
 allow = ["10.0.0.0/8", "::1", "fd00::/8"]
 proxy_protocol = true
 proxy_from = ["10.1.0.7"]
@@ -116,6 +118,7 @@ level = "warning"
   BOOST_TEST(c.reconnect_initial.count() == 250);
   BOOST_TEST(c.reconnect_max.count() == 250);
   BOOST_TEST(c.max_queued_bytes == 0u);
+  BOOST_TEST(c.max_confirm_ledger_bytes == 0u);
   BOOST_REQUIRE(c.allow.size() == 3u);
   BOOST_TEST(c.allow[0].to_string() == "10.0.0.0/8");
   BOOST_TEST(c.allow[1].to_string() == "::1/128");
@@ -256,7 +259,7 @@ level = "verbose"
         "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
         "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
         "slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms, "
-        "max_unconfirmed_frames, confirm_timeout_ms)"},
+        "max_unconfirmed_frames, confirm_timeout_ms, max_confirm_ledger_bytes)"},
        {17, 10,
         "metrics.listen: \"127.0.0.1\" is not a literal IPv4:port or [IPv6]:port "
         "address"},
@@ -308,6 +311,10 @@ BOOST_AUTO_TEST_CASE(cross_checks) {
   expect_errors(
       "[gateway]\nroutes_file = \"r\"\nreconnect_initial_ms = 500\nreconnect_max_ms = 0\n",
       {{4, 20, "gateway.reconnect_max_ms: 0 is out of range (1..2147483647)"}});
+  expect_errors("[gateway]\nroutes_file = \"r\"\nmax_confirm_ledger_bytes = 4096\n",
+                {{3, 28,
+                  "gateway.max_confirm_ledger_bytes: 4096 is below 1048576 (1 MiB): every "
+                  "confirm-mode supplier would wait on it; 0 = no bound"}});
   expect_errors("[gateway]\nroutes_file = \"r\"\nmax_payload = 4096\nmax_queued_bytes = 4095\n",
                 {{4, 20,
                   "gateway.max_queued_bytes: 4095 is below max_payload (4096): the largest frame "

@@ -41,6 +41,7 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.consumer_timeout_ms", "consumer_timeout_ms = 0"},
     {"gateway.max_unconfirmed_frames", "max_unconfirmed_frames = 500"},
     {"gateway.confirm_timeout_ms", "confirm_timeout_ms = 2500"},
+    {"gateway.max_confirm_ledger_bytes", "max_confirm_ledger_bytes = 2097152"},
     // [tls] needs cert and key together: each line changes one key of tls_base (below).
     {"tls.cert", "cert = \"other.crt\"\nkey = \"g.key\""},
     {"tls.key", "cert = \"g.crt\"\nkey = \"other.key\""},
