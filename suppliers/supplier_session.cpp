@@ -31,6 +31,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
 
 supplier_session::~supplier_session() {
   set_paused_by_consumer(false);  // the registry's count of paused sessions, if not closed
+  end_handshake();
   if (const auto r = stats_.tls_records.load(std::memory_order_relaxed))
     ctx_.stats.tls_connections[r - 1].fetch_sub(1, std::memory_order_relaxed);
   ctx_.registry.remove(this);
@@ -38,7 +39,8 @@ supplier_session::~supplier_session() {
 }
 
 void supplier_session::start() {
-  ctx_.registry.add(shared_from_this());
+  // A TLS session takes its place under max_supplier_connections once its handshake is done.
+  ctx_.registry.add(shared_from_this(), ctx_.tls == nullptr);
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
     if (self->ctx_.tls) return self->do_handshake();
     self->begin_reading();
@@ -350,6 +352,7 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   pause_timer_.cancel();
   handshake_deadline_.cancel();
   send_deadline_.cancel();
+  end_handshake();
   if (replies_) replies_->deadline.cancel();
   replies_.reset();                // what consumers still owe settles into a ledger nobody reads
   if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut

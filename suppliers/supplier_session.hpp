@@ -151,6 +151,12 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void fail_handshake(net::tls_failure why, const std::error_code& ec);
   // The handshake must be done within handshake_timeout, or it fails as timed out.
   void arm_handshake_deadline();
+  // At max_handshaking_connections a newer connection took its slot: closed, unless its
+  // handshake ended meanwhile. Posted to the strand by the registry.
+  void evict_handshake();
+  // Its handshake is over (done, failed, or the connection closed): it leaves the registry's
+  // list of handshakes.
+  void end_handshake() noexcept;
   void begin_reading();
   // The one read seam: plaintext reads the socket into the chunk, TLS decrypts into it. A
   // branch per read (a chunk of many frames), chosen once at connection setup; no copy either way.
@@ -239,7 +245,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::chrono::steady_clock::rep not_paused =
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
-  bool tls_drained_ = true;  // TLS: the last read ended in "would block"
+  bool tls_drained_ = true;             // TLS: the last read ended in "would block"
+  std::uint64_t handshake_ticket_ = 0;  // TLS: in the registry's handshakes while not 0
   asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait
   // CONFIRM frames: null until the first one (a plain supplier pays a null pointer).
   std::unique_ptr<confirm_replies> replies_;
