@@ -151,7 +151,7 @@ void supplier_session::on_readable(std::error_code ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
-  if (paused() || in(state::confirming)) return;
+  if (paused()) return;
   read_and_route();
 }
 
@@ -384,6 +384,16 @@ void supplier_session::set_paused_by_consumer(bool on) noexcept {
 void supplier_session::enter(state next) noexcept {
   const state was = state_.exchange(next, std::memory_order_relaxed);
   if (was == state::paused && next != state::paused) set_paused_by_consumer(false);
+  update_waiting();
+}
+
+void supplier_session::update_waiting() noexcept {
+  const bool waits = !in(state::closed) && (paused() || awaiting_confirms());
+  const bool waited = waiting_at_.load(std::memory_order_relaxed) != not_paused;
+  if (waits == waited) return;
+  const auto now = std::chrono::steady_clock::now();
+  waiting_at_.store(waits ? now.time_since_epoch().count() : not_paused, std::memory_order_relaxed);
+  if (!waits) last_progress_ = now;
 }
 
 // A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
@@ -418,7 +428,7 @@ void supplier_session::arm_pause_check() {
 }
 
 void supplier_session::on_pause_check(std::error_code ec) {
-  if (ec || !(paused() || in(state::confirming))) return;  // resumed, departed or closed
+  if (ec || !paused()) return;  // resumed, departed or closed
   if (peer_left()) return depart();
   arm_pause_check();
 }
@@ -431,8 +441,11 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || in(state::closed)) return;
+  // A session that waits, paused or for confirms, is not idle: closing it would only make its
+  // supplier resend what the gateway holds already. A peer that is gone is TCP liveness's to
+  // find, and a full connection cap reclaims the session paused longest.
+  if (waiting_since()) return arm_idle_timer(ctx_.idle_timeout);
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
-  // A pause counts as no progress, so it holds a connection no longer than the idle timeout.
   const auto idle = std::chrono::steady_clock::now() - last_progress_;
   if (idle < ctx_.idle_timeout) return arm_idle_timer(ctx_.idle_timeout - idle);
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::idle_timeout)].fetch_add(
