@@ -17,14 +17,6 @@ void supplier_session::do_handshake() {
                              ctx_.kernel_tls.load(std::memory_order_relaxed), ec);
   if (!tls_) return fail_handshake(net::tls_failure::protocol, ec);
   enter(state::handshaking);
-  // Unauthenticated, it holds no place under max_supplier_connections, only a slot under
-  // max_handshaking_connections, which the newest connection takes from the oldest.
-  handshake_ticket_ =
-      ctx_.registry.begin_handshake([weak = std::weak_ptr<supplier_session>(shared_from_this())] {
-        if (const auto self = weak.lock()) {
-          asio::post(self->socket_.get_executor(), [self] { self->evict_handshake(); });
-        }
-      });
   arm_handshake_deadline();
   tls_->async_handshake([self = shared_from_this()](std::error_code e) { self->on_handshake(e); });
 }
@@ -88,9 +80,19 @@ void supplier_session::arm_handshake_deadline() {
   });
 }
 
+void supplier_session::begin_handshake() {
+  handshake_ticket_ =
+      ctx_.registry.begin_handshake([weak = std::weak_ptr<supplier_session>(shared_from_this())] {
+        if (const auto self = weak.lock()) {
+          asio::post(self->socket_.get_executor(), [self] { self->evict_handshake(); });
+        }
+      });
+}
+
 void supplier_session::evict_handshake() {
-  // Done meanwhile (its place taken or refused), failed, or closed: nothing to evict.
-  if (!in(state::handshaking) || SSL_is_init_finished(tls_->native_handle())) return;
+  // Closed meanwhile (failed, timed out, stopped), or done (its place taken or refused): nothing
+  // to evict. (Posted after do_handshake, which start() posted first: tls_ is made or closed.)
+  if (in(state::closed) || !tls_ || SSL_is_init_finished(tls_->native_handle())) return;
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::handshake_evicted)].fetch_add(
       1, std::memory_order_relaxed);
   GW_LOG_LIMITED(warning, "supplier handshakes evicted")

@@ -40,7 +40,10 @@ supplier_session::~supplier_session() {
 
 void supplier_session::start() {
   // A TLS session takes its place under max_supplier_connections once its handshake is done.
+  // Until then it holds only a slot among the handshakes, taken here, on the acceptor's strand,
+  // so that they are evicted in the order they were accepted.
   ctx_.registry.add(shared_from_this(), ctx_.tls == nullptr);
+  if (ctx_.tls) begin_handshake();
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
     if (self->ctx_.tls) return self->do_handshake();
     self->begin_reading();

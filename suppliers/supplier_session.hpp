@@ -168,6 +168,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void fail_handshake(net::tls_failure why, const std::error_code& ec);
   // The handshake must be done within handshake_timeout, or it fails as timed out.
   void arm_handshake_deadline();
+  // TLS: unauthenticated, it holds no place under max_supplier_connections, only a slot under
+  // max_handshaking_connections, where the newest connection takes the oldest's (start()).
+  void begin_handshake();
   // At max_handshaking_connections a newer connection took its slot: closed, unless its
   // handshake ended meanwhile. Posted to the strand by the registry.
   void evict_handshake();
