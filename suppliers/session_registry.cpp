@@ -71,6 +71,7 @@ std::uint64_t session_registry::begin_handshake(std::function<void()> evict) {
     }
     ticket = next_ticket_++;
     handshakes_.emplace(ticket, std::move(evict));
+    publish_handshakes_locked();
   }
   if (evicted) evicted();
   return ticket;

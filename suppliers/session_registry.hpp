@@ -22,11 +22,14 @@ class session_registry {
  public:
   // max_supplier_connections (the places sessions hold once they may send frames) and
   // max_handshaking_connections (connections still in their TLS handshake or PROXY header,
-  // which hold no place). Before any session; unlimited until then.
-  void limit(std::size_t places, std::size_t handshakes) {
+  // which hold no place). Before any session; unlimited until then. `gauge`, if given, is kept
+  // at the number of handshakes (for /metrics).
+  void limit(std::size_t places, std::size_t handshakes,
+             std::atomic<std::int64_t>* gauge = nullptr) {
     std::lock_guard lock(mutex_);
     max_places_ = places;
     max_handshakes_ = handshakes;
+    handshakes_gauge_ = gauge;
   }
   // `placed`: it holds a place from the start (a plaintext session, admitted under the cap by
   // the acceptor); a TLS session takes one when its handshake is done (take_place).
@@ -91,7 +94,7 @@ class session_registry {
   // evicted is ignored.
   void end_handshake(std::uint64_t ticket) {
     std::lock_guard lock(mutex_);
-    handshakes_.erase(ticket);
+    if (handshakes_.erase(ticket)) publish_handshakes_locked();
   }
   std::size_t handshaking() const {
     std::lock_guard lock(mutex_);
@@ -123,6 +126,12 @@ class session_registry {
   }
   // Chooses the placed session paused longest, marks its place free; null when none waits so.
   entry* longest_paused_locked();
+  void publish_handshakes_locked() noexcept {
+    if (handshakes_gauge_) {
+      handshakes_gauge_->store(static_cast<std::int64_t>(handshakes_.size()),
+                               std::memory_order_relaxed);
+    }
+  }
 
   mutable std::mutex mutex_;
   std::unordered_map<const supplier_session*, entry> sessions_;
@@ -131,6 +140,7 @@ class session_registry {
   std::size_t max_handshakes_ = std::numeric_limits<std::size_t>::max();
   std::map<std::uint64_t, std::function<void()>> handshakes_;  // by ticket: oldest first
   std::uint64_t next_ticket_ = 1;
+  std::atomic<std::int64_t>* handshakes_gauge_ = nullptr;
   std::atomic<std::ptrdiff_t> paused_{0};  // sessions waiting for a stalled consumer now
 };
 

@@ -32,7 +32,7 @@ supplier_acceptor::supplier_acceptor(const runtime::executor& ex, const net::end
       ctx_(ctx),
       allow_(std::move(allow)),
       proxy_(std::move(proxy)) {
-  ctx_.registry.limit(max_connections, max_handshakes);
+  ctx_.registry.limit(max_connections, max_handshakes, &ctx_.stats.handshaking);
   std::error_code ec;
   const asio::ip::tcp::endpoint ep(asio::ip::make_address(listen.host, ec), listen.port);
   if (ec) throw std::runtime_error("supplier_listen " + listen.to_string() + ": " + ec.message());

@@ -65,6 +65,8 @@ inline std::string_view to_string(partial_discard r) noexcept {
 
 struct supplier_stats {
   std::atomic<std::int64_t> connections{0};
+  // Connections in their TLS handshake or PROXY header now (session_registry keeps it).
+  std::atomic<std::int64_t> handshaking{0};
   std::atomic<std::uint64_t> accepted{0};
   std::atomic<std::uint64_t> frames_received{0};
   std::atomic<std::uint64_t> bytes_received{0};

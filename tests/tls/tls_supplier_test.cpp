@@ -279,6 +279,7 @@ BOOST_AUTO_TEST_CASE(the_oldest_handshake_gives_its_slot_to_a_new_connection) {
   for (int i = 0; i < 12; ++i)
     silent.push_back(dial(gw.supplier_port));
   BOOST_TEST(wait_metric(gw.metrics_port, evicted, 4) == 4);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_handshaking_connections") == 8);
   // The first four went, oldest first; the last eight wait in their handshake.
   BOOST_TEST(all_closed_within({silent.begin(), silent.begin() + 4}, 2s));
   for (std::size_t i = 4; i < silent.size(); ++i)
