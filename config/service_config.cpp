@@ -153,6 +153,10 @@ class service_reader {
             check_.integer(t, "gateway", "max_supplier_connections", 1, max_connections_limit)) {
       config_.max_supplier_connections = static_cast<std::uint32_t>(*v);
     }
+    if (auto v =
+            check_.integer(t, "gateway", "max_handshaking_connections", 1, max_connections_limit)) {
+      config_.max_handshaking_connections = static_cast<std::uint32_t>(*v);
+    }
     milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
     milliseconds(t, "lame_duck_ms", 0, config_.lame_duck);
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);

@@ -37,6 +37,9 @@ struct service_config {
   std::filesystem::path routes_file;              // absolute and normalised
   std::chrono::milliseconds idle_timeout{60000};  // 0 = never
   std::uint32_t max_supplier_connections = 10000;
+  // Connections still in their TLS handshake or PROXY header (they hold no place under
+  // max_supplier_connections); at this many a new one evicts the oldest.
+  std::uint32_t max_handshaking_connections = 256;
   std::chrono::milliseconds drain_timeout{5000};
   std::chrono::milliseconds lame_duck{0};  // SIGTERM: /readyz 503 and still accepting, first
   std::chrono::milliseconds reconnect_initial{100};

@@ -68,6 +68,7 @@ constexpr std::array table{
     field<&c::routes_file>("gateway", "routes_file", live),
     field<&c::idle_timeout>("gateway", "idle_timeout_ms", restart),
     field<&c::max_supplier_connections>("gateway", "max_supplier_connections", restart),
+    field<&c::max_handshaking_connections>("gateway", "max_handshaking_connections", restart),
     field<&c::drain_timeout>("gateway", "drain_timeout_ms", live),
     field<&c::lame_duck>("gateway", "lame_duck_ms", live),
     field<&c::reconnect_initial>("gateway", "reconnect_initial_ms", restart),

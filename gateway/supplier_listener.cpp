@@ -27,7 +27,8 @@ supplier_listener::supplier_listener(const runtime::executor& ex,
   // The allow list is read through allow_ at every accept, so that a reload can replace it.
   acceptor_ = std::make_shared<acceptor>(
       ex, settings.supplier_listen, session_ctx_, settings.max_supplier_connections,
-      [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy));
+      [this](const asio::ip::address& a) { return allow_.admits(a); }, std::move(proxy),
+      settings.max_handshaking_connections);
 }
 
 void supplier_listener::start() {

@@ -159,6 +159,10 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   out.push_back(family_of_one("gatewayd_supplier_connections", "Supplier connections open now.",
                               MetricType::Gauge,
                               static_cast<double>(st.connections.load(std::memory_order_relaxed))));
+  out.push_back(family_of_one("gatewayd_supplier_handshaking_connections",
+                              "Supplier connections still in their TLS handshake or PROXY header.",
+                              MetricType::Gauge,
+                              static_cast<double>(st.handshaking.load(std::memory_order_relaxed))));
   out.push_back(family_of_one("gatewayd_supplier_connections_accepted_total",
                               "Supplier connections accepted.", MetricType::Counter,
                               value(st.accepted)));

@@ -132,6 +132,8 @@ metrics_server::response operator_api::connz(std::string_view query) const {
     std::uint64_t frames, bytes;
     bool paused;
     std::optional<clock::time_point> paused_since;  // behind a full consumer
+    bool awaiting_confirms;
+    std::optional<clock::time_point> waiting_since;  // paused or awaiting confirms
     std::uint8_t tls_records;
     std::uint64_t confirmed, pending;  // CONFIRM frames
   };
@@ -140,13 +142,15 @@ metrics_server::response operator_api::connz(std::string_view query) const {
   // clock, as long ago as it is now.
   const auto now = clock::now();
   const auto steady_now = std::chrono::steady_clock::now();
+  const auto wall = [&](std::optional<std::chrono::steady_clock::time_point> at) {
+    std::optional<clock::time_point> out;
+    if (at) out = now - std::chrono::duration_cast<clock::duration>(steady_now - *at);
+    return out;
+  };
   s_.sessions.for_each([&](const suppliers::supplier_session& s) {
-    std::optional<clock::time_point> paused_since;
-    if (const auto p = s.paused_by_consumer_since()) {
-      paused_since = now - std::chrono::duration_cast<clock::duration>(steady_now - *p);
-    }
     rows.push_back({s.peer(), s.stats().since, value(s.stats().frames), value(s.stats().bytes),
-                    s.paused(), paused_since, s.stats().tls_records.load(std::memory_order_relaxed),
+                    s.paused(), wall(s.paused_by_consumer_since()), s.awaiting_confirms(),
+                    wall(s.waiting_since()), s.stats().tls_records.load(std::memory_order_relaxed),
                     value(s.stats().confirmed), value(s.stats().pending)});
   });
   // Oldest first: the list is stable between two looks, and the limit keeps the longest-lived.
@@ -164,6 +168,13 @@ metrics_server::response operator_api::connz(std::string_view query) const {
          {"bytes", r.bytes},
          {"paused", r.paused},
          {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)},
+         {"awaiting_confirms", r.awaiting_confirms},
+         {"waiting_since", r.waiting_since ? json(timestamp(*r.waiting_since)) : json(nullptr)},
+         {"waiting_ms",
+          r.waiting_since
+              ? json(std::chrono::duration_cast<std::chrono::milliseconds>(now - *r.waiting_since)
+                         .count())
+              : json(nullptr)},
          {"tls_records", records_json(r.tls_records)},
          {"confirmed", r.confirmed},
          {"pending", r.pending}});

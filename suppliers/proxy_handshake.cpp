@@ -16,15 +16,16 @@ asio::ip::tcp::endpoint to_endpoint(const net::proxy_address& a) {
 
 }  // namespace
 
-proxy_handshake::proxy_handshake(asio::ip::tcp::socket socket, std::chrono::milliseconds timeout,
-                                 completion done)
-    : socket_(std::move(socket)),
-      deadline_(socket_.get_executor()),
-      timeout_(timeout),
-      done_(std::move(done)) {}
+proxy_handshake::proxy_handshake(asio::ip::tcp::socket socket, std::chrono::milliseconds timeout)
+    : socket_(std::move(socket)), deadline_(socket_.get_executor()), timeout_(timeout) {}
 
-void proxy_handshake::start() {
+void proxy_handshake::start(completion done) {
+  done_ = std::move(done);
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
+    // Evicted before it began (a newer connection took its slot meanwhile).
+    if (self->evicted_) {
+      return self->finish({false, std::nullopt, "evicted by a newer connection", true});
+    }
     self->deadline_.expires_after(self->timeout_);
     self->deadline_.async_wait([self](std::error_code ec) {
       if (ec || self->finished_) return;
@@ -36,9 +37,10 @@ void proxy_handshake::start() {
   });
 }
 
-void proxy_handshake::cancel() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+void proxy_handshake::end(bool evicted) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), evicted] {
     if (self->finished_) return;
+    self->evicted_ = evicted;
     std::error_code ignored;
     self->deadline_.cancel();
     self->socket_.cancel(ignored);
@@ -58,8 +60,10 @@ void proxy_handshake::on_read(std::error_code ec, std::size_t n) {
   if (ec) {
     return finish({false, std::nullopt,
                    timed_out_                             ? "no PROXY header in time"
+                   : evicted_                             ? "evicted by a newer connection"
                    : ec == asio::error::operation_aborted ? "the listener closed"
-                                                          : "closed before its PROXY header"});
+                                                          : "closed before its PROXY header",
+                   evicted_ && !timed_out_});
   }
   const auto r = net::parse_proxy_v2(std::span(header_.data(), have_));
   switch (r.state) {

@@ -22,21 +22,25 @@ class proxy_handshake : public std::enable_shared_from_this<proxy_handshake> {
     // The supplier behind the balancer; empty when the header says LOCAL (a health check) or
     // names no TCP address: the connection's own address stands.
     std::optional<asio::ip::tcp::endpoint> supplier;
-    std::string error;  // why it failed: the parser's reason, a timeout, the peer leaving
+    std::string error;     // why it failed: the parser's reason, a timeout, the peer leaving
+    bool evicted = false;  // a newer connection took its slot (max_handshaking_connections)
   };
   // Called once, on the socket's strand.
   using completion = std::function<void(asio::ip::tcp::socket, outcome)>;
 
-  proxy_handshake(asio::ip::tcp::socket socket, std::chrono::milliseconds timeout, completion done);
+  proxy_handshake(asio::ip::tcp::socket socket, std::chrono::milliseconds timeout);
 
-  void start();
+  void start(completion done);
   // From any thread: ends it now (the listener closed); `done` still runs, with an error.
-  void cancel();
+  void cancel() { end(false); }
+  // From any thread: ends it now, as evicted (a newer connection takes its slot).
+  void evict() { end(true); }
 
  private:
   void read_up_to(std::size_t total);
   void on_read(std::error_code ec, std::size_t n);
   void finish(outcome o);
+  void end(bool evicted);
 
   asio::ip::tcp::socket socket_;
   asio::steady_timer deadline_;
@@ -45,6 +49,7 @@ class proxy_handshake : public std::enable_shared_from_this<proxy_handshake> {
   std::array<std::uint8_t, net::proxy_v2_max_size> header_{};
   std::size_t have_ = 0;
   bool timed_out_ = false;
+  bool evicted_ = false;
   bool finished_ = false;
 };
 

@@ -1,10 +1,14 @@
-// The live supplier sessions, so the gateway can stop or pause them all and the connection cap
-// can reclaim a paused one; touched on connect and disconnect, never on the data path.
+// The live supplier sessions and the connections still in their handshake, so the gateway can
+// stop or pause them all, the connection cap can reclaim a paused one and the handshake cap evict
+// the oldest handshake; touched on connect, handshake and disconnect, never on the data path.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -16,9 +20,23 @@ class supplier_session;
 
 class session_registry {
  public:
-  void add(const std::shared_ptr<supplier_session>& s) {
+  // max_supplier_connections (the places sessions hold once they may send frames) and
+  // max_handshaking_connections (connections still in their TLS handshake or PROXY header,
+  // which hold no place). Before any session; unlimited until then. `gauge`, if given, is kept
+  // at the number of handshakes (for /metrics).
+  void limit(std::size_t places, std::size_t handshakes,
+             std::atomic<std::int64_t>* gauge = nullptr) {
     std::lock_guard lock(mutex_);
-    sessions_.emplace(s.get(), entry{s});
+    max_places_ = places;
+    max_handshakes_ = handshakes;
+    handshakes_gauge_ = gauge;
+  }
+  // `placed`: it holds a place from the start (a plaintext session, admitted under the cap by
+  // the acceptor); a TLS session takes one when its handshake is done (take_place).
+  void add(const std::shared_ptr<supplier_session>& s, bool placed = true) {
+    std::lock_guard lock(mutex_);
+    sessions_.emplace(s.get(), entry{s, placed});
+    if (placed) ++places_;
   }
   // From the session's destructor, before any of its members goes: while the lock is held,
   // every session in the map is whole (reclaim_longest_paused() reads them through their keys).
@@ -26,7 +44,7 @@ class session_registry {
     std::lock_guard lock(mutex_);
     const auto it = sessions_.find(s);
     if (it == sessions_.end()) return;
-    if (it->second.reclaimed) --reclaimed_;
+    if (it->second.placed) --places_;
     sessions_.erase(it);
   }
   // Live sessions (a stop waits for none to be left).
@@ -35,11 +53,19 @@ class session_registry {
     return sessions_.size();
   }
   // The places under max_supplier_connections they hold: a reclaimed session's place is free
-  // from the moment it is chosen, though its close, on its own strand, completes later.
+  // from the moment it is chosen, though its close, on its own strand, completes later; a
+  // session still in its handshake holds none.
   std::size_t places_taken() const {
     std::lock_guard lock(mutex_);
-    return sessions_.size() - reclaimed_;
+    return places_;
   }
+  // A place for one more connection (the acceptor's, one connection at a time): free under
+  // max_supplier_connections, or given up by the session paused longest.
+  bool room_for_one() { return places_taken() < max_places() || reclaim_longest_paused(); }
+  // A TLS session whose handshake is done takes its place the same way, from its own strand
+  // (so under the lock: two handshakes ending together never take one place twice). False: the
+  // cap is full and no session waits for a stalled consumer; the session is refused.
+  bool take_place(const supplier_session* s);
   // At the cap: chooses the session that has waited longest for a stalled backpressure consumer
   // (supplier_session::paused_by_consumer_since: not one paused for a moment, held by the
   // gateway's stop, or still in its handshake), counts its place as free and closes it
@@ -57,6 +83,24 @@ class session_registry {
       paused_.fetch_sub(1, std::memory_order_relaxed);
     }
   }
+
+  // Connections still in their handshake (TLS, or the PROXY header), oldest first: they hold no
+  // place, so unauthenticated ones never keep an authenticated supplier out; their own cap,
+  // max_handshaking_connections, bounds them. A new one at that cap evicts the oldest: `evict`
+  // is called (outside the lock; it must post to the connection's strand, which counts and
+  // closes it unless its handshake ended meanwhile). Returns its ticket for end_handshake.
+  std::uint64_t begin_handshake(std::function<void()> evict);
+  // Its handshake ended (done, failed, timed out, or the connection closed); a ticket already
+  // evicted is ignored.
+  void end_handshake(std::uint64_t ticket) {
+    std::lock_guard lock(mutex_);
+    if (handshakes_.erase(ticket)) publish_handshakes_locked();
+  }
+  std::size_t handshaking() const {
+    std::lock_guard lock(mutex_);
+    return handshakes_.size();
+  }
+
   // Calls f on every live session (outside the lock, so f may close them).
   void for_each(const std::function<void(supplier_session&)>& f) const {
     std::vector<std::shared_ptr<supplier_session>> live;
@@ -74,11 +118,29 @@ class session_registry {
  private:
   struct entry {
     std::weak_ptr<supplier_session> session;
-    bool reclaimed = false;  // its place was given away; it is closing
+    bool placed = true;  // it holds a place (not reclaimed, handshake done)
   };
+  std::size_t max_places() const {
+    std::lock_guard lock(mutex_);
+    return max_places_;
+  }
+  // Chooses the placed session paused longest, marks its place free; null when none waits so.
+  entry* longest_paused_locked();
+  void publish_handshakes_locked() noexcept {
+    if (handshakes_gauge_) {
+      handshakes_gauge_->store(static_cast<std::int64_t>(handshakes_.size()),
+                               std::memory_order_relaxed);
+    }
+  }
+
   mutable std::mutex mutex_;
   std::unordered_map<const supplier_session*, entry> sessions_;
-  std::size_t reclaimed_ = 0;              // entries with `reclaimed` set
+  std::size_t places_ = 0;  // entries with `placed` set
+  std::size_t max_places_ = std::numeric_limits<std::size_t>::max();
+  std::size_t max_handshakes_ = std::numeric_limits<std::size_t>::max();
+  std::map<std::uint64_t, std::function<void()>> handshakes_;  // by ticket: oldest first
+  std::uint64_t next_ticket_ = 1;
+  std::atomic<std::int64_t>* handshakes_gauge_ = nullptr;
   std::atomic<std::ptrdiff_t> paused_{0};  // sessions waiting for a stalled consumer now
 };
 

@@ -24,14 +24,15 @@ supplier_acceptor::admission supplier_acceptor::from_blocks(std::vector<net::cid
 
 supplier_acceptor::supplier_acceptor(const runtime::executor& ex, const net::endpoint& listen,
                                      session_context& ctx, std::size_t max_connections,
-                                     admission allow, proxy_options proxy)
+                                     admission allow, proxy_options proxy,
+                                     std::size_t max_handshakes)
     : executor_(ex),
       acceptor_(runtime::make_strand(ex)),
       retry_timer_(acceptor_.get_executor()),
       ctx_(ctx),
-      max_connections_(max_connections),
       allow_(std::move(allow)),
       proxy_(std::move(proxy)) {
+  ctx_.registry.limit(max_connections, max_handshakes, &ctx_.stats.handshaking);
   std::error_code ec;
   const asio::ip::tcp::endpoint ep(asio::ip::make_address(listen.host, ec), listen.port);
   if (ec) throw std::runtime_error("supplier_listen " + listen.to_string() + ": " + ec.message());
@@ -95,67 +96,74 @@ void supplier_acceptor::on_accept(std::error_code ec, asio::ip::tcp::socket sock
   if (proxy_.from && proxy_.from(peer.address())) {
     read_proxy_header(std::move(socket), peer);
   } else {
-    admit(std::move(socket), peer, std::nullopt, false);
+    admit(std::move(socket), peer, std::nullopt);
   }
   do_accept();
 }
 
 // A balancer's connection: the supplier's address comes first, in the PROXY header. Until it
-// arrives the connection counts toward the cap, so a stalled balancer cannot open unbounded
-// connections, and stop() cancels it, so a pending header never keeps the daemon running.
+// arrives the connection holds no place under max_supplier_connections but a slot under
+// max_handshaking_connections (the oldest gives its slot up to a new one at that cap), so a
+// stalled balancer or a stranger cannot open unbounded connections nor keep a supplier out;
+// stop() cancels it, so a pending header never keeps the daemon running.
 void supplier_acceptor::read_proxy_header(asio::ip::tcp::socket socket,
                                           const asio::ip::tcp::endpoint& balancer) {
-  if (!room_for_one()) return refuse(socket, close_reason::connection_limit, text_of(balancer));
-  ++handshakes_pending_;
   std::erase_if(handshakes_, [](const auto& h) { return h.expired(); });
-  auto handshake = std::make_shared<proxy_handshake>(
-      std::move(socket), proxy_.timeout,
-      [self = shared_from_this(), balancer](asio::ip::tcp::socket s, proxy_handshake::outcome o) {
-        asio::post(self->acceptor_.get_executor(),
-                   [self, balancer, s = std::move(s), o = std::move(o)]() mutable {
-                     self->on_proxy_header(std::move(s), balancer, std::move(o));
-                   });
+  auto handshake = std::make_shared<proxy_handshake>(std::move(socket), proxy_.timeout);
+  const auto ticket =
+      ctx_.registry.begin_handshake([weak = std::weak_ptr<proxy_handshake>(handshake)] {
+        if (const auto h = weak.lock()) h->evict();
       });
   handshakes_.push_back(handshake);
-  handshake->start();
+  handshake->start([self = shared_from_this(), balancer, ticket](asio::ip::tcp::socket s,
+                                                                 proxy_handshake::outcome o) {
+    self->ctx_.registry.end_handshake(ticket);
+    asio::post(self->acceptor_.get_executor(),
+               [self, balancer, s = std::move(s), o = std::move(o)]() mutable {
+                 self->on_proxy_header(std::move(s), balancer, std::move(o));
+               });
+  });
 }
 
 void supplier_acceptor::on_proxy_header(asio::ip::tcp::socket socket,
                                         asio::ip::tcp::endpoint balancer,
                                         proxy_handshake::outcome o) {
-  --handshakes_pending_;
   std::error_code ignored;
   if (stopped_) return socket.close(ignored);
+  if (o.evicted) {
+    return refuse(socket, close_reason::handshake_evicted,
+                  text_of(balancer) +
+                      ": the oldest of max_handshaking_connections still "
+                      "without its PROXY header");
+  }
   if (!o.ok) {
     return refuse(socket, close_reason::proxy_header,
                   text_of(balancer) + ": " + o.error + " from the balancer");
   }
-  // LOCAL (a health check) or no TCP address: the balancer's own address stands. Its place
-  // under the cap was held while the header was read.
-  admit(std::move(socket), o.supplier.value_or(balancer), o.supplier, true);
-}
-
-void supplier_acceptor::admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& peer,
-                              std::optional<asio::ip::tcp::endpoint> proxied, bool counted) {
-  if (allow_ && !allow_(peer.address())) {
-    return refuse(socket, close_reason::not_allowed, text_of(peer));
-  }
-  if (!counted && !room_for_one()) {
-    return refuse(socket, close_reason::connection_limit, text_of(peer));
-  }
-  ctx_.stats.accepted.fetch_add(1, std::memory_order_relaxed);
-  std::error_code ignored;
-  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
-  std::make_shared<supplier_session>(std::move(socket), ctx_, proxied)->start();
+  // LOCAL (a health check) or no TCP address: the balancer's own address stands. (TLS: its
+  // place under the cap is taken once its handshake is done.)
+  admit(std::move(socket), o.supplier.value_or(balancer), o.supplier);
 }
 
 // At the cap a session waiting for a stalled backpressure consumer holds a place that a supplier
 // of another consumer may need: the one waiting longest gives it up (as a web server reclaims
 // idle keep-alive connections when it runs out), and only when none is paused so is the new
 // connection refused. One stalled consumer cannot shut every other consumer's suppliers out.
-bool supplier_acceptor::room_for_one() {
-  return ctx_.registry.places_taken() + handshakes_pending_ < max_connections_ ||
-         ctx_.registry.reclaim_longest_paused();
+// A TLS connection takes its place only once its handshake is done (the session asks the
+// registry then): connections that never finish one keep nobody out.
+void supplier_acceptor::admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& peer,
+                              std::optional<asio::ip::tcp::endpoint> proxied) {
+  if (allow_ && !allow_(peer.address())) {
+    return refuse(socket, close_reason::not_allowed, text_of(peer));
+  }
+  if (!ctx_.tls && !ctx_.registry.room_for_one()) {
+    return refuse(socket, close_reason::connection_limit, text_of(peer));
+  }
+  ctx_.stats.accepted.fetch_add(1, std::memory_order_relaxed);
+  std::error_code ignored;
+  socket.set_option(asio::ip::tcp::no_delay(true), ignored);
+  socket.set_option(asio::socket_base::send_buffer_size(send_buffer_bytes), ignored);
+  std::make_shared<supplier_session>(std::move(socket), ctx_, proxied)->start();
 }
 
 void supplier_acceptor::refuse(asio::ip::tcp::socket& socket, close_reason why,

@@ -1,6 +1,7 @@
 // Accepts supplier connections on supplier_listen, reads the PROXY header of those a trusted
-// balancer forwards, enforces the connection cap (reclaiming paused sessions at it) and the
-// source allow-list on the real supplier, and starts a session per connection on its own strand.
+// balancer forwards, enforces the connection cap (reclaiming paused sessions at it), the cap on
+// handshakes (evicting the oldest at it) and the source allow-list on the real supplier, and
+// starts a session per connection on its own strand.
 #pragma once
 
 #include <asio.hpp>
@@ -33,9 +34,18 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
     std::chrono::milliseconds timeout{5000};
   };
 
+  // What the kernel may hold of what the gateway sends a supplier (SO_SNDBUF; Linux doubles
+  // it for its bookkeeping): only TLS handshake messages, KeyUpdate answers and confirm replies
+  // (at most confirm_replies::buffer_bytes unread), so a supplier that never reads pins this
+  // much, not the autotuned megabytes, before it is closed as slow.
+  static constexpr int send_buffer_bytes = 32 * 1024;
+
   // Binds and listens at once: a bind error throws here, at start-up, with the address in it.
+  // `max_handshakes`: connections still in their TLS handshake or PROXY header, which hold no
+  // place under `max_connections` (max_handshaking_connections).
   supplier_acceptor(const runtime::executor& ex, const net::endpoint& listen, session_context& ctx,
-                    std::size_t max_connections, admission allow, proxy_options proxy);
+                    std::size_t max_connections, admission allow, proxy_options proxy,
+                    std::size_t max_handshakes = 256);
 
   void start();
   // Stops accepting; live sessions are the registry's business.
@@ -49,22 +59,17 @@ class supplier_acceptor : public std::enable_shared_from_this<supplier_acceptor>
   void on_proxy_header(asio::ip::tcp::socket socket, asio::ip::tcp::endpoint balancer,
                        proxy_handshake::outcome o);
   // Checks `peer` (the supplier, behind a balancer or not: then `proxied` is set) against the
-  // allow-list and, unless its place was `counted` already, the cap, and starts its session.
+  // allow-list and (plaintext) the cap, and starts its session.
   void admit(asio::ip::tcp::socket socket, const asio::ip::tcp::endpoint& peer,
-             std::optional<asio::ip::tcp::endpoint> proxied, bool counted);
+             std::optional<asio::ip::tcp::endpoint> proxied);
   void refuse(asio::ip::tcp::socket& socket, close_reason why, const std::string& who);
-  // A place under max_connections for one more connection: free, or reclaimed from the session
-  // paused longest (session_registry::reclaim_longest_paused).
-  bool room_for_one();
 
   runtime::executor executor_;
   asio::ip::tcp::acceptor acceptor_;
   asio::steady_timer retry_timer_;
   session_context& ctx_;
-  std::size_t max_connections_;
   admission allow_;
   proxy_options proxy_;
-  std::size_t handshakes_pending_ = 0;                      // count toward the connection cap
   std::vector<std::weak_ptr<proxy_handshake>> handshakes_;  // to cancel them on stop()
   bool stopped_ = false;
 };

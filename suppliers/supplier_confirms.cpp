@@ -37,6 +37,7 @@ void supplier_session::flush_confirms() {
   const bool more = replies_->collect();
   write_confirms();
   if (in(state::closed)) return;
+  update_waiting();  // the last confirm owed may have gone out
   // The buffer held only part of what settled: the rest after the supplier read some (the
   // wait for room calls again), or at once if the write emptied it.
   if (more && !replies_->write_waiting && replies_->unsent().empty()) {

@@ -1,7 +1,10 @@
 // A TLS supplier's handshake and the end of its TLS connection: the server side of the
 // handshake with its deadline, the identity and record layer it yields, and how a failure,
 // before or after the handshake, is counted and told.
+#include <utility>
+
 #include "runtime/log.hpp"
+#include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_session.hpp"
 
 namespace gatewayd::suppliers {
@@ -21,9 +24,19 @@ void supplier_session::do_handshake() {
 void supplier_session::on_handshake(std::error_code ec) {
   if (in(state::closed)) return;  // the deadline passed, or the gateway stopped us
   handshake_deadline_.cancel();
+  end_handshake();
   if (ec) {
     const long verify = SSL_get_verify_result(tls_->native_handle());
     return fail_handshake(net::classify_tls_failure(ec, verify), ec);
+  }
+  // Authenticated now: it needs a place under max_supplier_connections (free, or given up by
+  // the session paused longest behind a stalled consumer), or it is refused.
+  if (!ctx_.registry.take_place(this)) {
+    ctx_.stats.closed[static_cast<std::size_t>(close_reason::connection_limit)].fetch_add(
+        1, std::memory_order_relaxed);
+    GW_LOG_LIMITED(warning, "refused supplier connections")
+        << "refused supplier " << peer_ << " (connection_limit) after its TLS handshake";
+    return close(not_a_frame);
   }
   ctx_.stats.tls_handshakes.fetch_add(1, std::memory_order_relaxed);
   const net::tls_records records = tls_->records();
@@ -65,6 +78,34 @@ void supplier_session::arm_handshake_deadline() {
     if (ec || self->in(state::closed) || SSL_is_init_finished(self->tls_->native_handle())) return;
     self->fail_handshake(net::tls_failure::timeout, {});
   });
+}
+
+void supplier_session::begin_handshake() {
+  handshake_ticket_ =
+      ctx_.registry.begin_handshake([weak = std::weak_ptr<supplier_session>(shared_from_this())] {
+        if (const auto self = weak.lock()) {
+          asio::post(self->socket_.get_executor(), [self] { self->evict_handshake(); });
+        }
+      });
+}
+
+void supplier_session::evict_handshake() {
+  // Closed meanwhile (failed, timed out, stopped), or done (its place taken or refused): nothing
+  // to evict. (Posted after do_handshake, which start() posted first: tls_ is made or closed.)
+  if (in(state::closed) || !tls_ || SSL_is_init_finished(tls_->native_handle())) return;
+  ctx_.stats.closed[static_cast<std::size_t>(close_reason::handshake_evicted)].fetch_add(
+      1, std::memory_order_relaxed);
+  GW_LOG_LIMITED(warning, "supplier handshakes evicted")
+      << "supplier " << peer_
+      << ": closing the connection (handshake_evicted): the oldest of "
+         "max_handshaking_connections still in its TLS handshake, its slot goes to a new one";
+  handshake_ticket_ = 0;  // the registry let it go already
+  close(not_a_frame);
+}
+
+void supplier_session::end_handshake() noexcept {
+  if (handshake_ticket_ == 0) return;
+  ctx_.registry.end_handshake(std::exchange(handshake_ticket_, 0));
 }
 
 void supplier_session::arm_send_deadline() {

@@ -31,6 +31,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
 
 supplier_session::~supplier_session() {
   set_paused_by_consumer(false);  // the registry's count of paused sessions, if not closed
+  end_handshake();
   if (const auto r = stats_.tls_records.load(std::memory_order_relaxed))
     ctx_.stats.tls_connections[r - 1].fetch_sub(1, std::memory_order_relaxed);
   ctx_.registry.remove(this);
@@ -38,7 +39,11 @@ supplier_session::~supplier_session() {
 }
 
 void supplier_session::start() {
-  ctx_.registry.add(shared_from_this());
+  // A TLS session takes its place under max_supplier_connections once its handshake is done.
+  // Until then it holds only a slot among the handshakes, taken here, on the acceptor's strand,
+  // so that they are evicted in the order they were accepted.
+  ctx_.registry.add(shared_from_this(), ctx_.tls == nullptr);
+  if (ctx_.tls) begin_handshake();
   asio::dispatch(socket_.get_executor(), [self = shared_from_this()] {
     if (self->ctx_.tls) return self->do_handshake();
     self->begin_reading();
@@ -157,7 +162,7 @@ void supplier_session::on_readable(std::error_code ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);
     return;
   }
-  if (paused() || in(state::confirming)) return;
+  if (paused()) return;  // paused, held, or confirming
   // The ledgers' bound may have been reached by other connections meanwhile: no read that
   // would number more (the bound is passed by at most the reads in progress).
   if (in(state::reading) && replies_ && replies_->full()) return wait_for_confirms();
@@ -361,6 +366,7 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   pause_timer_.cancel();
   handshake_deadline_.cancel();
   send_deadline_.cancel();
+  end_handshake();
   if (replies_) replies_->deadline.cancel();
   replies_.reset();                // what consumers still owe settles into a ledger nobody reads
   if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
@@ -392,6 +398,16 @@ void supplier_session::set_paused_by_consumer(bool on) noexcept {
 void supplier_session::enter(state next) noexcept {
   const state was = state_.exchange(next, std::memory_order_relaxed);
   if (was == state::paused && next != state::paused) set_paused_by_consumer(false);
+  update_waiting();
+}
+
+void supplier_session::update_waiting() noexcept {
+  const bool waits = !in(state::closed) && (paused() || awaiting_confirms());
+  const bool waited = waiting_at_.load(std::memory_order_relaxed) != not_paused;
+  if (waits == waited) return;
+  const auto now = std::chrono::steady_clock::now();
+  waiting_at_.store(waits ? now.time_since_epoch().count() : not_paused, std::memory_order_relaxed);
+  if (!waits) last_progress_ = now;
 }
 
 // A paused session waits on nothing: its peer may leave meanwhile, and nobody would notice
@@ -436,7 +452,7 @@ void supplier_session::arm_pause_check() {
 }
 
 void supplier_session::on_pause_check(std::error_code ec) {
-  if (ec || !(paused() || in(state::confirming))) return;  // resumed, departed or closed
+  if (ec || !paused()) return;  // resumed, departed or closed
   if (peer_left()) return depart();
   // Held by the ledgers' bound, which other connections' frames free: asked again here.
   if (in(state::confirming) && !replies_->full()) {
@@ -455,8 +471,11 @@ void supplier_session::arm_idle_timer(std::chrono::steady_clock::duration after)
 
 void supplier_session::on_idle_timer(std::error_code ec) {
   if (ec || in(state::closed)) return;
+  // A session that waits, paused or for confirms, is not idle: closing it would only make its
+  // supplier resend what the gateway holds already. A peer that is gone is TCP liveness's to
+  // find, and a full connection cap reclaims the session paused longest.
+  if (waiting_since()) return arm_idle_timer(ctx_.idle_timeout);
   // The timer is re-armed for the remainder instead of reset on every read: reads stay cheap.
-  // A pause counts as no progress, so it holds a connection no longer than the idle timeout.
   const auto idle = std::chrono::steady_clock::now() - last_progress_;
   if (idle < ctx_.idle_timeout) return arm_idle_timer(ctx_.idle_timeout - idle);
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::idle_timeout)].fetch_add(

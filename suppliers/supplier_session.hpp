@@ -99,8 +99,25 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // discarded and counted.
   void reclaim();
   const session_stats& stats() const noexcept { return stats_; }
-  // Not reading: paused by a consumer, or held by the gateway's stop. Any thread.
-  bool paused() const noexcept { return in(state::paused) || in(state::held); }
+  // Not reading: paused by a consumer, held by the gateway's stop, or its unconfirmed CONFIRM
+  // frames at max_unconfirmed_frames (read again once confirms make room). Any thread.
+  bool paused() const noexcept {
+    return in(state::paused) || in(state::held) || in(state::confirming);
+  }
+  // CONFIRM frames numbered and not yet confirmed: the supplier waits for their confirms (and,
+  // with its own window full, sends nothing meanwhile). Any thread.
+  bool awaiting_confirms() const noexcept {
+    return stats_.pending.load(std::memory_order_relaxed) > 0;
+  }
+  // Since when it waits, without a break, paused or for confirms (either), on the steady clock;
+  // nothing when it does neither. A session that waits is not idle: idle_timeout_ms never closes
+  // it (a close would only make its supplier resend what the gateway holds already), and its idle
+  // time counts from the end of the wait. Any thread.
+  std::optional<std::chrono::steady_clock::time_point> waiting_since() const noexcept {
+    const auto at = waiting_at_.load(std::memory_order_relaxed);
+    if (at == not_paused) return std::nullopt;
+    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
+  }
   // Since when it waits for a stalled backpressure consumer (paused by one that had fallen
   // behind, or told that the one that paused it has since), on the steady clock; nothing when it
   // is reading, departing, closed, held by the gateway's own stop, or paused only for a moment
@@ -157,6 +174,15 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void fail_handshake(net::tls_failure why, const std::error_code& ec);
   // The handshake must be done within handshake_timeout, or it fails as timed out.
   void arm_handshake_deadline();
+  // TLS: unauthenticated, it holds no place under max_supplier_connections, only a slot under
+  // max_handshaking_connections, where the newest connection takes the oldest's (start()).
+  void begin_handshake();
+  // At max_handshaking_connections a newer connection took its slot: closed, unless its
+  // handshake ended meanwhile. Posted to the strand by the registry.
+  void evict_handshake();
+  // Its handshake is over (done, failed, or the connection closed): it leaves the registry's
+  // list of handshakes.
+  void end_handshake() noexcept;
   void begin_reading();
   // The one read seam: plaintext reads the socket into the chunk, TLS decrypts into it. A
   // branch per read (a chunk of many frames), chosen once at connection setup; no copy either way.
@@ -207,6 +233,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void close(std::optional<partial_discard> partial);
   void count_partial(partial_discard why) noexcept;
   void set_paused_by_consumer(bool on) noexcept;
+  // After a change of state or of the frames owed a confirm: starts or ends the wait
+  // (waiting_since); its end restarts the idle clock.
+  void update_waiting() noexcept;
   // CONFIRM frames (supplier_confirms.cpp). Numbers one and routes it (refused or routed to
   // no consumer, it is rejected at once); makes the replies on the first.
   frame_router::outcome route_confirmed(frame_router& router, const protocol::frame_view& f,
@@ -248,7 +277,10 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::chrono::steady_clock::rep not_paused =
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
-  bool tls_drained_ = true;  // TLS: the last read ended in "would block"
+  // Since when it waits (paused, or confirms owed), steady-clock ticks; written on the strand.
+  std::atomic<std::chrono::steady_clock::rep> waiting_at_{not_paused};
+  bool tls_drained_ = true;             // TLS: the last read ended in "would block"
+  std::uint64_t handshake_ticket_ = 0;  // TLS: in the registry's handshakes while not 0
   asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait
   // CONFIRM frames: null until the first one (a plain supplier pays a null pointer).
   std::unique_ptr<confirm_replies> replies_;

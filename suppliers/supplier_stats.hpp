@@ -23,6 +23,8 @@ namespace gatewayd::suppliers {
 // max_supplier_connections, the session that had waited longest for a stalled backpressure
 // consumer gave its place to a new connection. confirms_unread: a supplier that asked for
 // confirms left them unread (the gateway's small buffer of them full) for confirm_timeout_ms.
+// handshake_evicted: at max_handshaking_connections, the connection longest in its TLS handshake
+// or PROXY header gave its slot to a new connection.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
@@ -30,11 +32,12 @@ enum class close_reason : std::uint8_t {
   proxy_header,
   partial_frame_budget,
   reclaimed,
-  confirms_unread
+  confirms_unread,
+  handshake_evicted
 };
-inline constexpr runtime::enum_names<close_reason, 7> close_reason_names{
+inline constexpr runtime::enum_names<close_reason, 8> close_reason_names{
     {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget",
-     "reclaimed", "confirms_unread"}};
+     "reclaimed", "confirms_unread", "handshake_evicted"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
@@ -63,6 +66,8 @@ inline std::string_view to_string(partial_discard r) noexcept {
 
 struct supplier_stats {
   std::atomic<std::int64_t> connections{0};
+  // Connections in their TLS handshake or PROXY header now (session_registry keeps it).
+  std::atomic<std::int64_t> handshaking{0};
   std::atomic<std::uint64_t> accepted{0};
   std::atomic<std::uint64_t> frames_received{0};
   std::atomic<std::uint64_t> bytes_received{0};

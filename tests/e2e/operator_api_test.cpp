@@ -173,6 +173,10 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   BOOST_TEST(first["bytes"] == 40 * frame.size());
   BOOST_TEST(first["paused"] == false);
   BOOST_TEST(first["paused_since"].is_null());
+  // A plain supplier being read waits for nothing.
+  BOOST_TEST(first["awaiting_confirms"] == false);
+  BOOST_TEST(first["waiting_since"].is_null());
+  BOOST_TEST(first["waiting_ms"].is_null());
   BOOST_TEST(!first["since"].get<std::string>().empty());
   // The paused one says since when it waits for the stalled consumer (what the connection cap
   // compares to reclaim the longest-paused): after it connected, before this answer.
@@ -180,6 +184,11 @@ BOOST_AUTO_TEST_CASE(connz_shows_each_supplier_and_consumer) {
   BOOST_TEST(second["paused"] == true);
   BOOST_TEST(second["paused_since"].get<std::string>() >= second["since"].get<std::string>());
   BOOST_TEST(second["paused_since"].get<std::string>() <= connz["now"].get<std::string>());
+  // It waits (not idle), since its pause.
+  BOOST_TEST(second["awaiting_confirms"] == false);
+  BOOST_TEST(second["waiting_since"].get<std::string>() >= second["since"].get<std::string>());
+  BOOST_TEST(second["waiting_since"].get<std::string>() <= connz["now"].get<std::string>());
+  BOOST_TEST(second["waiting_ms"].get<long>() >= 0);
 
   const json* c_up = consumer_named(connz, "up");
   BOOST_TEST_REQUIRE(c_up);

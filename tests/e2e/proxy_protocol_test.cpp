@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE proxy_protocol
 #include <boost/test/unit_test.hpp>
 
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -14,6 +15,7 @@
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/proxy_v2.hpp"
+#include "tests/support/raw_suppliers.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -157,4 +159,35 @@ BOOST_FIXTURE_TEST_CASE(a_reloaded_allow_list_closes_the_supplier_not_the_balanc
   BOOST_TEST_REQUIRE(sink.wait_for_count(3, 5s));
   BOOST_TEST(!other.closed_by_peer(200ms));
   BOOST_TEST(connz_peers(gw) == std::set<std::string>{"[2001:db8::1]:80"});
+}
+
+// Issue 29 point 4, the PROXY variant: balancer connections waiting for their header counted
+// against max_supplier_connections, so 25 that never send one (cap 20) refused a real supplier
+// until the header deadline (5 s) ended them. A connection without its header holds no place now.
+BOOST_AUTO_TEST_CASE(silent_balancer_connections_never_keep_a_supplier_out) {
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("in.>", {"sink"}),
+                     gateway_toml + "max_supplier_connections = 20\n");
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  std::vector<std::unique_ptr<test_supplier>> silent;
+  for (int i = 0; i < 25; ++i)
+    silent.push_back(std::make_unique<test_supplier>(gw.supplier_port, balancer));
+  const auto t0 = std::chrono::steady_clock::now();
+  bool delivered = false;
+  while (!delivered && std::chrono::steady_clock::now() - t0 < 2s) {
+    test_supplier s(gw.supplier_port, balancer);
+    delivered = s.send_within(proxy_v2("192.0.2.7", 4567) + encode_frame("in.through", "0"), 1s) &&
+                sink.wait_for_count(1, 300ms);
+  }
+  BOOST_TEST_MESSAGE(
+      "a supplier behind 25 balancer connections without a header (cap 20): "
+      << (delivered ? "through in " +
+                          std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::steady_clock::now() - t0)
+                                             .count()) +
+                          " ms"
+                    : std::string("not within 2 s"))
+      << "; refused: " << closed(gw, "connection_limit"));
+  BOOST_TEST(delivered);
+  BOOST_TEST(closed(gw, "connection_limit") == 0);
 }

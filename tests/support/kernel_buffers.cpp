@@ -61,7 +61,7 @@ std::optional<connection_queues> queues_of_connection_to(unsigned short listen_p
     dialer = &e;
   }
   if (!dialer) return std::nullopt;
-  return connection_queues{dialer->tx_queue, accepted->rx_queue};
+  return connection_queues{dialer->tx_queue, accepted->rx_queue, accepted->tx_queue};
 }
 
 std::optional<std::uint64_t> bytes_read_by(pid_t pid) {

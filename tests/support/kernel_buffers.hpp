@@ -14,6 +14,7 @@ namespace gatewayd::test {
 struct connection_queues {
   std::uint64_t unacknowledged = 0;  // the dialer's tx_queue: written, not yet acked
   std::uint64_t unread = 0;          // the accepted side's rx_queue: received, not yet read
+  std::uint64_t returning = 0;       // the accepted side's tx_queue: what it wrote, not yet acked
   bool operator==(const connection_queues&) const = default;
 };
 // From /proc/net/tcp; nothing when there is no such connection, or more than one.

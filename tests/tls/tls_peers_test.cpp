@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
+#include "tests/support/kernel_buffers.hpp"
 #include "tests/support/raw_tls_client.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
@@ -210,10 +213,28 @@ BOOST_AUTO_TEST_CASE(a_key_update_requester_that_never_reads_is_closed_as_slow) 
   hostile.small_receive_buffer();
   BOOST_TEST_REQUIRE(hostile.connect(t.gw.supplier_port), hostile.why());
   const long rss_before = t.gw.rss_kib();
+  // What the kernel holds of the answers it never reads is bounded by the supplier socket's
+  // send buffer (supplier_acceptor::send_buffer_bytes, 32 KiB; the kernel counts twice that with
+  // its overhead), not by autotuning (about 4 MiB before): the gateway's side of the connection,
+  // sampled while the requests go in (it is gone once the gateway has closed it).
+  std::atomic<bool> flooding{true};
+  std::uint64_t most_held = 0;
+  std::thread sampler([&] {
+    while (flooding.load()) {
+      if (const auto q = queues_of_connection_to(t.gw.supplier_port))
+        most_held = std::max<std::uint64_t>(most_held, q->returning);
+      std::this_thread::sleep_for(5ms);
+    }
+  });
   int requests = 0;
   while (requests < 1'000'000 && hostile.request_key_update())
     ++requests;  // until the gateway stops reading us (our send times out) or closes
-  BOOST_TEST_MESSAGE(requests << " key update requests before the gateway stopped reading");
+  flooding = false;
+  sampler.join();
+  BOOST_TEST_MESSAGE(requests << " key update requests before the gateway stopped reading; its "
+                              << "socket held at most " << most_held << " bytes of answers unread");
+  // (TCP may queue one segment past the buffer: twice the bound still tells it from megabytes.)
+  BOOST_TEST(most_held <= 128u * 1024);
   BOOST_TEST(hostile.closed_within(10s));
   BOOST_TEST(wait_metric(t.gw.metrics_port, tls_errors("supplier", "slow_peer"), 1) == 1);
   BOOST_TEST(t.gw.rss_kib() < rss_before + 8 * 1024 * memory_slack);

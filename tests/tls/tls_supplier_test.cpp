@@ -16,6 +16,7 @@
 #include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
 #include "tests/support/gateway_fixture.hpp"
+#include "tests/support/raw_suppliers.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 #include "tests/support/tls_peers.hpp"
@@ -205,6 +206,88 @@ BOOST_AUTO_TEST_CASE(a_silent_peer_meets_the_handshake_deadline) {
   BOOST_TEST(static_cast<bool>(ec));
   BOOST_TEST((std::chrono::steady_clock::now() - started < 3s));
   BOOST_TEST(wait_metric(gw.metrics_port, failures("timeout"), 1) == 1);
+}
+
+namespace {
+
+// Connects an mTLS supplier until one is admitted (a refused one sees its handshake fail) and
+// sends a frame; how long until the consumer had it, or nothing within `within`.
+std::optional<std::chrono::milliseconds> through(const pki& p, const gateway_fixture& gw,
+                                                 test_consumer& sink,
+                                                 std::chrono::milliseconds within) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto elapsed = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 t0);
+  };
+  while (elapsed() < within) {
+    tls_supplier s(p, "orders");
+    if (!s.connect(gw.supplier_port) &&
+        !s.send(gatewayd::protocol::encode_frame("orders.x", "through")) &&
+        sink.wait_for_count(1, within - elapsed())) {
+      return elapsed();
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+// Issue 29 point 4: connections still in their TLS handshake counted against
+// max_supplier_connections: 20 TCP connections that never send a ClientHello kept a real mTLS
+// supplier out for 9.8 s (until handshake_timeout_ms ended them). A handshake holds no place
+// now: the supplier gets through at once.
+BOOST_AUTO_TEST_CASE(silent_handshakes_never_keep_an_mtls_supplier_out) {
+  raise_fd_limit();
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("orders.>", {"sink"}),
+                     "max_supplier_connections = 20\n", {}, true,
+                     p.tls_table(true, "handshake_timeout_ms = 10000\n"));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  std::vector<int> silent;
+  for (int i = 0; i < 25; ++i)
+    silent.push_back(dial(gw.supplier_port));
+  BOOST_TEST_REQUIRE(eventually(
+      [&] { return scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") >= 20; }, 5s));
+  const auto took = through(p, gw, sink, 2s);
+  BOOST_TEST_MESSAGE("an mTLS supplier behind 25 silent handshakes (cap 20): "
+                     << (took ? std::to_string(took->count()) + " ms" : "not within 2 s")
+                     << "; refused: "
+                     << scrape_metric(gw.metrics_port,
+                                      "gatewayd_supplier_connections_closed_total{reason="
+                                      "\"connection_limit\"}"));
+  BOOST_TEST(took.has_value());
+  // The silent ones are still there, in their handshake (none was evicted under the default cap).
+  BOOST_TEST(!is_closed(silent.front()));
+  close_all(silent);
+}
+
+// At max_handshaking_connections a new connection evicts the oldest still in its handshake,
+// counted by reason; a real supplier's handshake is the newest, and finishes.
+BOOST_AUTO_TEST_CASE(the_oldest_handshake_gives_its_slot_to_a_new_connection) {
+  pki p;
+  test_consumer sink;
+  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml("orders.>", {"sink"}),
+                     "max_supplier_connections = 20\nmax_handshaking_connections = 8\n", {}, true,
+                     p.tls_table(true, "handshake_timeout_ms = 10000\n"));
+  BOOST_TEST_REQUIRE(sink.wait_for_connections(1, 5s));
+  const std::string evicted =
+      "gatewayd_supplier_connections_closed_total{reason=\"handshake_evicted\"}";
+  std::vector<int> silent;
+  for (int i = 0; i < 12; ++i)
+    silent.push_back(dial(gw.supplier_port));
+  BOOST_TEST(wait_metric(gw.metrics_port, evicted, 4) == 4);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_handshaking_connections") == 8);
+  // The first four went, oldest first; the last eight wait in their handshake.
+  BOOST_TEST(all_closed_within({silent.begin(), silent.begin() + 4}, 2s));
+  for (std::size_t i = 4; i < silent.size(); ++i)
+    BOOST_TEST(!is_closed(silent[i]), "connection " << i);
+  BOOST_TEST(through(p, gw, sink, 2s).has_value());
+  BOOST_TEST(wait_metric(gw.metrics_port, evicted, 5) == 5);
+  BOOST_TEST(gw.daemon->wait_for_log("(handshake_evicted)", 2s).has_value(), gw.daemon->log());
+  close_all(silent);
 }
 
 BOOST_AUTO_TEST_CASE(check_validates_the_pair_and_the_ca) {

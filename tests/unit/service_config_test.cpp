@@ -63,6 +63,7 @@ BOOST_AUTO_TEST_CASE(defaults) {
   BOOST_TEST(c.max_payload == 1048576u);
   BOOST_TEST(c.idle_timeout.count() == 60000);
   BOOST_TEST(c.max_supplier_connections == 10000u);
+  BOOST_TEST(c.max_handshaking_connections == 256u);
   BOOST_TEST(c.drain_timeout.count() == 5000);
   BOOST_TEST(c.reconnect_initial.count() == 100);
   BOOST_TEST(c.reconnect_max.count() == 2000);
@@ -85,6 +86,7 @@ max_payload = 4096
 routes_file = "../routing/table.toml"
 idle_timeout_ms = 0
 max_supplier_connections = 12
+max_handshaking_connections = 5
 drain_timeout_ms = 0
 lame_duck_ms = 2500
 reconnect_initial_ms = 250
@@ -114,6 +116,7 @@ level = "warning"
   BOOST_TEST(c.routes_file == fs::path{"/etc/routing/table.toml"});
   BOOST_TEST(c.idle_timeout.count() == 0);
   BOOST_TEST(c.max_supplier_connections == 12u);
+  BOOST_TEST(c.max_handshaking_connections == 5u);
   BOOST_TEST(c.drain_timeout.count() == 0);
   BOOST_TEST(c.reconnect_initial.count() == 250);
   BOOST_TEST(c.reconnect_max.count() == 250);
@@ -255,7 +258,7 @@ level = "verbose"
        {14, 3,
         "gateway.threds: unknown key (expected supplier_listen, threads, idle_poll_us, "
         "max_payload, "
-        "routes_file, idle_timeout_ms, max_supplier_connections, "
+        "routes_file, idle_timeout_ms, max_supplier_connections, max_handshaking_connections, "
         "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
         "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
         "slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms, "

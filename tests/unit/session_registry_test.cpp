@@ -129,3 +129,24 @@ BOOST_FIXTURE_TEST_CASE(the_session_paused_longest_gives_up_its_place, io_fixtur
   // Every session gone before the context they share.
   BOOST_TEST(wait_until([&] { return registry.size() == 0; }, 3s));
 }
+
+// Connections in their handshake (TLS, PROXY header) hold no place; at their own cap the oldest
+// still in its handshake is evicted for a new one, once; one whose handshake ended is not.
+BOOST_AUTO_TEST_CASE(the_oldest_handshake_is_evicted_at_the_handshake_cap) {
+  su::session_registry registry;
+  registry.limit(1, 2);
+  std::vector<int> evicted;
+  const auto a = registry.begin_handshake([&] { evicted.push_back(1); });
+  const auto b = registry.begin_handshake([&] { evicted.push_back(2); });
+  registry.end_handshake(a);  // done: it leaves the list, and is never evicted
+  const auto c = registry.begin_handshake([&] { evicted.push_back(3); });
+  BOOST_TEST(evicted.empty());
+  BOOST_TEST(registry.handshaking() == 2u);
+  registry.begin_handshake([&] { evicted.push_back(4); });  // the cap: `b` is the oldest
+  BOOST_TEST(evicted == std::vector<int>{2});
+  registry.end_handshake(b);  // evicted already: nothing to do
+  BOOST_TEST(registry.handshaking() == 2u);
+  registry.end_handshake(c);
+  BOOST_TEST(registry.handshaking() == 1u);
+  BOOST_TEST(registry.places_taken() == 0u);  // handshakes hold no place
+}

@@ -27,6 +27,7 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.routes_file", "routes_file = \"other.toml\""},
     {"gateway.idle_timeout_ms", "idle_timeout_ms = 1234"},
     {"gateway.max_supplier_connections", "max_supplier_connections = 77"},
+    {"gateway.max_handshaking_connections", "max_handshaking_connections = 33"},
     {"gateway.drain_timeout_ms", "drain_timeout_ms = 250"},
     {"gateway.lame_duck_ms", "lame_duck_ms = 1500"},
     {"gateway.reconnect_initial_ms", "reconnect_initial_ms = 50"},

@@ -1,6 +1,7 @@
 // supplier_acceptor on a real loopback listener: what it promises the gateway. Every accepted
 // connection becomes a session that routes its frames and is counted; max_connections refuses
-// the one beyond it (a PROXY header still being read holds a place too); the allow list is
+// the one beyond it (a PROXY header still being read holds none, and the oldest of them gives
+// way at the cap on handshakes); the allow list is
 // applied to the supplier a PROXY header names, not to the balancer; a bad or missing header
 // closes that connection only, counted; stop() closes the listener and cancels pending headers.
 #define BOOST_TEST_MODULE supplier_acceptor
@@ -36,7 +37,7 @@ struct gateway_side {
 
   gateway_side(asio::io_context& ioc, const std::shared_ptr<gc::consumer>& c,
                std::size_t max_connections, su::supplier_acceptor::admission allow = {},
-               su::supplier_acceptor::proxy_options proxy = {})
+               su::supplier_acceptor::proxy_options proxy = {}, std::size_t max_handshakes = 256)
       : ctx{routes, stats, registry, gs::default_max_payload, 0ms} {
     auto snap = std::make_shared<su::route_snapshot>();
     snap->table =
@@ -45,7 +46,7 @@ struct gateway_side {
     routes.publish(std::move(snap));
     acceptor = std::make_shared<su::supplier_acceptor>(
         gatewayd::runtime::make_executor(ioc), gatewayd::net::endpoint{"127.0.0.1", 0}, ctx,
-        max_connections, std::move(allow), std::move(proxy));
+        max_connections, std::move(allow), std::move(proxy), max_handshakes);
     acceptor->start();
   }
   // The acceptor stopped and every session gone before the context they point to.
@@ -233,21 +234,35 @@ BOOST_FIXTURE_TEST_CASE(a_bad_or_missing_proxy_header_closes_that_connection_onl
   close_consumer(*c, 1s);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_header_being_read_holds_a_place_under_the_cap, io_fixture) {
+// A connection whose header is still being read holds no place under the cap (it cannot keep a
+// supplier out), only a slot under the cap on handshakes, where a new one evicts the oldest.
+BOOST_FIXTURE_TEST_CASE(a_header_being_read_holds_no_place_and_the_oldest_gives_way, io_fixture) {
   peer p;
   auto c = make(spec(p.address(), 1000, gc::overflow_policy::backpressure));
   auto r = p.accept(2s);
   BOOST_TEST_REQUIRE(r.has_value());
   {
-    gateway_side gw(ioc, c, 1, {}, {blocks({"127.0.0.1/32"}), 30000ms});
-    client stalled(gw);  // connected, sends no header
-    client second(gw);
-    BOOST_TEST(second.closed_by_gateway(3s));
-    BOOST_TEST(gw.closed(su::close_reason::connection_limit) == 1u);
-    // Its header arrives: it takes the place it held.
+    gateway_side gw(ioc, c, 1, {}, {blocks({"127.0.0.1/32"}), 30000ms}, 2);
+    client oldest(gw);  // connected, sends no header
+    BOOST_TEST_REQUIRE(wait_until([&] { return gw.registry.handshaking() == 1; }, 3s));
+    client stalled(gw);
+    BOOST_TEST_REQUIRE(wait_until([&] { return gw.registry.handshaking() == 2; }, 3s));
+    // A third at the cap of two handshakes: the oldest gives its slot up.
+    client third(gw);
+    BOOST_TEST(oldest.closed_by_gateway(3s));
+    BOOST_TEST(
+        wait_until([&] { return gw.closed(su::close_reason::handshake_evicted) == 1u; }, 3s));
+    BOOST_TEST(gw.closed(su::close_reason::proxy_header) == 0u);
+    // A header arrives: its supplier takes the one place, which no handshake held.
     stalled.send(proxy_v2("192.0.2.7", 4242) + frame(0));
     BOOST_TEST_REQUIRE(r->wait_frames(1, 3s));
     BOOST_TEST(gw.stats.accepted.load() == 1u);
+    BOOST_TEST(gw.closed(su::close_reason::connection_limit) == 0u);
+    // The cap is full now: the third's header comes, and it is refused.
+    third.send(proxy_v2("192.0.2.8", 4242) + frame(1));
+    BOOST_TEST(third.closed_by_gateway(3s));
+    BOOST_TEST(gw.closed(su::close_reason::connection_limit) == 1u);
+    BOOST_TEST(gw.registry.handshaking() == 0u);
   }
   close_consumer(*c, 1s);
 }
@@ -258,17 +273,13 @@ BOOST_FIXTURE_TEST_CASE(stop_closes_the_listener_and_cancels_pending_headers, io
   auto r = p.accept(2s);
   BOOST_TEST_REQUIRE(r.has_value());
   {
-    // A header allowed 30 s: only stop() can end its wait within the test's bounds. A cap of
-    // one: the probe's refusal shows the acceptor holds the pending connection (not the
+    // A header allowed 30 s: only stop() can end its wait within the test's bounds. The
+    // registry's count of handshakes shows the acceptor holds the pending connection (not the
     // listen backlog, whose connections any close of the listener resets).
     gateway_side gw(ioc, c, 1, {}, {blocks({"127.0.0.1/32"}), 30000ms});
     const auto at = gw.acceptor->local_endpoint();
     client pending(gw);
-    {
-      client probe(gw);
-      BOOST_TEST_REQUIRE(probe.closed_by_gateway(3s));
-      BOOST_TEST_REQUIRE(gw.closed(su::close_reason::connection_limit) == 1u);
-    }
+    BOOST_TEST_REQUIRE(wait_until([&] { return gw.registry.handshaking() == 1; }, 3s));
     gw.acceptor->stop();
     BOOST_TEST(pending.closed_by_gateway(3s));
     // Nothing listens at the address any more: a connect is refused.
@@ -283,6 +294,7 @@ BOOST_FIXTURE_TEST_CASE(stop_closes_the_listener_and_cancels_pending_headers, io
         3s));
     BOOST_TEST(gw.stats.accepted.load() == 0u);
     BOOST_TEST(gw.closed(su::close_reason::proxy_header) == 0u);
+    BOOST_TEST(gw.registry.handshaking() == 0u);
   }
   close_consumer(*c, 1s);
 }
