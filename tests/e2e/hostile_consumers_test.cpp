@@ -118,9 +118,9 @@ int unread(int fd) {
 
 // A consumer that takes 10 frames, then sends `ack 10` as fast as it can for a second and a half
 // (valid every time: acks are cumulative, repeating one is allowed). The gateway reads them in
-// large buffers and applies one per read: its CPU per ack stays a few ns, and the consumer stays
-// connected. Before: one apply per ack (at most 13 acks a read) cost ~170 ns of gateway CPU per
-// ack, a whole core for the flood's length.
+// large buffers and applies one per read: its CPU per ack stays some 15 ns, and the consumer
+// stays connected. Before: one apply per ack (at most 13 acks a read) cost 300-400 ns of gateway
+// CPU per ack here (170 in the issue), a whole core for the flood's length.
 BOOST_AUTO_TEST_CASE(an_ack_flood_costs_the_gateway_little_cpu) {
   raw_listener consumer;
   gateway_fixture gw(consumer_toml("acked", consumer.endpoint(), "ack = true") +
@@ -156,9 +156,15 @@ BOOST_AUTO_TEST_CASE(an_ack_flood_costs_the_gateway_little_cpu) {
   const double ns_per_ack = cpu / acks * 1e9;
   BOOST_TEST_MESSAGE("ack flood: " << acks << " acks in 1.5 s, gateway CPU " << cpu << " s, "
                                    << ns_per_ack << " ns per ack");
-  // After the fix ~5 ns here in a release build (~20 under ASan); before, ~170 (~600 under
-  // ASan). Loose enough for a loaded 2-core box: CPU time is not wall time.
-  BOOST_TEST(ns_per_ack < 60.0);
+  // After the fix 13-16 ns per ack here in a release build, ~40 under ASan; before, 300-400 in a
+  // release build (an instrumented one only costs more). Loose enough for a loaded 2-core box:
+  // CPU time is not wall time.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr double bound_ns = 150.0;
+#else
+  constexpr double bound_ns = 60.0;
+#endif
+  BOOST_TEST(ns_per_ack < bound_ns);
 
   // Still connected, nothing counted as an error, and acks still let frames go.
   BOOST_TEST(metric(gw, "gatewayd_consumer_reconnects_total{consumer=\"acked\"}") == 0);
