@@ -430,7 +430,11 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
   BOOST_TEST(gauge() == owed_bytes);  // one ledger and one block per frame still owed
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_confirm_ledger_limit_bytes") == 268435456);
   BOOST_TEST(scrape_metric(gw.metrics_port, frames_metric("unconfirmed_frames")) == 0);
-  BOOST_TEST(growth < 6 * 1024 * memory_slack);  // before: ~220 KiB a connection
+#ifndef __SANITIZE_ADDRESS__
+  // (Under ASan its quarantine keeps resident what every connection freed: ~280 KiB each here,
+  // whatever the ledger does. The gauge above is exact either way.)
+  BOOST_TEST(growth < 6 * 1024 * memory_slack);  // before: ~200 KiB a connection
+#endif
   // The owed frames go (to a consumer that comes up), and the ledgers with them.
   test_consumer down(nobody);
   BOOST_TEST(down.wait_for_count(connections, 20s));
