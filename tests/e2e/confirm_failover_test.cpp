@@ -33,6 +33,71 @@ std::size_t suppliers_on(const gateway_fixture& n) {
   return json::parse(r.body)["suppliers"]["connections"].size();
 }
 
+// Two nodes behind the real HAProxy, each dialling its own sink as consumer `audit` for
+// `orders.>` (the two sinks together are what the consumer received), and a confirm-mode
+// `gateway-peer send --reconnect` through the balancer.
+struct two_nodes {
+  test_consumer sink1, sink2;
+  std::vector<std::unique_ptr<gateway_fixture>> nodes;
+  temp_dir dir;
+  unsigned short front = free_port(), stats = free_port();
+  std::unique_ptr<daemon_process> haproxy;
+
+  // `ack`: the sinks acknowledge what they take (the consumer has `ack = true`).
+  two_nodes(const std::string& consumer_extra, const std::string& node_extra, bool ack = false) {
+    sink1.acknowledge(ack);
+    sink2.acknowledge(ack);
+    const std::string node =
+        "proxy_protocol = true\nproxy_from = [\"127.0.0.1/32\"]\n" + node_extra;
+    for (const test_consumer* sink : {&sink1, &sink2}) {
+      nodes.push_back(std::make_unique<gateway_fixture>(
+          consumer_toml("audit", sink->endpoint(), consumer_extra) +
+              route_toml("orders.>", {"audit"}),
+          node));
+      nodes.back()->keep_ports();
+      BOOST_TEST_REQUIRE(nodes.back()->consumers_connected({"audit"}));
+    }
+    const auto cfg = dir.write("haproxy.cfg", haproxy_config(front, stats, *nodes[0], *nodes[1]));
+    haproxy = std::make_unique<daemon_process>(haproxy_binary,
+                                               std::vector<std::string>{"-f", cfg.string(), "-db"},
+                                               dir.path() / "haproxy.log");
+    BOOST_TEST_REQUIRE(eventually([&] { return both_up(); }, 10s), haproxy->log());
+  }
+  ~two_nodes() {
+    haproxy->signal(SIGTERM);
+    BOOST_TEST(haproxy->wait_exit(10s).has_value());
+  }
+  bool both_up() const {
+    return server_status(stats, "gw1") == "UP" && server_status(stats, "gw2") == "UP";
+  }
+  daemon_process send(int rate, std::size_t frames, std::size_t window) const {
+    return daemon_process(peer_binary(),
+                          {"send", "--to", "127.0.0.1:" + std::to_string(front), "--address",
+                           "orders.eu.created", "--size", "64", "--rate", std::to_string(rate),
+                           "--count", std::to_string(frames), "--reconnect", "--confirm",
+                           "--window", std::to_string(window), "--confirm-wait", "30", "--json"},
+                          dir.path() / "send.log");
+  }
+  // The node carrying the stream, once it has routed `received` frames.
+  std::optional<std::size_t> carrier(double received) const {
+    std::optional<std::size_t> found;
+    eventually(
+        [&] {
+          for (std::size_t i = 0; i < nodes.size(); ++i) {
+            if (suppliers_on(*nodes[i]) == 1 &&
+                scrape_metric(nodes[i]->metrics_port,
+                              "gatewayd_supplier_messages_received_total") >= received) {
+              found = i;
+              return true;
+            }
+          }
+          return false;
+        },
+        20s);
+    return found;
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_sent) {
@@ -40,53 +105,19 @@ BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_s
   constexpr std::size_t frames = 12000, window = 1000;
   // One consumer, dialled by each node: each node's connection lands in a sink of its own, and
   // the two together are what the consumer received.
-  test_consumer sink1, sink2;
-  const std::string node = "proxy_protocol = true\nproxy_from = [\"127.0.0.1/32\"]\n";
-  std::vector<std::unique_ptr<gateway_fixture>> nodes;
-  for (const test_consumer* sink : {&sink1, &sink2}) {
-    nodes.push_back(std::make_unique<gateway_fixture>(
-        consumer_toml("audit", sink->endpoint(), "queue_capacity = 100000") +
-            route_toml("orders.>", {"audit"}),
-        node));
-    nodes.back()->keep_ports();
-    BOOST_TEST_REQUIRE(nodes.back()->consumers_connected({"audit"}));
-  }
-  temp_dir dir;
-  const unsigned short front = free_port(), stats = free_port();
-  const auto cfg = dir.write("haproxy.cfg", haproxy_config(front, stats, *nodes[0], *nodes[1]));
-  daemon_process haproxy(haproxy_binary, {"-f", cfg.string(), "-db"}, dir.path() / "haproxy.log");
-  const auto both_up = [&] {
-    return server_status(stats, "gw1") == "UP" && server_status(stats, "gw2") == "UP";
-  };
-  BOOST_TEST_REQUIRE(eventually(both_up, 10s), haproxy.log());
-
-  daemon_process sender(
-      peer_binary(),
-      {"send", "--to", "127.0.0.1:" + std::to_string(front), "--address", "orders.eu.created",
-       "--size", "64", "--rate", "3000", "--count", std::to_string(frames), "--reconnect",
-       "--confirm", "--window", std::to_string(window), "--confirm-wait", "30", "--json"},
-      dir.path() / "send.log");
+  two_nodes t("queue_capacity = 100000", "");
+  test_consumer &sink1 = t.sink1, &sink2 = t.sink2;
+  auto& nodes = t.nodes;
+  daemon_process sender = t.send(3000, frames, window);
   // Mid-stream: the node carrying the stream has routed a few thousand frames.
-  std::size_t victim = 0;
-  BOOST_TEST_REQUIRE(eventually(
-      [&] {
-        for (std::size_t i = 0; i < nodes.size(); ++i) {
-          if (suppliers_on(*nodes[i]) == 1 &&
-              scrape_metric(nodes[i]->metrics_port, "gatewayd_supplier_messages_received_total") >=
-                  3000) {
-            victim = i;
-            return true;
-          }
-        }
-        return false;
-      },
-      20s));
-  auto& n = *nodes[victim];
+  const auto victim = t.carrier(3000);
+  BOOST_TEST_REQUIRE(victim.has_value());
+  auto& n = *nodes[*victim];
   n.daemon->signal(SIGKILL);
   BOOST_TEST_REQUIRE(n.daemon->wait_exit(10s).has_value());
   n.restart("gw-again.log");
   BOOST_TEST_REQUIRE(n.consumers_connected({"audit"}));
-  BOOST_TEST_REQUIRE(eventually(both_up, 10s), haproxy.log());
+  BOOST_TEST_REQUIRE(eventually([&] { return t.both_up(); }, 10s), t.haproxy->log());
 
   BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
   const auto report = json::parse(sender.log());
@@ -122,9 +153,6 @@ BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_s
   for (const auto& [payload, times] : seen)
     BOOST_TEST_REQUIRE(times <= 2);
   BOOST_TEST(sink1.corruptions() + sink2.corruptions() == 0u);
-
-  haproxy.signal(SIGTERM);
-  BOOST_TEST(haproxy.wait_exit(10s).has_value());
 }
 
 // Issue 29, item 3: a graceful stop gives up nothing a SIGKILL would keep. The `ack = true`
@@ -136,51 +164,14 @@ BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_s
 BOOST_AUTO_TEST_CASE(a_graceful_stop_rejects_nothing_and_loses_nothing) {
   BOOST_TEST_REQUIRE(std::filesystem::exists(haproxy_binary), "install Debian's haproxy");
   constexpr std::size_t frames = 3000, window = 500;
-  test_consumer sink1, sink2;
-  sink1.acknowledge(true);
-  sink2.acknowledge(true);
-  const std::string node =
-      "proxy_protocol = true\nproxy_from = [\"127.0.0.1/32\"]\ndrain_timeout_ms = 1000\n";
-  std::vector<std::unique_ptr<gateway_fixture>> nodes;
-  for (const test_consumer* sink : {&sink1, &sink2}) {
-    nodes.push_back(std::make_unique<gateway_fixture>(
-        consumer_toml("audit", sink->endpoint(),
-                      "ack = true\nmax_unacked_bytes = 16384\nqueue_capacity = 100000") +
-            route_toml("orders.>", {"audit"}),
-        node));
-    BOOST_TEST_REQUIRE(nodes.back()->consumers_connected({"audit"}));
-  }
-  temp_dir dir;
-  const unsigned short front = free_port(), stats = free_port();
-  const auto cfg = dir.write("haproxy.cfg", haproxy_config(front, stats, *nodes[0], *nodes[1]));
-  daemon_process haproxy(haproxy_binary, {"-f", cfg.string(), "-db"}, dir.path() / "haproxy.log");
-  const auto both_up = [&] {
-    return server_status(stats, "gw1") == "UP" && server_status(stats, "gw2") == "UP";
-  };
-  BOOST_TEST_REQUIRE(eventually(both_up, 10s), haproxy.log());
-
-  daemon_process sender(
-      peer_binary(),
-      {"send", "--to", "127.0.0.1:" + std::to_string(front), "--address", "orders.eu.created",
-       "--size", "64", "--rate", "5000", "--count", std::to_string(frames), "--reconnect",
-       "--confirm", "--window", std::to_string(window), "--confirm-wait", "30", "--json"},
-      dir.path() / "send.log");
-  std::size_t victim = 0;
-  BOOST_TEST_REQUIRE(eventually(
-      [&] {
-        for (std::size_t i = 0; i < nodes.size(); ++i) {
-          if (suppliers_on(*nodes[i]) == 1 &&
-              scrape_metric(nodes[i]->metrics_port, "gatewayd_supplier_messages_received_total") >=
-                  300) {
-            victim = i;
-            return true;
-          }
-        }
-        return false;
-      },
-      20s));
-  auto& n = *nodes[victim];
-  test_consumer& stalled = victim == 0 ? sink1 : sink2;
+  two_nodes t("ack = true\nmax_unacked_bytes = 16384\nqueue_capacity = 100000",
+              "drain_timeout_ms = 1000\n", true);
+  test_consumer &sink1 = t.sink1, &sink2 = t.sink2;
+  daemon_process sender = t.send(5000, frames, window);
+  const auto victim = t.carrier(300);
+  BOOST_TEST_REQUIRE(victim.has_value());
+  auto& n = *t.nodes[*victim];
+  test_consumer& stalled = *victim == 0 ? sink1 : sink2;
   stalled.stall(true);
   // The supplier's whole window waits on the stalled consumer: some written to it and not
   // acknowledged (max_unacked_bytes), the rest queued.
@@ -222,7 +213,4 @@ BOOST_AUTO_TEST_CASE(a_graceful_stop_rejects_nothing_and_loses_nothing) {
   BOOST_TEST(eventually(tally, 20s));
   BOOST_TEST(seen.size() == frames);  // lost: 0
   BOOST_TEST(sink1.corruptions() + sink2.corruptions() == 0u);
-
-  haproxy.signal(SIGTERM);
-  BOOST_TEST(haproxy.wait_exit(10s).has_value());
 }
