@@ -55,6 +55,22 @@ const consumer_series per_consumer[] = {
      [](const consumers::consumer& c) { return value(c.stats().unacknowledged_bytes); }},
 };
 
+// Open supplier sessions by state (supplier_session's states; a closed one is counted in none).
+prometheus::MetricFamily sessions_by_state(const suppliers::supplier_stats& st) {
+  auto f = family("gatewayd_supplier_sessions",
+                  "Open supplier connections by state: handshaking, reading, paused (by a "
+                  "backpressure consumer), held (by the gateway's stop), departing, confirming "
+                  "(waiting for confirms to make room).",
+                  MetricType::Gauge);
+  for (std::size_t i = 0; i < suppliers::session_state_count; ++i) {
+    const auto state = static_cast<suppliers::session_state>(i);
+    if (state == suppliers::session_state::closed) continue;
+    add_sample(f, static_cast<double>(st.sessions[i].load(std::memory_order_relaxed)),
+               {{"state", std::string(suppliers::to_string(state))}});
+  }
+  return f;
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
@@ -159,6 +175,7 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
   out.push_back(family_of_one("gatewayd_supplier_connections", "Supplier connections open now.",
                               MetricType::Gauge,
                               static_cast<double>(st.connections.load(std::memory_order_relaxed))));
+  out.push_back(sessions_by_state(st));
   out.push_back(family_of_one("gatewayd_supplier_handshaking_connections",
                               "Supplier connections still in their TLS handshake or PROXY header.",
                               MetricType::Gauge,

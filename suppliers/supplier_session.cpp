@@ -27,6 +27,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
   // Reads happen only after the socket reported readable, and must never block the thread.
   socket_.non_blocking(true, ec);
   ctx_.stats.connections.fetch_add(1, std::memory_order_relaxed);
+  count_in(state_.load(std::memory_order_relaxed), 1);
 }
 
 supplier_session::~supplier_session() {
@@ -36,6 +37,7 @@ supplier_session::~supplier_session() {
     ctx_.stats.tls_connections[r - 1].fetch_sub(1, std::memory_order_relaxed);
   ctx_.registry.remove(this);
   ctx_.stats.connections.fetch_sub(1, std::memory_order_relaxed);
+  count_in(state_.load(std::memory_order_relaxed), -1);
 }
 
 void supplier_session::start() {
@@ -397,6 +399,8 @@ void supplier_session::set_paused_by_consumer(bool on) noexcept {
 // own handlers, which see the state they run in.
 void supplier_session::enter(state next) noexcept {
   const state was = state_.exchange(next, std::memory_order_relaxed);
+  count_in(was, -1);
+  count_in(next, 1);
   if (was == state::paused && next != state::paused) set_paused_by_consumer(false);
   update_waiting();
 }

@@ -142,17 +142,15 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   //   reading     -> confirming (its unconfirmed CONFIRM frames reached max_unconfirmed)
   //   confirming  -> reading (confirms made room) | held | closed (also when its peer left)
   // Written on the strand only; atomic so /connz may read paused() from its own thread.
-  enum class state : std::uint8_t {
-    handshaking,  // TLS: before the first read, under the handshake deadline
-    reading,      // waiting for readability, or reading and routing
-    paused,       // a consumer asked it to stop reading: its resume_reading() ends it
-    held,         // paused by the gateway itself (drain): only a close ends it
-    departing,    // the peer left while paused: reading to its end, never pausing again
-    confirming,   // too many CONFIRM frames unconfirmed: reading again once confirms made room
-    closed,
-  };
+  // (session_state, in supplier_stats.hpp, says what each state means; every open session is
+  // counted in the one it is in.)
+  using state = session_state;
   bool in(state s) const noexcept { return state_.load(std::memory_order_relaxed) == s; }
   void enter(state next) noexcept;
+  void count_in(state s, std::int64_t n) noexcept {
+    if (s != state::closed)
+      ctx_.stats.sessions[static_cast<std::size_t>(s)].fetch_add(n, std::memory_order_relaxed);
+  }
 
   // What routing the bytes of one or more reads came to.
   struct routed {

@@ -18,6 +18,24 @@
 
 namespace gatewayd::suppliers {
 
+// Where a supplier connection is: supplier_session's states (its header lists the transitions),
+// here so that the sessions in each can be counted for /metrics.
+enum class session_state : std::uint8_t {
+  handshaking,  // TLS: before the first read, under the handshake deadline
+  reading,      // waiting for readability, or reading and routing
+  paused,       // a consumer asked it to stop reading: its resume_reading() ends it
+  held,         // paused by the gateway itself (drain): only a close ends it
+  departing,    // the peer left while paused: reading to its end, never pausing again
+  confirming,   // waits for confirms: max_unconfirmed_frames, or max_confirm_ledger_bytes
+  closed,
+};
+inline constexpr runtime::enum_names<session_state, 7> session_state_names{
+    {"handshaking", "reading", "paused", "held", "departing", "confirming", "closed"}};
+inline constexpr std::size_t session_state_count = session_state_names.count;
+inline std::string_view to_string(session_state s) noexcept {
+  return session_state_names(s);
+}
+
 // Why a supplier connection was refused or closed by the gateway (not by the peer).
 // proxy_header: a proxy_from source sent no valid PROXY v2 header in time. reclaimed: at
 // max_supplier_connections, the session that had waited longest for a stalled backpressure
@@ -66,6 +84,8 @@ inline std::string_view to_string(partial_discard r) noexcept {
 
 struct supplier_stats {
   std::atomic<std::int64_t> connections{0};
+  // Open sessions by state (index: session_state; closed ones are not counted).
+  std::array<std::atomic<std::int64_t>, session_state_count> sessions{};
   // Connections in their TLS handshake or PROXY header now (session_registry keeps it).
   std::atomic<std::int64_t> handshaking{0};
   std::atomic<std::uint64_t> accepted{0};

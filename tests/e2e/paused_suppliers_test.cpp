@@ -279,6 +279,10 @@ BOOST_AUTO_TEST_CASE(at_the_cap_a_new_supplier_reclaims_the_session_paused_longe
   }
   // The cap is full of sessions paused behind bp, and /connz says since when.
   BOOST_TEST_REQUIRE(full, connz.dump(2));
+  // /metrics counts them by state as /connz lists them.
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_sessions{state=\"paused\"}") == 40);
+  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_sessions{state=\"reading\"}") ==
+             scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") - 40);
   for (const auto& c : connz["suppliers"]["connections"]) {
     const bool shown = c.contains("paused_since") && c["paused_since"].is_string();
     BOOST_TEST(shown, c.dump());
