@@ -139,12 +139,16 @@ metrics_server::response operator_api::connz(std::string_view query) const {
   };
   std::vector<supplier_row> rows;
   // The pause began on the steady clock (what the connection cap compares); shown on the wall
-  // clock, as long ago as it is now.
+  // clock, as long ago as it is now. A session may begin to wait while the list is walked, after
+  // `steady_now`: it shows as beginning now, never after the answer's `now`.
   const auto now = clock::now();
   const auto steady_now = std::chrono::steady_clock::now();
   const auto wall = [&](std::optional<std::chrono::steady_clock::time_point> at) {
     std::optional<clock::time_point> out;
-    if (at) out = now - std::chrono::duration_cast<clock::duration>(steady_now - *at);
+    if (at) {
+      out =
+          now - std::chrono::duration_cast<clock::duration>(steady_now - std::min(*at, steady_now));
+    }
     return out;
   };
   s_.sessions.for_each([&](const suppliers::supplier_session& s) {
