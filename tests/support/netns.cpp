@@ -191,6 +191,12 @@ void netns_host::drop_output(unsigned short port) {
                 (port ? "tcp sport " + std::to_string(port) + " " : "") + "drop");
 }
 
+void netns_host::partition_from(unsigned short remote_port) {
+  const std::string port = std::to_string(remote_port);
+  apply("iifname \"" + inner_if_ + "\" tcp sport " + port + " drop",
+        "oifname \"" + inner_if_ + "\" tcp dport " + port + " drop");
+}
+
 void netns_host::drop_syn(unsigned short port) {
   apply("iifname \"" + inner_if_ + "\" tcp dport " + std::to_string(port) +
             " tcp flags & (syn | ack) == syn drop",

@@ -49,6 +49,8 @@ connection_result confirm_sender::run(traffic::supplier_link& link) {
     check_end(now);
     if (gave_up_) break;
     if (phase_ == phase::draining && (window_.unsettled() == 0 || out_of_time(now))) break;
+    if (ending_ == ending::none && link.connected() && confirms_overdue(now))
+      fail(ending::lost, "no confirm within the confirm deadline");
     if (ending_ != ending::none) {
       end_connection(link);
       continue;
@@ -98,6 +100,7 @@ void confirm_sender::open_record(const traffic::supplier_link& link) {
   batch_.renumber(id);
   window_.new_connection();
   inbox_.clear();
+  progress_ns_ = traffic::monotonic_ns();
   r_.links.push_back({link.peer().to_string(), link.local(), id, 0, "stopped"});
 }
 
@@ -112,6 +115,17 @@ void confirm_sender::check_end(std::uint64_t now) {
 
 bool confirm_sender::out_of_time(std::uint64_t now) const {
   return hard_stop().load() || (drain_deadline_ns_ != 0 && now >= drain_deadline_ns_);
+}
+
+bool confirm_sender::confirms_overdue(std::uint64_t now) {
+  const std::uint64_t settled = window_.added() - window_.unsettled();
+  if (settled != settled_seen_ || window_.unsettled() == 0) {
+    settled_seen_ = settled;
+    progress_ns_ = std::max(progress_ns_, now);
+    return false;
+  }
+  return o_.confirm_deadline > 0 &&
+         now - std::min(progress_ns_, now) >= static_cast<std::uint64_t>(o_.confirm_deadline * 1e9);
 }
 
 bool confirm_sender::redial(traffic::supplier_link& link) {
@@ -216,6 +230,10 @@ bool confirm_sender::write(traffic::supplier_link& link, std::string_view bytes)
       check_end(now);
       if (out_of_time(now)) {
         fail(ending::cut, "a write still waited when the time was up");
+        return false;
+      }
+      if (ending_ == ending::none && confirms_overdue(now)) {
+        fail(ending::lost, "no confirm within the confirm deadline (a write waited)");
         return false;
       }
       // After its end-of-file a gateway that stops still reads: the write goes on.

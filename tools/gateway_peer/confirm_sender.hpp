@@ -38,6 +38,9 @@ class confirm_sender {
   // Switches to draining once the count, the deadline or a stop request says so.
   void check_end(std::uint64_t now);
   bool out_of_time(std::uint64_t now) const;
+  // True once frames have waited unsettled longer than --confirm-deadline with no confirm or
+  // reject coming on this connection (the clock restarts at each one, and while none is owed).
+  bool confirms_overdue(std::uint64_t now);
   // Dials again after a lost connection (with --reconnect): false when the phase's stop or
   // deadline came first.
   bool redial(traffic::supplier_link& link);
@@ -71,7 +74,9 @@ class confirm_sender {
   std::uint64_t drain_deadline_ns_ = 0;
   ending ending_ = ending::none;
   std::string why_;
-  bool gave_up_ = false;  // a connection ended without --reconnect
+  bool gave_up_ = false;            // a connection ended without --reconnect
+  std::uint64_t settled_seen_ = 0;  // confirmed + rejected when last looked at
+  std::uint64_t progress_ns_ = 0;   // when that last grew, or nothing was owed
 };
 
 }  // namespace gatewayd::tools
