@@ -191,10 +191,13 @@ void netns_host::drop_output(unsigned short port) {
                 (port ? "tcp sport " + std::to_string(port) + " " : "") + "drop");
 }
 
-void netns_host::partition_from(unsigned short remote_port) {
-  const std::string port = std::to_string(remote_port);
-  apply("iifname \"" + inner_if_ + "\" tcp sport " + port + " drop",
-        "oifname \"" + inner_if_ + "\" tcp dport " + port + " drop");
+void netns_host::partition_from(const std::vector<unsigned short>& remote_ports) {
+  std::string set = "{ ";
+  for (std::size_t i = 0; i < remote_ports.size(); ++i)
+    set += (i ? ", " : "") + std::to_string(remote_ports[i]);
+  set += " }";
+  apply("iifname \"" + inner_if_ + "\" tcp sport " + set + " drop",
+        "oifname \"" + inner_if_ + "\" tcp dport " + set + " drop");
 }
 
 void netns_host::drop_syn(unsigned short port) {

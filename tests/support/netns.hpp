@@ -52,9 +52,9 @@ class netns_host {
   void drop_output(unsigned short port = 0);
   // Connection attempts to `port` (SYNs) vanish: a host that is down at dial time.
   void drop_syn(unsigned short port);
-  // Every packet to and from the peer's `remote_port` (a gateway's listener), both ways: this
+  // Every packet to and from the peer's `remote_ports` (a gateway's listeners), both ways: this
   // host is cut off from that one service, the rest still flows.
-  void partition_from(unsigned short remote_port);
+  void partition_from(const std::vector<unsigned short>& remote_ports);
   // `percent` of the packets each way, at random.
   void drop_random(int percent);
   void heal();
