@@ -63,8 +63,12 @@ gateway_fixture::gateway_fixture(const std::string& routes, const std::string& g
   const bool own_listen = gateway_extra.find("supplier_listen =") != std::string::npos;
   config = std::string("[gateway]\n") + (own_listen ? "" : "supplier_listen = \"127.0.0.1:0\"\n") +
            (own_threads ? "" : "threads = 2\n") + "routes_file = \"routes.toml\"\n" +
-           gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
-           (metrics ? "" : "enabled = false\n") + tables;
+           gateway_extra +
+           (tables.find("[metrics]") != std::string::npos
+                ? std::string("\n")
+                : std::string("\n[metrics]\nlisten = \"127.0.0.1:0\"\n") +
+                      (metrics ? "" : "enabled = false\n")) +
+           tables;
   dir.write("gatewayd.toml", config);
   start("gatewayd.log", env);
 }
