@@ -11,6 +11,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -106,6 +107,19 @@ netns_host::netns_host() {
   outer_addr_ = dotted(base + 1);
   inner_addr_ = dotted(base + 2);
   ip({"link", "del", outer_if_});  // left by a start that failed half-way, if any
+  // A host whose own networks lie in 10/8 must not lose a route to a test's /30: refuse rather
+  // than shadow it (only the default route may cover the address).
+  const auto routes = ip({"-4", "route", "show", "match", outer_addr_});
+  std::string covering;
+  std::istringstream lines(routes.out);
+  for (std::string line; std::getline(lines, line);)
+    if (!line.empty() && line.rfind("default", 0) != 0) covering += line + "; ";
+  if (!covering.empty()) {
+    std::lock_guard lock(slots_mutex);
+    slots_used &= ~(1 << index_);
+    throw std::runtime_error("the test address " + outer_addr_ +
+                             " is on a network of this host already: " + covering);
+  }
   try {
     must(ip({"netns", "add", name_}), "ip netns add " + name_);
     must(ip({"link", "add", outer_if_, "type", "veth", "peer", "name", inner_if_, "netns", name_}),

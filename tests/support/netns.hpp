@@ -22,10 +22,11 @@ const std::string& netns_unavailable();
 
 // One namespace `gwf-PID-N` with a veth pair to the test's namespace: a /30 of 10.0.0.0/8 picked
 // from the PID and N (`outer_address()` on our side, `address()` inside), so parallel ctest runs
-// never share a name or an address. At most four per process. The destructor (also when a test
-// fails) kills the processes it started, by PID, and deletes the namespace (and so the pair).
-// The first one a process makes deletes the namespaces of earlier test processes that died
-// without cleaning up (`gwf-PID-*` whose PID is gone).
+// never share a name or an address (one that a route of this host already covers is refused,
+// failing the test with the route, rather than shadowed). At most four per process. The destructor
+// (also when a test fails) kills the processes it started, by PID, and deletes the namespace (and
+// so the pair). The first one a process makes deletes the namespaces of earlier test processes that
+// died without cleaning up (`gwf-PID-*` whose PID is gone).
 class netns_host {
  public:
   netns_host();
