@@ -10,6 +10,7 @@
 
 #include "tools/gateway_peer/options.hpp"
 #include "tools/gateway_peer/send_report.hpp"
+#include "tools/gateway_peer/tls_stream.hpp"
 #include "tools/traffic/confirm_window.hpp"
 #include "tools/traffic/control_inbox.hpp"
 #include "tools/traffic/frame_batch.hpp"
@@ -21,8 +22,9 @@ class confirm_sender {
  public:
   // `count`: frames to send (0 = no limit); `rate`: frames/s (0 = as fast as the window lets
   // it); `deadline_ns`: CLOCK_MONOTONIC end of the sending (0 = none).
-  confirm_sender(const send_options& o, std::uint64_t count, double rate,
-                 std::uint64_t deadline_ns);
+  // `tls`: the TLS layer over the link's connection (its handshake done), or null for plaintext.
+  confirm_sender(const send_options& o, std::uint64_t count, double rate, std::uint64_t deadline_ns,
+                 tls_stream* tls = nullptr);
 
   // Sends until the count, the deadline or a stop request, waits (bounded) for the last
   // confirms, and reports.
@@ -54,6 +56,13 @@ class confirm_sender {
   // Writes all of `bytes`, reading control messages while the socket is full. False once the
   // connection is over (see ending_).
   bool write(traffic::supplier_link& link, std::string_view bytes);
+  // The same through TLS: records handed to OpenSSL and flushed without blocking, confirms
+  // read while the socket is full.
+  bool write_tls(traffic::supplier_link& link, std::string_view bytes);
+  // What the gateway sent back, as recv(): through TLS when there is a TLS layer.
+  ssize_t receive(traffic::supplier_link& link, void* buffer, std::size_t size);
+  // Whether a wait on the socket should end: the run's end, its stop, the confirm deadline.
+  bool keep_waiting();
   void send_new(traffic::supplier_link& link, std::size_t n, std::uint64_t now);
   void resend_some(traffic::supplier_link& link);
   void fail(ending e, std::string why) {
@@ -62,6 +71,7 @@ class confirm_sender {
   }
 
   const send_options& o_;
+  tls_stream* tls_;
   std::uint64_t count_;
   double rate_;
   std::uint64_t deadline_ns_;
