@@ -143,6 +143,11 @@ class fake_gateway {
     BOOST_TEST_REQUIRE(fd >= 0);
     return std::make_unique<fake_connection>(fd, protocol::supplier_frames);
   }
+  // True when a connection waits to be accepted within `timeout`.
+  bool pending(std::chrono::milliseconds timeout) const {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, static_cast<int>(timeout.count())) == 1;
+  }
 
  private:
   int fd_ = -1;
@@ -443,4 +448,67 @@ BOOST_AUTO_TEST_CASE(recv_acks_cumulatively_and_counts_duplicates) {
   BOOST_TEST(json_field(log, "duplicated") == 4);
   BOOST_TEST(json_field(log, "lost") == 0);
   BOOST_TEST(json_field(log, "acks") == static_cast<long long>(acks));
+}
+
+// Issue 33: a node that reads and never confirms, and never closes (its host vanished behind a
+// firewall: no RST comes): with --confirm-deadline the sender leaves it after that long without
+// a confirm and resends its window to the next node, byte for byte. Without it the sender
+// would wait on that connection for the kernel's ~15 minutes.
+BOOST_AUTO_TEST_CASE(a_node_that_confirms_nothing_is_left_after_the_confirm_deadline) {
+  temp_dir dir;
+  fake_gateway a, b;
+  constexpr int count = 500, window = 50;
+  auto send = start_send(
+      dir, {"--to", a.endpoint() + "," + b.endpoint(), "--address", "orders.a", "--size", "64",
+            "--confirm", "--window", std::to_string(window), "--count", std::to_string(count),
+            "--confirm-deadline", "0.5", "--confirm-wait", "20", "--json"});
+  auto ca = a.accept();
+  BOOST_TEST_REQUIRE((ca->read_until(window) == read_state::data), send->log());
+  const auto full = std::chrono::steady_clock::now();
+  auto cb = b.accept();  // A stays open and silent
+  const auto waited =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - full)
+          .count();
+  BOOST_TEST_MESSAGE("moved to the next node " << waited << " ms after the window filled");
+  BOOST_TEST(waited >= 300);  // the deadline (500 ms) runs from the first unconfirmed frame
+  BOOST_TEST(waited <= 1500);
+  BOOST_TEST_REQUIRE(confirm_until_end(*cb), send->log());
+  const auto code = send->wait_exit(20s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, send->log());
+  const auto j = summary(*send);
+  BOOST_TEST(j["confirmed"] == count);
+  BOOST_TEST(j["unconfirmed"] == 0);
+  BOOST_TEST(j["resent"] == window);
+  BOOST_TEST_REQUIRE(j["links"].size() == 2u, send->log());
+  BOOST_TEST(
+      j["links"][0]["ended"].get<std::string>().find("confirm deadline") != std::string::npos,
+      j["links"][0]["ended"]);
+  for (std::size_t i = 0; i < std::size_t{window}; ++i)
+    BOOST_TEST_REQUIRE(cb->frames()[i].bytes == ca->frames()[i].bytes, "frame " << i);
+}
+
+// A node that confirms slowly but steadily is kept: each confirm restarts the deadline.
+BOOST_AUTO_TEST_CASE(a_node_that_confirms_slowly_is_kept_under_the_confirm_deadline) {
+  temp_dir dir;
+  fake_gateway a, b;
+  constexpr int count = 20, window = 10;
+  auto send = start_send(
+      dir, {"--to", a.endpoint() + "," + b.endpoint(), "--address", "orders.a", "--size", "64",
+            "--confirm", "--window", std::to_string(window), "--count", std::to_string(count),
+            "--confirm-deadline", "0.5", "--confirm-wait", "20", "--json"});
+  auto ca = a.accept();
+  BOOST_TEST_REQUIRE((ca->read_until(window) == read_state::data), send->log());
+  // One more confirmed every 300 ms for 1.5 s: three deadlines' worth, never one without news.
+  for (std::uint64_t n = 1; n <= 5; ++n) {
+    ca->send_control({protocol::control_message::kind::confirm, n, {}});
+    BOOST_TEST_REQUIRE(!b.pending(300ms), "left a node that confirmed within the deadline");
+  }
+  BOOST_TEST_REQUIRE(confirm_until_end(*ca, 5), send->log());
+  const auto code = send->wait_exit(20s);
+  BOOST_TEST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, send->log());
+  const auto j = summary(*send);
+  BOOST_TEST(j["confirmed"] == count);
+  BOOST_TEST(j["links"].size() == 1u);
 }

@@ -59,10 +59,16 @@ gateway_fixture::gateway_fixture(const std::string& routes, const std::string& g
   // The test's own keys last: those may open another table ([log]). Two threads unless the
   // test names its own number.
   const bool own_threads = gateway_extra.find("threads =") != std::string::npos;
-  config = std::string("[gateway]\nsupplier_listen = \"127.0.0.1:0\"\n") +
+  // A test's own supplier_listen (the network-fault tests' suppliers dial from a namespace).
+  const bool own_listen = gateway_extra.find("supplier_listen =") != std::string::npos;
+  config = std::string("[gateway]\n") + (own_listen ? "" : "supplier_listen = \"127.0.0.1:0\"\n") +
            (own_threads ? "" : "threads = 2\n") + "routes_file = \"routes.toml\"\n" +
-           gateway_extra + "\n[metrics]\nlisten = \"127.0.0.1:0\"\n" +
-           (metrics ? "" : "enabled = false\n") + tables;
+           gateway_extra +
+           (tables.find("[metrics]") != std::string::npos
+                ? std::string("\n")
+                : std::string("\n[metrics]\nlisten = \"127.0.0.1:0\"\n") +
+                      (metrics ? "" : "enabled = false\n")) +
+           tables;
   dir.write("gatewayd.toml", config);
   start("gatewayd.log", env);
 }

@@ -15,8 +15,11 @@ namespace gatewayd::test {
 
 using asio::ip::tcp;
 
-test_consumer::test_consumer(unsigned short port) : acceptor_(ioc_) {
-  const tcp::endpoint ep(asio::ip::make_address("127.0.0.1"), port);
+test_consumer::test_consumer(unsigned short port) : test_consumer("127.0.0.1", port) {}
+
+test_consumer::test_consumer(const std::string& host, unsigned short port)
+    : acceptor_(ioc_), host_(host) {
+  const tcp::endpoint ep(asio::ip::make_address(host), port);
   acceptor_.open(ep.protocol());
   acceptor_.set_option(asio::socket_base::reuse_address(true));
   acceptor_.bind(ep);

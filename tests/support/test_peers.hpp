@@ -26,12 +26,14 @@ struct received_frame {
 class test_consumer {
  public:
   explicit test_consumer(unsigned short port = 0);
+  // Listens on `host` instead (a namespace's veth address, for the network-fault tests).
+  test_consumer(const std::string& host, unsigned short port);
   ~test_consumer();
   test_consumer(const test_consumer&) = delete;
   test_consumer& operator=(const test_consumer&) = delete;
 
   unsigned short port() const noexcept { return port_; }
-  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::string endpoint() const { return host_ + ":" + std::to_string(port_); }
 
   // Stops reading (the gateway's writes then back up in the kernel) / starts again.
   void stall(bool on);
@@ -55,6 +57,7 @@ class test_consumer {
 
   asio::io_context ioc_;
   asio::ip::tcp::acceptor acceptor_;
+  std::string host_;
   unsigned short port_ = 0;
   std::thread thread_;
   std::atomic<bool> stop_{false};

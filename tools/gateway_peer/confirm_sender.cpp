@@ -1,5 +1,6 @@
 #include "tools/gateway_peer/confirm_sender.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -33,8 +34,9 @@ std::string errno_message() {
 }  // namespace
 
 confirm_sender::confirm_sender(const send_options& o, std::uint64_t count, double rate,
-                               std::uint64_t deadline_ns)
+                               std::uint64_t deadline_ns, tls_stream* tls)
     : o_(o),
+      tls_(tls),
       count_(count),
       rate_(rate),
       deadline_ns_(deadline_ns),
@@ -42,6 +44,12 @@ confirm_sender::confirm_sender(const send_options& o, std::uint64_t count, doubl
       window_(o.window) {}
 
 connection_result confirm_sender::run(traffic::supplier_link& link) {
+  // Over TLS the reads and writes go through OpenSSL, which cannot be told MSG_DONTWAIT: the
+  // socket itself must not block (the handshake, done before, did).
+  if (tls_) {
+    const int fd = link.native_handle();
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  }
   open_record(link);
   const std::uint64_t start = traffic::monotonic_ns();
   for (;;) {
@@ -49,6 +57,8 @@ connection_result confirm_sender::run(traffic::supplier_link& link) {
     check_end(now);
     if (gave_up_) break;
     if (phase_ == phase::draining && (window_.unsettled() == 0 || out_of_time(now))) break;
+    if (ending_ == ending::none && link.connected() && confirms_overdue(now))
+      fail(ending::lost, "no confirm within the confirm deadline");
     if (ending_ != ending::none) {
       end_connection(link);
       continue;
@@ -84,6 +94,7 @@ connection_result confirm_sender::run(traffic::supplier_link& link) {
   if (ending_ != ending::none) {
     end_connection(link);
   } else if (link.connected()) {
+    if (tls_) tls_->close_notify();
     link.leave();
   }
   r_.resent = window_.resends();
@@ -98,6 +109,7 @@ void confirm_sender::open_record(const traffic::supplier_link& link) {
   batch_.renumber(id);
   window_.new_connection();
   inbox_.clear();
+  progress_ns_ = traffic::monotonic_ns();
   r_.links.push_back({link.peer().to_string(), link.local(), id, 0, "stopped"});
 }
 
@@ -112,6 +124,17 @@ void confirm_sender::check_end(std::uint64_t now) {
 
 bool confirm_sender::out_of_time(std::uint64_t now) const {
   return hard_stop().load() || (drain_deadline_ns_ != 0 && now >= drain_deadline_ns_);
+}
+
+bool confirm_sender::confirms_overdue(std::uint64_t now) {
+  const std::uint64_t settled = window_.added() - window_.unsettled();
+  if (settled != settled_seen_ || window_.unsettled() == 0) {
+    settled_seen_ = settled;
+    progress_ns_ = std::max(progress_ns_, now);
+    return false;
+  }
+  return o_.confirm_deadline > 0 &&
+         now - std::min(progress_ns_, now) >= static_cast<std::uint64_t>(o_.confirm_deadline * 1e9);
 }
 
 bool confirm_sender::redial(traffic::supplier_link& link) {
@@ -168,7 +191,7 @@ bool confirm_sender::read_control(traffic::supplier_link& link) {
   if (ending_ != ending::none) return false;
   for (;;) {
     const auto space = inbox_.prepare();
-    const ssize_t n = link.receive(space.data, space.size);
+    const ssize_t n = receive(link, space.data, space.size);
     if (n > 0) {
       inbox_.commit(static_cast<std::size_t>(n));
       const std::string_view fault = inbox_.parse([&](const protocol::control_message& m) {
@@ -198,7 +221,54 @@ void confirm_sender::wait_readable(traffic::supplier_link& link, std::uint64_t n
   if (wait_for(link.native_handle(), POLLIN, ns) != 0) read_control(link);
 }
 
+ssize_t confirm_sender::receive(traffic::supplier_link& link, void* buffer, std::size_t size) {
+  return tls_ ? tls_->read(buffer, size) : link.receive(buffer, size);
+}
+
+bool confirm_sender::keep_waiting() {
+  const std::uint64_t now = traffic::monotonic_ns();
+  check_end(now);
+  if (out_of_time(now)) {
+    fail(ending::cut, "a write still waited when the time was up");
+    return false;
+  }
+  if (ending_ == ending::none && confirms_overdue(now)) {
+    fail(ending::lost, "no confirm within the confirm deadline (a write waited)");
+    return false;
+  }
+  return true;
+}
+
+bool confirm_sender::write_tls(traffic::supplier_link& link, std::string_view bytes) {
+  const int fd = link.native_handle();
+  std::size_t done = 0;  // handed to OpenSSL; once all is, what is left is flushing its records
+  for (;;) {
+    std::size_t taken = 0;
+    const auto step =
+        done < bytes.size() ? tls_->put_some(bytes.substr(done), taken) : tls_->flush();
+    if (step == tls_stream::step::failed) {
+      fail(ending::lost, tls_->error());
+      return false;
+    }
+    done += taken;
+    if (step == tls_stream::step::done) {
+      if (done == bytes.size() && taken == 0) return true;  // the flush went through
+      continue;
+    }
+    // The socket is full: read the gateway's confirms meanwhile (it may wait for room on our
+    // side to send them), then push the records OpenSSL holds and go on.
+    if (!keep_waiting()) return false;
+    const short got = wait_for(fd, POLLIN | POLLOUT, max_wait_ns);
+    if ((got & POLLIN) && !read_control(link)) return false;
+    if (done < bytes.size() && tls_->flush() == tls_stream::step::failed) {
+      fail(ending::lost, tls_->error());
+      return false;
+    }
+  }
+}
+
 bool confirm_sender::write(traffic::supplier_link& link, std::string_view bytes) {
+  if (tls_) return write_tls(link, bytes);
   const int fd = link.native_handle();
   std::size_t done = 0;
   while (done < bytes.size()) {
@@ -216,6 +286,10 @@ bool confirm_sender::write(traffic::supplier_link& link, std::string_view bytes)
       check_end(now);
       if (out_of_time(now)) {
         fail(ending::cut, "a write still waited when the time was up");
+        return false;
+      }
+      if (ending_ == ending::none && confirms_overdue(now)) {
+        fail(ending::lost, "no confirm within the confirm deadline (a write waited)");
         return false;
       }
       // After its end-of-file a gateway that stops still reads: the write goes on.

@@ -10,6 +10,7 @@
 
 #include "tools/gateway_peer/options.hpp"
 #include "tools/gateway_peer/send_report.hpp"
+#include "tools/gateway_peer/tls_stream.hpp"
 #include "tools/traffic/confirm_window.hpp"
 #include "tools/traffic/control_inbox.hpp"
 #include "tools/traffic/frame_batch.hpp"
@@ -21,8 +22,9 @@ class confirm_sender {
  public:
   // `count`: frames to send (0 = no limit); `rate`: frames/s (0 = as fast as the window lets
   // it); `deadline_ns`: CLOCK_MONOTONIC end of the sending (0 = none).
-  confirm_sender(const send_options& o, std::uint64_t count, double rate,
-                 std::uint64_t deadline_ns);
+  // `tls`: the TLS layer over the link's connection (its handshake done), or null for plaintext.
+  confirm_sender(const send_options& o, std::uint64_t count, double rate, std::uint64_t deadline_ns,
+                 tls_stream* tls = nullptr);
 
   // Sends until the count, the deadline or a stop request, waits (bounded) for the last
   // confirms, and reports.
@@ -38,6 +40,9 @@ class confirm_sender {
   // Switches to draining once the count, the deadline or a stop request says so.
   void check_end(std::uint64_t now);
   bool out_of_time(std::uint64_t now) const;
+  // True once frames have waited unsettled longer than --confirm-deadline with no confirm or
+  // reject coming on this connection (the clock restarts at each one, and while none is owed).
+  bool confirms_overdue(std::uint64_t now);
   // Dials again after a lost connection (with --reconnect): false when the phase's stop or
   // deadline came first.
   bool redial(traffic::supplier_link& link);
@@ -51,6 +56,13 @@ class confirm_sender {
   // Writes all of `bytes`, reading control messages while the socket is full. False once the
   // connection is over (see ending_).
   bool write(traffic::supplier_link& link, std::string_view bytes);
+  // The same through TLS: records handed to OpenSSL and flushed without blocking, confirms
+  // read while the socket is full.
+  bool write_tls(traffic::supplier_link& link, std::string_view bytes);
+  // What the gateway sent back, as recv(): through TLS when there is a TLS layer.
+  ssize_t receive(traffic::supplier_link& link, void* buffer, std::size_t size);
+  // Whether a wait on the socket should end: the run's end, its stop, the confirm deadline.
+  bool keep_waiting();
   void send_new(traffic::supplier_link& link, std::size_t n, std::uint64_t now);
   void resend_some(traffic::supplier_link& link);
   void fail(ending e, std::string why) {
@@ -59,6 +71,7 @@ class confirm_sender {
   }
 
   const send_options& o_;
+  tls_stream* tls_;
   std::uint64_t count_;
   double rate_;
   std::uint64_t deadline_ns_;
@@ -71,7 +84,9 @@ class confirm_sender {
   std::uint64_t drain_deadline_ns_ = 0;
   ending ending_ = ending::none;
   std::string why_;
-  bool gave_up_ = false;  // a connection ended without --reconnect
+  bool gave_up_ = false;            // a connection ended without --reconnect
+  std::uint64_t settled_seen_ = 0;  // confirmed + rejected when last looked at
+  std::uint64_t progress_ns_ = 0;   // when that last grew, or nothing was owed
 };
 
 }  // namespace gatewayd::tools

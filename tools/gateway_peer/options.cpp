@@ -26,7 +26,8 @@ const char* const send_help =
     "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--size N]\n"
     "                         [--rate R] [--count C | --duration D] [--connections K]\n"
     "                         [--reconnect] [--json]\n"
-    "                         [--confirm [--window N] [--confirm-wait S]]\n"
+    "                         [--confirm [--window N] [--confirm-wait S]\n"
+    "                          [--confirm-deadline S]]\n"
     "                         [--tls-ca FILE [--tls-cert FILE --tls-key FILE]\n"
     "                          [--tls-server-name NAME]]\n"
     "\n"
@@ -64,10 +65,14 @@ const char* const send_help =
     "                     with --reconnect). At the end (--count, --duration, SIGINT) it waits\n"
     "                     up to --confirm-wait for the last confirms (a second SIGINT ends the\n"
     "                     wait) and reports sent, resent, confirmed, rejected by reason and\n"
-    "                     unconfirmed. Not with --tls-ca (yet)\n"
+    "                     unconfirmed. Over --tls-ca too (one connection, no --reconnect)\n"
     "  --window N         frames unconfirmed per connection before it waits for confirms\n"
     "                     (default 10000, at most 1000000; 32 bytes of memory each)\n"
     "  --confirm-wait S   seconds to wait at the end for the last confirms (default 5)\n"
+    "  --confirm-deadline S  a connection whose unconfirmed frames see no confirm or reject\n"
+    "                     for S seconds is dropped as lost, and the next address dialled (a\n"
+    "                     gateway whose host vanished, or a path that lost one direction,\n"
+    "                     sends no reset); its frames are resent there. Default: no deadline\n"
     "  --tls-ca FILE      speak TLS to the gateway, trusting the CA in FILE (PEM); the\n"
     "                     handshake is part of connecting; no --reconnect with TLS\n"
     "  --tls-cert FILE    client certificate for mutual TLS (with --tls-key)\n"
@@ -247,7 +252,8 @@ std::vector<std::string> to_addresses(const std::string& flag, const std::string
 
 send_options parse_send(const std::vector<std::string>& args) {
   send_options o;
-  bool have_to = false, have_address = false, have_window = false, have_wait = false;
+  bool have_to = false, have_address = false, have_window = false, have_wait = false,
+       have_deadline = false;
   arg_reader r(args);
   while (!r.done()) {
     const std::string flag = r.next_flag();
@@ -279,12 +285,17 @@ send_options parse_send(const std::vector<std::string>& args) {
     } else if (flag == "--confirm-wait") {
       o.confirm_wait = to_seconds(flag, r.value(flag), true);
       have_wait = true;
+    } else if (flag == "--confirm-deadline") {
+      o.confirm_deadline = to_seconds(flag, r.value(flag), false);
+      have_deadline = true;
     } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }
   }
-  if ((have_window || have_wait) && !o.confirm)
-    throw usage_error(std::string(have_window ? "--window" : "--confirm-wait") +
+  if ((have_window || have_wait || have_deadline) && !o.confirm)
+    throw usage_error(std::string(have_window ? "--window"
+                                  : have_wait ? "--confirm-wait"
+                                              : "--confirm-deadline") +
                       " goes with --confirm");
   if (o.tls.enabled() || !o.tls.key.empty() || !o.tls.server_name.empty()) {
     if (o.tls.ca.empty()) throw usage_error("TLS needs --tls-ca (the gateway's CA)");
@@ -300,9 +311,6 @@ send_options parse_send(const std::vector<std::string>& args) {
     throw usage_error("--count must be at least --connections");
   if (o.tls.enabled() && o.reconnect)
     throw usage_error("--tls-ca cannot go with --reconnect or several --to addresses (yet)");
-  // The TLS sender writes with calls that wait on the socket, so it could not read the
-  // gateway's confirms while a write waits: confirms are plaintext only for now.
-  if (o.tls.enabled() && o.confirm) throw usage_error("--confirm cannot go with --tls-ca (yet)");
   return o;
 }
 

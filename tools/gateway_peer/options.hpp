@@ -39,6 +39,10 @@ struct send_options {
   bool confirm = false;
   std::size_t window = 10000;
   double confirm_wait = 5;
+  // --confirm-deadline: seconds a connection with frames unconfirmed may go without any of them
+  // settling before it is dropped and the next address dialled (a gateway whose host vanished
+  // sends no RST: without it the sender would wait for the kernel's ~15 minutes). 0 = none.
+  double confirm_deadline = 0;
 };
 
 struct recv_options {

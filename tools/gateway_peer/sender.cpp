@@ -313,7 +313,7 @@ int run_sender(const send_options& o) {
     const std::uint64_t count = o.count == 0 ? 0 : o.count / k + (i < o.count % k ? 1 : 0);
     threads.emplace_back([&, i, count] {
       if (o.confirm) {
-        confirm_sender s(o, count, o.rate / k, deadline);
+        confirm_sender s(o, count, o.rate / k, deadline, tls.empty() ? nullptr : tls[i].get());
         results[i] = s.run(*links[i]);
         return;
       }

@@ -131,6 +131,16 @@ tls_stream::step tls_stream::put(std::string_view bytes) {
   return step::failed;
 }
 
+tls_stream::step tls_stream::put_some(std::string_view bytes, std::size_t& taken) {
+  ERR_clear_error();
+  taken = 0;
+  if (SSL_write_ex(ssl_, bytes.data(), bytes.size(), &taken) == 1) return step::done;
+  const int e = SSL_get_error(ssl_, 0);
+  if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) return step::again;
+  take_error("TLS write failed");
+  return step::failed;
+}
+
 tls_stream::step tls_stream::flush() {
   BIO* out = SSL_get_wbio(ssl_);
   if (BIO_flush(out) == 1) return step::done;

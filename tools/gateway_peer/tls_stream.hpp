@@ -47,6 +47,9 @@ class tls_stream {
   // same bytes); flush() sends what the buffer holds as far as the socket takes it (`again`:
   // some is left for the next flush()).
   step put(std::string_view bytes);
+  // As put(), for writes larger than a record (a confirm-mode sender's batches): OpenSSL takes
+  // them in part (SSL_MODE_ENABLE_PARTIAL_WRITE); `taken` says how much, the rest goes next.
+  step put_some(std::string_view bytes, std::size_t& taken);
   step flush();
   // Sends close_notify (best effort) so the peer tells our end from a cut connection.
   void close_notify() noexcept;
