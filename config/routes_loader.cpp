@@ -126,8 +126,9 @@ class routing_reader {
     const bool group = table.contains("endpoints");
     if (group && table.contains("endpoint")) {
       check_.error(*table.get("endpoints"),
-                   path + ".endpoints: a consumer has either endpoint (one) or endpoints (a "
-                          "group), not both");
+                   path +
+                       ".endpoints: a consumer has either endpoint (one) or endpoints (a "
+                       "group), not both");
     }
     if (group) {
       read_members(table, path, spec);
@@ -139,8 +140,8 @@ class routing_reader {
       if (auto balance = consumers::balance_policy_names.parse(*text)) {
         spec.balance = *balance;
       } else {
-        check_.error(*table.get("balance"), path + ".balance: unknown balance " +
-                                                in_quotes(*text) + " (expected " +
+        check_.error(*table.get("balance"), path + ".balance: unknown balance " + in_quotes(*text) +
+                                                " (expected " +
                                                 consumers::balance_policy_names.choices() + ")");
       }
       if (!group) {
@@ -183,8 +184,8 @@ class routing_reader {
                                              const std::string& text) {
     auto address = net::parse_endpoint(text);
     if (!address) {
-      check_.error(where,
-                   path + ": " + in_quotes(text) + " is not a literal IPv4:port or [IPv6]:port address");
+      check_.error(where, path + ": " + in_quotes(text) +
+                              " is not a literal IPv4:port or [IPv6]:port address");
       return std::nullopt;
     }
     if (address->port == 0) {

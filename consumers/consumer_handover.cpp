@@ -15,9 +15,8 @@ void consumer::join(std::weak_ptr<consumer_group> group) {
 
 void consumer::leave_group(std::weak_ptr<consumer_group> group) {
   join(std::move(group));
-  asio::post(strand_, [self = shared_from_this()] {
-    self->hand_over_held(handover_cause::removed);
-  });
+  asio::post(strand_,
+             [self = shared_from_this()] { self->hand_over_held(handover_cause::removed); });
 }
 
 void consumer::take_over(std::span<const frame_slice> frames) {
@@ -60,9 +59,9 @@ void consumer::hand_over_held(handover_cause cause) {
   {
     std::lock_guard lock(mutex_);
     if (life_ == life::closed) return;
-    const bool applies = cause == handover_cause::failed   ? !writable(flow_)
+    const bool applies = cause == handover_cause::failed ? !writable(flow_)
                          : cause == handover_cause::slow ? flow_ == flow::congested
-                                                           : true;
+                                                         : true;
     if (!applies) return;
     // Written but not acknowledged on the connection that went down: older than the queue.
     if (cause == handover_cause::failed && !unacked_.empty()) {

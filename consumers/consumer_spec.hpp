@@ -15,7 +15,7 @@ namespace gatewayd::consumers {
 
 struct consumer_spec {
   std::string name;
-  net::endpoint address;                 // the gateway dials it
+  net::endpoint address;  // the gateway dials it
   // A group (`endpoints = [...]`, exclusive with `endpoint`): one member per endpoint, each a
   // consumer of its own with these settings, each frame to one of them (`balance`).
   std::vector<net::endpoint> endpoints;

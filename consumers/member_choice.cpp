@@ -38,8 +38,8 @@ bool eligible(const member_view& m, candidates c) noexcept {
   return true;
 }
 
-std::size_t choose_member(std::span<const member_view> members, balance_policy policy,
-                          candidates c, std::uint64_t turn, std::uint64_t address_hash,
+std::size_t choose_member(std::span<const member_view> members, balance_policy policy, candidates c,
+                          std::uint64_t turn, std::uint64_t address_hash,
                           std::size_t skip) noexcept {
   const std::size_t n = members.size();
   // Address: every live member counts, full or not (its addresses stay on it).

@@ -42,8 +42,8 @@ bool eligible(const member_view& m, candidates c) noexcept;
 // The member index for one frame. `turn`: the group's round-robin count for this frame;
 // `address_hash`: hash_address() of its address. `skip`: a member never chosen (the one
 // handing its frames over), or members.size() for none; at least one other must be eligible.
-std::size_t choose_member(std::span<const member_view> members, balance_policy policy,
-                          candidates c, std::uint64_t turn, std::uint64_t address_hash,
+std::size_t choose_member(std::span<const member_view> members, balance_policy policy, candidates c,
+                          std::uint64_t turn, std::uint64_t address_hash,
                           std::size_t skip) noexcept;
 
 // The GWP/1 address of a whole frame (header bytes 4-5: its length; it starts at byte 10).

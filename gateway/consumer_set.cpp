@@ -72,8 +72,8 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
       one.member = at.to_string();
       members.push_back(keep_or_start(one));
     }
-    auto group = std::make_shared<consumers::consumer_group>(spec.name, spec.balance,
-                                                             std::move(members));
+    auto group =
+        std::make_shared<consumers::consumer_group>(spec.name, spec.balance, std::move(members));
     group->adopt();
     snapshot->targets.push_back({nullptr, group.get()});
     snapshot->groups.push_back(group);
@@ -147,8 +147,9 @@ std::string consumer_set::status() const {
 void consumer_set::log_totals() const {
   for (const auto& [key, c] : running_) {
     GW_LOG(info) << "totals: consumer " << key.first
-                 << (key.second.empty() ? "" : " member " + key.second) << " sent " << c->stats().sent_frames.load()
-                 << " frames, dropped " << c->stats().dropped_total();
+                 << (key.second.empty() ? "" : " member " + key.second) << " sent "
+                 << c->stats().sent_frames.load() << " frames, dropped "
+                 << c->stats().dropped_total();
   }
 }
 

@@ -196,9 +196,9 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       }
     }
   }
-  for (auto* f : {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes,
-                  &max_unacked, &redelivered, &protocol_errors, &blocked, &handovers,
-                  &handover_frames})
+  for (auto* f :
+       {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes, &max_unacked,
+        &redelivered, &protocol_errors, &blocked, &handovers, &handover_frames})
     out.push_back(std::move(*f));
 }
 

@@ -19,7 +19,7 @@ namespace gatewayd::suppliers {
 
 // What one routing::consumer_index names: a consumer, or a group of them.
 struct route_target {
-  consumers::consumer* single = nullptr;        // owned by route_snapshot::consumers
+  consumers::consumer* single = nullptr;       // owned by route_snapshot::consumers
   consumers::consumer_group* group = nullptr;  // owned by route_snapshot::groups
 
   consumers::consumer::put_result put(std::span<const protocol::frame_slice> frames,

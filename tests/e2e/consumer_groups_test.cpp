@@ -114,17 +114,16 @@ struct union_of {
 BOOST_AUTO_TEST_CASE(round_robin_spreads_evenly_over_three_members) {
   test_consumer a, b, c;
   const std::vector<std::string> members{a.endpoint(), b.endpoint(), c.endpoint()};
-  gateway_fixture gw(group_toml("billing", members, "queue_capacity = 400000") +
-                         route_toml("t.>", {"billing"}),
-                     "slow_consumer_ms = 60000");
+  gateway_fixture gw(
+      group_toml("billing", members, "queue_capacity = 400000") + route_toml("t.>", {"billing"}),
+      "slow_consumer_ms = 60000");
   BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
   constexpr std::uint64_t total = 300000;
   test_supplier s(gw.supplier_port);
   for (std::uint64_t i = 0; i < total; i += 10000)
     s.send(frames("t.a", i, i + 10000));
-  BOOST_TEST_REQUIRE(
-      eventually([&] { return a.count() + b.count() + c.count() >= total; }, 30s),
-      a.count() << " " << b.count() << " " << c.count());
+  BOOST_TEST_REQUIRE(eventually([&] { return a.count() + b.count() + c.count() >= total; }, 30s),
+                     a.count() << " " << b.count() << " " << c.count());
   union_of all;
   for (auto* m : {&a, &b, &c}) {
     BOOST_TEST_INFO(m->endpoint());
@@ -139,6 +138,44 @@ BOOST_AUTO_TEST_CASE(round_robin_spreads_evenly_over_three_members) {
              static_cast<double>(a.count()));
 }
 
+// (2) `least-queued` with one member reading slowly (`gateway-peer recv --rate 2000`): it gets
+// about what its rate takes, the two fast members the rest, and the group delivers everything
+// at the fast members' pace. Round-robin would have queued a third (20,000 frames, 10 s at its
+// rate) for the slow one.
+BOOST_AUTO_TEST_CASE(least_queued_gives_a_slow_member_less) {
+  temp_dir peers;
+  peer_receiver slow(peers, "slow", {"--rate", "2000"});
+  test_consumer a, b;
+  const std::vector<std::string> members{a.endpoint(), b.endpoint(), slow.endpoint()};
+  gateway_fixture gw(
+      group_toml("billing", members, "balance = \"least-queued\"\nqueue_capacity = 100000") +
+          route_toml("t.>", {"billing"}),
+      "slow_consumer_ms = 60000");
+  BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
+  constexpr std::uint64_t total = 60000;
+  test_supplier s(gw.supplier_port);
+  for (std::uint64_t i = 0; i < total; i += 5000)
+    s.send(frames("t.a", i, i + 5000, 1024));
+  const std::string slow_sent =
+      member_series("gatewayd_consumer_messages_sent_total", "billing", slow.endpoint());
+  const std::string slow_queued =
+      member_series("gatewayd_consumer_queue_depth", "billing", slow.endpoint());
+  // Everything has left the gateway: the fast members read theirs, the slow one's socket took
+  // the rest.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return a.count() + b.count() + scrape_metric(gw.metrics_port, slow_sent) >= total &&
+               scrape_metric(gw.metrics_port, slow_queued) == 0;
+      },
+      20s));
+  const double to_slow = scrape_metric(gw.metrics_port, slow_sent);
+  BOOST_TEST_MESSAGE("fast " << a.count() << " and " << b.count() << ", slow " << to_slow);
+  BOOST_TEST(a.count() + b.count() + to_slow == total);
+  BOOST_TEST(to_slow <= total / 3.0 / 2);
+  BOOST_TEST(a.count() >= total / 3);
+  BOOST_TEST(b.count() >= total / 3);
+}
+
 // (3) `address`: 50 addresses, each on exactly one member, in order; one member killed: only
 // its addresses move (each to one survivor), still in order.
 BOOST_AUTO_TEST_CASE(address_keeps_each_address_on_one_member_and_moves_only_the_dead_ones) {
@@ -146,9 +183,9 @@ BOOST_AUTO_TEST_CASE(address_keeps_each_address_on_one_member_and_moves_only_the
   test_consumer b, c;
   const std::vector<std::string> members{a->endpoint(), b.endpoint(), c.endpoint()};
   const std::string dead = a->endpoint();
-  gateway_fixture gw(group_toml("billing", members, "balance = \"address\"") +
-                         route_toml("k.>", {"billing"}),
-                     "reconnect_max_ms = 200");
+  gateway_fixture gw(
+      group_toml("billing", members, "balance = \"address\"") + route_toml("k.>", {"billing"}),
+      "reconnect_max_ms = 200");
   BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
   constexpr int addresses = 50;
   constexpr std::uint64_t per_round = 40;
@@ -180,8 +217,8 @@ BOOST_AUTO_TEST_CASE(address_keeps_each_address_on_one_member_and_moves_only_the
     return where;
   };
   send_round(0);
-  BOOST_TEST_REQUIRE(eventually(
-      [&] { return a->count() + b.count() + c.count() >= addresses * per_round; }, 10s));
+  BOOST_TEST_REQUIRE(
+      eventually([&] { return a->count() + b.count() + c.count() >= addresses * per_round; }, 10s));
   auto before = owners({a.get(), &b, &c}, 1);
   BOOST_TEST_REQUIRE(before.size() == static_cast<std::size_t>(addresses));
   std::set<std::string> on_dead;
@@ -258,14 +295,52 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_
   const auto took = std::chrono::steady_clock::now() - t0;
   const auto u = all_seen();
   BOOST_TEST(u.seen.size() == total);  // lost = 0
-  BOOST_TEST_MESSAGE("duplicates " << u.duplicates() << ", all delivered "
-                                   << std::chrono::duration_cast<std::chrono::milliseconds>(took)
-                                          .count()
-                                   << " ms after the kill");
+  BOOST_TEST_MESSAGE("duplicates "
+                     << u.duplicates() << ", all delivered "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms after the kill");
   BOOST_TEST(took <= std::chrono::milliseconds(2000 + 1000) * peer_slowdown);
-  BOOST_TEST(scrape_metric(gw.metrics_port, member_series("gatewayd_consumer_handovers_total",
-                                                          "billing", at)) >= 1);
+  BOOST_TEST(scrape_metric(gw.metrics_port,
+                           member_series("gatewayd_consumer_handovers_total", "billing", at)) >= 1);
   BOOST_TEST(b.corruptions() + c.corruptions() == 0u);
+}
+
+// (4, confirms) A confirm-mode supplier into an `ack = true` group whose member is SIGKILLed
+// holding frames it had not acknowledged: the handover keeps each CONFIRM frame owed (never
+// rejected), the member that takes it over settles it, and every frame is confirmed.
+BOOST_AUTO_TEST_CASE(a_handover_keeps_confirm_frames_owed_and_confirms_them_all) {
+  temp_dir peers;
+  const unsigned short port = free_port();
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  auto killed = std::make_unique<daemon_process>(
+      peer_binary(),
+      std::vector<std::string>{"recv", "--listen", at, "--ack", "--stall-after", "0.2"},
+      peers.path() / "killed.log");
+  BOOST_TEST_REQUIRE(killed->wait_for_log("listening on", 10s).has_value(), killed->log());
+  test_consumer b;
+  b.acknowledge(true);
+  const std::vector<std::string> members{at, b.endpoint()};
+  gateway_fixture gw(group_toml("billing", members, "ack = true\nqueue_capacity = 100000") +
+                         route_toml("orders.>", {"billing"}),
+                     "slow_consumer_ms = 60000\nconsumer_timeout_ms = 2000");
+  BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
+  constexpr std::size_t total = 20000;
+  daemon_process sender(
+      peer_binary(),
+      {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port), "--address",
+       "orders.eu.created", "--size", "256", "--rate", "10000", "--count", std::to_string(total),
+       "--confirm", "--window", "50000", "--confirm-wait", "20", "--json"},
+      peers.path() / "send.log");
+  BOOST_TEST_REQUIRE(killed->wait_for_log("stalled", 20s).has_value(), killed->log());
+  const std::string unacked = member_series("gatewayd_consumer_unacked_frames", "billing", at);
+  BOOST_TEST_REQUIRE(eventually([&] { return scrape_metric(gw.metrics_port, unacked) > 0; }, 10s));
+  killed->signal(SIGKILL);
+  BOOST_TEST_REQUIRE(killed->wait_exit(10s).has_value());
+  BOOST_TEST_REQUIRE(sender.wait_exit(40s).has_value(), sender.log());
+  const auto log = sender.log();
+  BOOST_TEST(json_field(log, "confirmed") == static_cast<long long>(total), log);
+  BOOST_TEST(json_field(log, "rejected") == 0, log);
+  BOOST_TEST(json_field(log, "unconfirmed") == 0, log);
 }
 
 // (5) Every member down: the group holds the frames (each member under its own limits); one
@@ -304,9 +379,10 @@ BOOST_AUTO_TEST_CASE(all_members_down_then_one_back_drains_the_group_to_it) {
 // full (its frames go on, to the others or its own endpoint, none lost).
 BOOST_AUTO_TEST_CASE(a_reload_adds_and_removes_members_in_place) {
   test_consumer a, b, c;
-  gateway_fixture gw(group_toml("billing", {a.endpoint(), b.endpoint()}, "queue_capacity = 100000") +
-                         route_toml("t.>", {"billing"}),
-                     "slow_consumer_ms = 60000");
+  gateway_fixture gw(
+      group_toml("billing", {a.endpoint(), b.endpoint()}, "queue_capacity = 100000") +
+          route_toml("t.>", {"billing"}),
+      "slow_consumer_ms = 60000");
   BOOST_TEST_REQUIRE(members_connected(gw, "billing", {a.endpoint(), b.endpoint()}));
   test_supplier s(gw.supplier_port);
   constexpr std::uint64_t round = 20000;

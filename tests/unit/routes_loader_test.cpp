@@ -183,7 +183,6 @@ BOOST_AUTO_TEST_CASE(the_real_sample_file) {
   BOOST_TEST(r.consumers.size() == 2u);
 }
 
-
 BOOST_AUTO_TEST_CASE(group_of_endpoints) {
   const auto result = load(R"([consumers.billing]
 endpoints = ["127.0.0.1:7501", "127.0.0.1:7502", "[::1]:7503"]
@@ -447,9 +446,9 @@ BOOST_AUTO_TEST_CASE(error_format) {
   BOOST_TEST((config_error{"f.toml", 0, 0, "bad"}.to_string()) == "f.toml: bad");
 }
 
-
 BOOST_AUTO_TEST_CASE(group_errors_have_positions) {
-  expect_errors(R"([consumers.a]
+  expect_errors(
+      R"([consumers.a]
 endpoint = "127.0.0.1:1"
 endpoints = ["127.0.0.1:2"]
 [consumers.b]
@@ -461,20 +460,19 @@ balance = "address"
 [consumers.d]
 endpoints = []
 )",
-                {{3, 13,
-                  "consumers.a.endpoints: a consumer has either endpoint (one) or endpoints (a "
-                  "group), not both"},
-                 {5, 29,
-                  "consumers.b.endpoints[1]: \"nowhere\" is not a literal IPv4:port or "
-                  "[IPv6]:port address"},
-                 {5, 40, "consumers.b.endpoints[2]: \"127.0.0.1:3\" is listed twice"},
-                 {5, 55, "consumers.b.endpoints[3]: expected an endpoint (a string), got an integer"},
-                 {6, 11,
-                  "consumers.b.balance: unknown balance \"random\" (expected round-robin, "
-                  "least-queued or address)"},
-                 {9, 11,
-                  "consumers.c.balance: only means something with endpoints = [...] (a group)"},
-                 {11, 13, "consumers.d.endpoints: must name at least one endpoint"}});
+      {{3, 13,
+        "consumers.a.endpoints: a consumer has either endpoint (one) or endpoints (a "
+        "group), not both"},
+       {5, 29,
+        "consumers.b.endpoints[1]: \"nowhere\" is not a literal IPv4:port or "
+        "[IPv6]:port address"},
+       {5, 40, "consumers.b.endpoints[2]: \"127.0.0.1:3\" is listed twice"},
+       {5, 55, "consumers.b.endpoints[3]: expected an endpoint (a string), got an integer"},
+       {6, 11,
+        "consumers.b.balance: unknown balance \"random\" (expected round-robin, "
+        "least-queued or address)"},
+       {9, 11, "consumers.c.balance: only means something with endpoints = [...] (a group)"},
+       {11, 13, "consumers.d.endpoints: must name at least one endpoint"}});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
