@@ -403,6 +403,18 @@ BOOST_AUTO_TEST_CASE(a_reload_adds_and_removes_members_in_place) {
   BOOST_TEST_REQUIRE(members_connected(gw, "billing", {c.endpoint()}));
   const std::size_t c_before = c.count();
   s.send(frames("t.a", round, 2 * round, 1024));
+  // While b still reads nothing: everything but what its socket took (and the one write batch
+  // it has out, at most 1024 frames) reaches a and c, b's queue included.
+  const std::string b_sent =
+      member_series("gatewayd_consumer_messages_sent_total", "billing", b.endpoint());
+  BOOST_TEST_REQUIRE(
+      eventually(
+          [&] {
+            return a.count() + c.count() + scrape_metric(gw.metrics_port, b_sent) + 1024 >=
+                   2 * round;
+          },
+          10s),
+      a.count() << " + " << c.count() << " + " << scrape_metric(gw.metrics_port, b_sent));
   b.stall(false);
   BOOST_TEST_REQUIRE(eventually(
       [&] {
