@@ -118,7 +118,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
     }
   }
   result.queued = a.queued;
-  if (stray) hand_over_if_down();
+  // Only while another member is up to take them: with every member down it holds them.
+  if (stray) hand_over_if_other_up();
   settle_policy(a, slow_conn);
   result.wrote = start_drain && drain_here;
   if (start_drain) drain_.start(drain_here);

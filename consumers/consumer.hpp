@@ -204,6 +204,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   enum class handover_cause : std::uint8_t { failed, slow, removed };
   // Strand: gives what it holds to its group's other members, if one is up.
   void hand_over_held(handover_cause cause);
+  // Any thread, after put() gave a member that is down frames: hands them over (on the strand)
+  // if another member is up.
+  void hand_over_if_other_up();
   // Strand: it is up again; its group's members that are down hand it what they hold.
   void member_came_up();
 

@@ -46,6 +46,15 @@ void consumer::hand_over_if_down() {
   });
 }
 
+void consumer::hand_over_if_other_up() {
+  std::shared_ptr<consumer_group> group;
+  {
+    std::lock_guard lock(mutex_);
+    group = group_.lock();
+  }
+  if (group && group->live_other(this)) hand_over_if_down();
+}
+
 void consumer::hand_over_held(handover_cause cause) {
   std::shared_ptr<consumer_group> group;
   {

@@ -438,3 +438,42 @@ BOOST_AUTO_TEST_CASE(a_reload_adds_and_removes_members_in_place) {
     BOOST_TEST(seq_of(f.payload) < round);  // nothing routed after the reload went to b
   }
 }
+
+// A consumer may turn from one endpoint into a group and back by a reload: each table's frames
+// go where it says, none lost.
+BOOST_AUTO_TEST_CASE(a_reload_turns_a_consumer_into_a_group_and_back) {
+  test_consumer a, b;
+  const auto single = consumer_toml("billing", a.endpoint()) + route_toml("t.>", {"billing"});
+  const auto group =
+      group_toml("billing", {a.endpoint(), b.endpoint()}) + route_toml("t.>", {"billing"});
+  gateway_fixture gw(single);
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  test_supplier s(gw.supplier_port);
+  constexpr std::uint64_t step = 1000;
+  std::size_t reloads = 0;
+  const auto reload = [&](const std::string& routes) {
+    replace_file(gw.routes_path(), routes);
+    gw.daemon->signal(SIGHUP);
+    ++reloads;
+    return eventually(
+        [&] { return gw.daemon->count_in_log("routing table reloaded (SIGHUP)") >= reloads; }, 10s);
+  };
+  s.send(frames("t.a", 0, step));
+  BOOST_TEST_REQUIRE(a.wait_for_count(step, 10s));
+  BOOST_TEST_REQUIRE(reload(group));
+  BOOST_TEST_REQUIRE(members_connected(gw, "billing", {a.endpoint(), b.endpoint()}));
+  s.send(frames("t.a", step, 2 * step));
+  BOOST_TEST_REQUIRE(eventually([&] { return a.count() + b.count() >= 2 * step; }, 10s));
+  BOOST_TEST(b.count() >= step / 2 - step / 10);  // its share of the group's frames
+  BOOST_TEST_REQUIRE(reload(single));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  const std::size_t b_before = b.count();
+  s.send(frames("t.a", 2 * step, 3 * step));
+  BOOST_TEST_REQUIRE(eventually([&] { return a.count() + b.count() >= 3 * step; }, 10s));
+  BOOST_TEST(b.count() == b_before);  // one endpoint again: nothing more for b
+  union_of u;
+  u.add(a.frames());
+  u.add(b.frames());
+  BOOST_TEST(u.seen.size() == 3 * step);
+  BOOST_TEST(u.duplicates() == 0u);
+}
