@@ -94,10 +94,12 @@ class consumer : public std::enable_shared_from_this<consumer>,
                        std::function<void(std::uint64_t undelivered)> done);
 
   // Group membership (consumer_handover.cpp). Any thread: from now on, what it holds when it
-  // fails (link down, or behind by slow_after) goes to `group`'s other live members.
+  // fails (link down, or behind by slow_after) goes to `group`'s other live members (an empty
+  // `group`: to nobody, it keeps what it holds, as a consumer that is not a member).
   void join(std::weak_ptr<consumer_group> group);
-  // A reload removed it from its group: what it has queued goes to `group`'s members now; what
-  // it still holds or is given later keeps going to its endpoint while it drains.
+  // A reload removed it from its group: what it has queued goes to `group`'s members now, and
+  // again when its drain begins (what passes by the older table gave it meanwhile); what it has
+  // out (a write, frames not acknowledged) goes to its own endpoint while it drains.
   void leave_group(std::weak_ptr<consumer_group> group);
   // Any thread: frames another member handed over, oldest first, go in front of the queue.
   void take_over(std::span<const frame_slice> frames);

@@ -43,6 +43,7 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
     // Acknowledgements change what a frame written to it means (held or let go): such a
     // consumer is replaced, the old one retired (drains, then lets go of what it holds).
     if (it != running_.end() && it->second->acks() != spec.ack) {
+      it->second->join({});  // a replaced member drains to its own endpoint
       retirement_.retire(it->second, settings_.drain_timeout);
       it = running_.end();
     }
@@ -82,8 +83,12 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
   for (auto& [key, c] : running_) {
     if (next.count(key)) continue;
     // A member removed from a group that stays: what it queued goes on to the other members.
-    if (const auto g = groups.find(key.first); g != groups.end() && !key.second.empty())
+    // A member of a group that is gone (or now one endpoint) drains to its own endpoint.
+    if (const auto g = groups.find(key.first); g != groups.end() && !key.second.empty()) {
       c->leave_group(g->second);
+    } else if (!key.second.empty()) {
+      c->join({});
+    }
     retirement_.retire(c, settings_.drain_timeout);
   }
   snapshot->retired = retirement_.to_export(snapshot->consumers);
