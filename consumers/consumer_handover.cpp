@@ -22,6 +22,7 @@ void consumer::leave_group(std::weak_ptr<consumer_group> group) {
 void consumer::take_over(std::span<const frame_slice> frames) {
   if (frames.empty()) return;
   bool start = false;
+  bool down = false;
   {
     std::lock_guard lock(mutex_);
     // In front, in their order: they were routed before anything this member holds of their
@@ -34,9 +35,12 @@ void consumer::take_over(std::span<const frame_slice> frames) {
       writing_ = true;
       start = true;
     }
+    down = !writable(flow_);
   }
   stats_.taken_over_frames.fetch_add(frames.size(), std::memory_order_relaxed);
   if (start) drain_.start(false);
+  // It went down meanwhile (its own handover already ran): they go on to a member that is up.
+  if (down) hand_over_if_other_up();
 }
 
 void consumer::hand_over_if_down() {
