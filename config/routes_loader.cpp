@@ -120,17 +120,33 @@ class routing_reader {
     consumer_spec spec;
     spec.name = std::move(name);
     check_.reject_unknown_keys(table, path,
-                               {"endpoint", "queue_capacity", "queue_bytes", "overflow", "tls",
-                                "ack", "max_unacked_bytes"});
-    if (auto text = check_.string(table, path, "endpoint", presence::required)) {
-      const auto& where = *table.get("endpoint");
-      if (auto address = net::parse_endpoint(*text); !address) {
-        check_.error(where, path + ".endpoint: " + in_quotes(*text) +
-                                " is not a literal IPv4:port or [IPv6]:port address");
-      } else if (address->port == 0) {
-        check_.error(where, path + ".endpoint: port 0 cannot be dialled");
-      } else {
+                               {"endpoint", "endpoints", "balance", "queue_capacity", "queue_bytes",
+                                "overflow", "tls", "ack", "max_unacked_bytes"});
+    // One endpoint, or a group of them: exactly one of the two keys.
+    const bool group = table.contains("endpoints");
+    if (group && table.contains("endpoint")) {
+      check_.error(*table.get("endpoints"),
+                   path +
+                       ".endpoints: a consumer has either endpoint (one) or endpoints (a "
+                       "group), not both");
+    }
+    if (group) {
+      read_members(table, path, spec);
+    } else if (auto text = check_.string(table, path, "endpoint", presence::required)) {
+      if (auto address = read_endpoint(*table.get("endpoint"), path + ".endpoint", *text))
         spec.address = std::move(*address);
+    }
+    if (auto text = check_.string(table, path, "balance")) {
+      if (auto balance = consumers::balance_policy_names.parse(*text)) {
+        spec.balance = *balance;
+      } else {
+        check_.error(*table.get("balance"), path + ".balance: unknown balance " + in_quotes(*text) +
+                                                " (expected " +
+                                                consumers::balance_policy_names.choices() + ")");
+      }
+      if (!group) {
+        check_.error(*table.get("balance"),
+                     path + ".balance: only means something with endpoints = [...] (a group)");
       }
     }
     if (auto capacity = check_.integer(table, path, "queue_capacity", 1,
@@ -162,6 +178,47 @@ class routing_reader {
       }
     }
     return spec;
+  }
+
+  std::optional<net::endpoint> read_endpoint(const toml::node& where, const std::string& path,
+                                             const std::string& text) {
+    auto address = net::parse_endpoint(text);
+    if (!address) {
+      check_.error(where, path + ": " + in_quotes(text) +
+                              " is not a literal IPv4:port or [IPv6]:port address");
+      return std::nullopt;
+    }
+    if (address->port == 0) {
+      check_.error(where, path + ": port 0 cannot be dialled");
+      return std::nullopt;
+    }
+    return address;
+  }
+
+  // A group's endpoints: at least one, each an endpoint, none twice. The spec's `address` is
+  // the first (what TLS checks the default server name against).
+  void read_members(const toml::table& table, const std::string& path, consumer_spec& spec) {
+    const auto* list = check_.array(table, path, "endpoints", presence::required);
+    if (!list) return;
+    if (list->empty()) check_.error(*list, path + ".endpoints: must name at least one endpoint");
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string element = path + ".endpoints[" + std::to_string(i) + ']';
+      const auto* text = (*list)[i].as_string();
+      if (!text) {
+        check_.error((*list)[i], element + ": expected an endpoint (a string), got " +
+                                     std::string{describe((*list)[i].type())});
+        continue;
+      }
+      auto address = read_endpoint((*list)[i], element, text->get());
+      if (!address) continue;
+      if (std::find(spec.endpoints.begin(), spec.endpoints.end(), *address) !=
+          spec.endpoints.end()) {
+        check_.error((*list)[i], element + ": " + in_quotes(text->get()) + " is listed twice");
+        continue;
+      }
+      spec.endpoints.push_back(std::move(*address));
+    }
+    if (!spec.endpoints.empty()) spec.address = spec.endpoints.front();
   }
 
   void read_routes(const toml::array& routes) {

@@ -6,6 +6,7 @@ namespace gatewayd::consumers {
 
 consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
     : name_(std::move(spec.name)),
+      member_(std::move(spec.member)),
       acks_(spec.ack),
       opts_(opts),
       strand_(runtime::make_strand(ex)),
@@ -64,6 +65,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   protocol::release_batch refused;
   admission a;
   bool start_drain = false;
+  bool stray = false;  // a group member that is down was given frames (chosen as it went)
   std::uint64_t slow_conn = 0;
   {
     // Contention is timed only when it happens: the uncontended path reads no clock.
@@ -112,9 +114,12 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         start_drain = true;
       }
       publish_depth_locked();
+      stray = grouped_ && !writable(flow_);
     }
   }
   result.queued = a.queued;
+  // Only while another member is up to take them: with every member down it holds them.
+  if (stray) hand_over_if_other_up();
   settle_policy(a, slow_conn);
   result.wrote = start_drain && drain_here;
   if (start_drain) drain_.start(drain_here);
@@ -236,6 +241,7 @@ void consumer::fell_behind() {
   settle_policy(trimmed, slow_conn);
   paused_.resume_released();
   tell_held(held);
+  hand_over_held(handover_cause::slow);
 }
 
 void consumer::batch_failed(write_batch& batch) {
@@ -263,6 +269,8 @@ void consumer::batch_failed(write_batch& batch) {
     stats_.dropped[static_cast<std::size_t>(drop_reason::slow_consumer)].fetch_add(
         discarded.frames, std::memory_order_relaxed);
   }
+  // A group member's batch back from a connection that went down follows what it handed over.
+  hand_over_held(handover_cause::failed);
 }
 
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
@@ -316,6 +324,7 @@ void consumer::on_link_up(std::uint64_t conn) {
   }
   drain_.on_link_up(start);
   if (!start) check_drain();
+  member_came_up();
 }
 
 void consumer::on_link_down() {
@@ -341,6 +350,7 @@ void consumer::on_link_down() {
   }
   settle_policy(trimmed, 0);
   tell_held(held);
+  hand_over_held(handover_cause::failed);
 }
 
 void consumer::reconfigure(const consumer_spec& spec) {

@@ -31,6 +31,8 @@
 
 namespace gatewayd::consumers {
 
+class consumer_group;
+
 class consumer : public std::enable_shared_from_this<consumer>,
                  private link_events,
                  private batch_source {
@@ -91,7 +93,22 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void drain_and_close(std::chrono::milliseconds timeout, drop_reason reason,
                        std::function<void(std::uint64_t undelivered)> done);
 
+  // Group membership (consumer_handover.cpp). Any thread: from now on, what it holds when it
+  // fails (link down, or behind by slow_after) goes to `group`'s other live members (an empty
+  // `group`: to nobody, it keeps what it holds, as a consumer that is not a member).
+  void join(std::weak_ptr<consumer_group> group);
+  // A reload removed it from its group: what it has queued goes to `group`'s members now, and
+  // again when its drain begins (what passes by the older table gave it meanwhile); what it has
+  // out (a write, frames not acknowledged) goes to its own endpoint while it drains.
+  void leave_group(std::weak_ptr<consumer_group> group);
+  // Any thread: frames another member handed over, oldest first, go in front of the queue.
+  void take_over(std::span<const frame_slice> frames);
+  // Any thread: if it is down (or behind) while another member is up, it hands over.
+  void hand_over_if_down();
+
   const std::string& name() const noexcept { return name_; }
+  // Its endpoint as written, when it is a group member (the `member` label); else empty.
+  const std::string& member() const noexcept { return member_; }
   // It acknowledges what it takes (`ack = true`): fixed for its life (a reload replaces it).
   bool acks() const noexcept { return acks_; }
   const consumer_stats& stats() const noexcept { return stats_; }
@@ -184,6 +201,17 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // it still holds (collected under the lock into `held`) that their pause is now its own.
   void tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held);
 
+  // Why a member hands its frames over: its link went down (queued and unacknowledged frames
+  // go), it fell behind (queued ones), or a reload removed it (queued ones).
+  enum class handover_cause : std::uint8_t { failed, slow, removed };
+  // Strand: gives what it holds to its group's other members, if one is up.
+  void hand_over_held(handover_cause cause);
+  // Any thread, after put() gave a member that is down frames: hands them over (on the strand)
+  // if another member is up.
+  void hand_over_if_other_up();
+  // Strand: it is up again; its group's members that are down hand it what they hold.
+  void member_came_up();
+
   // drain_and_close (strand), in consumer_close.cpp.
   void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
                    std::function<void(std::uint64_t)> done);
@@ -192,6 +220,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void complete_close();
 
   const std::string name_;
+  const std::string member_;
   const bool acks_;
   consumer_stats stats_;
   const options opts_;
@@ -220,6 +249,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   bool awaiting_acks_ = false;
   std::uint64_t conn_ = 0;  // the connection writes go to
   paused_suppliers paused_;
+  // The group it hands over to when it fails (none: not a member).
+  std::weak_ptr<consumer_group> group_;
+  bool grouped_ = false;
   frame_packer packer_;  // a congested consumer's own chunks for sparse frames
 
   // Read without the lock by capacity() and policy().

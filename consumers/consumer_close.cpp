@@ -45,6 +45,9 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
     paused_.release_locked();
   }
   paused_.resume_released();
+  // A member a reload removed from its group: what passes by the older table gave it since the
+  // reload goes to the other members too (no pass routes to it any more).
+  if (reason == drop_reason::removed) hand_over_held(handover_cause::removed);
   check_drain();
 }
 

@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "consumers/consumer_tls.hpp"
+#include "consumers/member_choice.hpp"
 #include "consumers/overflow_policy.hpp"
 #include "net/endpoint.hpp"
 
@@ -13,7 +15,14 @@ namespace gatewayd::consumers {
 
 struct consumer_spec {
   std::string name;
-  net::endpoint address;                 // the gateway dials it
+  net::endpoint address;  // the gateway dials it
+  // A group (`endpoints = [...]`, exclusive with `endpoint`): one member per endpoint, each a
+  // consumer of its own with these settings, each frame to one of them (`balance`).
+  std::vector<net::endpoint> endpoints;
+  balance_policy balance = balance_policy::round_robin;
+  // A group member's own spec (built by the gateway, never read from a file): its endpoint as
+  // written, the `member` label of its series. Empty for a consumer that is not a member.
+  std::string member;
   std::uint32_t queue_capacity = 10000;  // frames
   std::uint64_t queue_bytes = 0;         // 0 = no byte cap
   overflow_policy overflow = overflow_policy::drop_oldest;

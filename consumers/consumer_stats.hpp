@@ -110,6 +110,11 @@ struct consumer_stats {
   std::atomic<std::uint64_t> unacked_bytes{0};
   std::atomic<std::uint64_t> redelivered_frames{0};
   std::array<std::atomic<std::uint64_t>, ack_error_count> protocol_errors{};
+  // A group member's handovers (it failed, fell behind or left, and gave what it held to the
+  // other members), the frames it gave, and the frames it took over from the others.
+  std::atomic<std::uint64_t> handovers{0};
+  std::atomic<std::uint64_t> handed_over_frames{0};
+  std::atomic<std::uint64_t> taken_over_frames{0};
   // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total): waiting
   // for its queue lock in put(), timed only when contended.
   std::atomic<std::uint64_t> blocked_lock_ns{0};

@@ -46,8 +46,9 @@ void consumer_retirement::check_readers() {
 void consumer_retirement::start_drain(const std::shared_ptr<retiring>& r,
                                       std::chrono::milliseconds timeout) {
   r->draining = true;
-  GW_LOG(info) << "consumer " << r->consumer->name() << " removed; draining for up to "
-               << timeout.count() << " ms";
+  GW_LOG(info) << "consumer " << r->consumer->name()
+               << (r->consumer->member().empty() ? "" : " member " + r->consumer->member())
+               << " removed; draining for up to " << timeout.count() << " ms";
   r->consumer->drain_and_close(timeout, consumers::drop_reason::removed,
                                [control = control_, weak = std::weak_ptr<retiring>(r),
                                 name = r->consumer->name()](std::uint64_t left) {
@@ -63,8 +64,10 @@ std::vector<std::shared_ptr<consumers::consumer>> consumer_retirement::to_export
     const std::vector<std::shared_ptr<consumers::consumer>>& live) {
   std::vector<std::shared_ptr<consumers::consumer>> out;
   for (const auto& r : retired_) {
-    const bool reused = std::any_of(
-        live.begin(), live.end(), [&](const auto& c) { return c->name() == r->consumer->name(); });
+    // (A group's members share its name: a removed member is told apart by its endpoint.)
+    const bool reused = std::any_of(live.begin(), live.end(), [&](const auto& c) {
+      return c->name() == r->consumer->name() && c->member() == r->consumer->member();
+    });
     if (!reused) out.push_back(r->consumer);
   }
   // Exported one last time by this table: closed ones are forgotten.

@@ -30,19 +30,20 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
                          std::shared_ptr<const routing::routing_table> table) {
   auto snapshot = std::make_shared<suppliers::route_snapshot>();
   snapshot->table = std::move(table);
-  snapshot->specs = routes.consumers;
   snapshot->sha256 = std::move(routes_sha256);
   snapshot->loaded_at = std::chrono::system_clock::now();
   snapshot->permissions = std::make_shared<const routing::publish_permissions>(
       routes.suppliers, routes.suppliers_default, not_permitted_);
 
-  std::map<std::string, std::shared_ptr<consumers::consumer>> next;
-  for (const auto& spec : routes.consumers) {
+  running_map next;
+  std::map<std::string, std::shared_ptr<consumers::consumer_group>> groups;
+  const auto keep_or_start = [&](const consumers::consumer_spec& spec) {
     std::shared_ptr<consumers::consumer> c;
-    auto it = running_.find(spec.name);
+    auto it = running_.find({spec.name, spec.member});
     // Acknowledgements change what a frame written to it means (held or let go): such a
     // consumer is replaced, the old one retired (drains, then lets go of what it holds).
     if (it != running_.end() && it->second->acks() != spec.ack) {
+      it->second->join({});  // a replaced member drains to its own endpoint
       retirement_.retire(it->second, settings_.drain_timeout);
       it = running_.end();
     }
@@ -54,10 +55,41 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
       c->start();
     }
     snapshot->consumers.push_back(c);
-    next.emplace(spec.name, std::move(c));
+    snapshot->specs.push_back(spec);
+    next.emplace(std::pair{spec.name, spec.member}, c);
+    return c;
+  };
+  for (const auto& spec : routes.consumers) {
+    if (spec.endpoints.empty()) {
+      snapshot->targets.push_back({keep_or_start(spec).get(), nullptr});
+      continue;
+    }
+    // A group: one consumer per endpoint, named by the group, told apart by `member`.
+    std::vector<std::shared_ptr<consumers::consumer>> members;
+    for (const auto& at : spec.endpoints) {
+      consumers::consumer_spec one = spec;
+      one.endpoints.clear();
+      one.address = at;
+      one.member = at.to_string();
+      members.push_back(keep_or_start(one));
+    }
+    auto group =
+        std::make_shared<consumers::consumer_group>(spec.name, spec.balance, std::move(members));
+    group->adopt();
+    snapshot->targets.push_back({nullptr, group.get()});
+    snapshot->groups.push_back(group);
+    groups.emplace(spec.name, std::move(group));
   }
-  for (auto& [name, c] : running_) {
-    if (!next.count(name)) retirement_.retire(c, settings_.drain_timeout);
+  for (auto& [key, c] : running_) {
+    if (next.count(key)) continue;
+    // A member removed from a group that stays: what it queued goes on to the other members.
+    // A member of a group that is gone (or now one endpoint) drains to its own endpoint.
+    if (const auto g = groups.find(key.first); g != groups.end() && !key.second.empty()) {
+      c->leave_group(g->second);
+    } else if (!key.second.empty()) {
+      c->join({});
+    }
+    retirement_.retire(c, settings_.drain_timeout);
   }
   snapshot->retired = retirement_.to_export(snapshot->consumers);
   // Publish first: passes that begin from here on route by the new table; the removed consumers
@@ -77,9 +109,10 @@ void consumer_set::drain(std::chrono::milliseconds within,
     std::function<void(std::uint64_t)> drained;
   };
   auto p = std::make_shared<progress>(progress{running_.size(), 0, std::move(drained)});
-  for (auto& [name, c] : running_) {
+  for (auto& [key, c] : running_) {
+    const std::string n = key.second.empty() ? key.first : key.first + " (" + key.second + ")";
     c->drain_and_close(within, consumers::drop_reason::shutdown,
-                       [control = control_, p, n = name](std::uint64_t left) {
+                       [control = control_, p, n](std::uint64_t left) {
                          asio::post(control, [p, n, left] {
                            if (left) {
                              GW_LOG(warning) << "consumer " << n << ": " << left
@@ -96,14 +129,14 @@ void consumer_set::drain(std::chrono::milliseconds within,
 // leaves, as a drain that timed out does.
 void consumer_set::cut_short() {
   retirement_.stop(true);
-  for (auto& [name, c] : running_)
+  for (auto& [key, c] : running_)
     c->drain_and_close(std::chrono::milliseconds(0), consumers::drop_reason::shutdown, nullptr);
 }
 
 std::vector<std::shared_ptr<consumers::consumer>> consumer_set::running() const {
   std::vector<std::shared_ptr<consumers::consumer>> out;
   out.reserve(running_.size());
-  for (const auto& [name, c] : running_)
+  for (const auto& [key, c] : running_)
     out.push_back(c);
   return out;
 }
@@ -111,15 +144,17 @@ std::vector<std::shared_ptr<consumers::consumer>> consumer_set::running() const 
 std::string consumer_set::status() const {
   const auto snapshot = routes_.load();
   std::ostringstream s;
-  s << "serving: " << running_.size() << " consumers, "
+  s << "serving: " << (snapshot ? snapshot->targets.size() : 0) << " consumers, "
     << (snapshot && snapshot->table ? snapshot->table->route_count() : 0) << " routes";
   return s.str();
 }
 
 void consumer_set::log_totals() const {
-  for (const auto& [name, c] : running_) {
-    GW_LOG(info) << "totals: consumer " << name << " sent " << c->stats().sent_frames.load()
-                 << " frames, dropped " << c->stats().dropped_total();
+  for (const auto& [key, c] : running_) {
+    GW_LOG(info) << "totals: consumer " << key.first
+                 << (key.second.empty() ? "" : " member " + key.second) << " sent "
+                 << c->stats().sent_frames.load() << " frames, dropped "
+                 << c->stats().dropped_total();
   }
 }
 

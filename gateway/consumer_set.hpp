@@ -14,6 +14,7 @@
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
 #include "consumers/consumer.hpp"
+#include "consumers/consumer_group.hpp"
 #include "consumers/queue_budget.hpp"
 #include "gateway/consumer_retirement.hpp"
 #include "routing/publish_drop_counters.hpp"
@@ -75,7 +76,10 @@ class consumer_set {
   // back here.
   consumers::queue_budget budget_;
   suppliers::route_snapshot_holder routes_;
-  std::map<std::string, std::shared_ptr<consumers::consumer>> running_;
+  // By (name, member): a group's members share its name; a single consumer's member is empty.
+  using running_map =
+      std::map<std::pair<std::string, std::string>, std::shared_ptr<consumers::consumer>>;
+  running_map running_;
   consumer_retirement retirement_;
 };
 

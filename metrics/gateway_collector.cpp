@@ -129,9 +129,25 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
                         "Thread time spent waiting for the consumer's queue lock, counted only "
                         "when contended (cause=lock).",
                         MetricType::Counter);
+  auto handovers = family("gatewayd_consumer_handovers_total",
+                          "Times a group member failed, fell behind or left and handed what it "
+                          "held to the other members.",
+                          MetricType::Counter);
+  auto handover_frames = family("gatewayd_consumer_handover_frames_total",
+                                "Frames a group member handed to the others (direction=given) "
+                                "or took over from them (direction=taken).",
+                                MetricType::Counter);
+  std::vector<prometheus::MetricFamily*> labelled{
+      &dropped,       &disconnects, &connect_failures, &unacked_frames,
+      &unacked_bytes, &redelivered, &protocol_errors,  &blocked};
+  for (std::size_t i = first; i < out.size(); ++i)
+    labelled.push_back(&out[i]);
+  std::vector<std::size_t> before(labelled.size());
   for_each_consumer([&](const consumers::consumer& c) {
     const auto& st = c.stats();
     const std::string& n = c.name();
+    for (std::size_t i = 0; i < labelled.size(); ++i)
+      before[i] = labelled[i]->metric.size();
     for (std::size_t i = 0; i < std::size(per_consumer); ++i)
       add_sample(out[first + i], per_consumer[i].read(c), {{"consumer", n}});
     add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
@@ -150,6 +166,19 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       add_sample(redelivered, value(st.redelivered_frames), {{"consumer", n}});
       add_by_reason<consumers::ack_error>(protocol_errors, st.protocol_errors, n, 1);
     }
+    // A group member: the group's series (consumer=NAME) told apart by its endpoint.
+    const std::string& m = c.member();
+    if (m.empty()) return;
+    for (std::size_t i = 0; i < labelled.size(); ++i) {
+      auto& metrics = labelled[i]->metric;
+      for (std::size_t k = before[i]; k < metrics.size(); ++k)
+        metrics[k].label.push_back({"member", m});
+    }
+    add_sample(handovers, value(st.handovers), {{"consumer", n}, {"member", m}});
+    add_sample(handover_frames, value(st.handed_over_frames),
+               {{"consumer", n}, {"member", m}, {"direction", "given"}});
+    add_sample(handover_frames, value(st.taken_over_frames),
+               {{"consumer", n}, {"member", m}, {"direction", "taken"}});
   });
   // The bound unacked_bytes runs against (routes.toml max_unacked_bytes, changed in place by a
   // reload), for each ack = true consumer of the table: a dashboard and an alert need both.
@@ -162,11 +191,14 @@ void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>&
       if (snap->consumers[i]->acks()) {
         add_sample(max_unacked, static_cast<double>(snap->specs[i].max_unacked_bytes),
                    {{"consumer", snap->consumers[i]->name()}});
+        if (!snap->specs[i].member.empty())
+          max_unacked.metric.back().label.push_back({"member", snap->specs[i].member});
       }
     }
   }
-  for (auto* f : {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes,
-                  &max_unacked, &redelivered, &protocol_errors, &blocked})
+  for (auto* f :
+       {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes, &max_unacked,
+        &redelivered, &protocol_errors, &blocked, &handovers, &handover_frames})
     out.push_back(std::move(*f));
 }
 

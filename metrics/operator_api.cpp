@@ -72,6 +72,8 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
   }
   return {
       {"name", c.name()},
+      // A group member's endpoint (its `member` label); null for a consumer that is not one.
+      {"member", c.member().empty() ? json(nullptr) : json(c.member())},
       {"endpoint", spec ? spec->address.to_string() : std::string{}},
       {"state", st.connected.load(std::memory_order_relaxed) ? "connected" : "disconnected"},
       {"tls_records", records_json(st.tls_records.load(std::memory_order_relaxed))},
@@ -90,6 +92,10 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
         {"bytes", value(st.unacked_bytes)},
         {"redelivered", value(st.redelivered_frames)}}},
       {"reconnects", value(st.reconnects)},
+      {"handovers",
+       {{"count", value(st.handovers)},
+        {"given", value(st.handed_over_frames)},
+        {"taken", value(st.taken_over_frames)}}},
       {"last_error", error},
   };
 }

@@ -1,5 +1,7 @@
 #include "suppliers/frame_router.hpp"
 
+#include <algorithm>
+
 namespace gatewayd::suppliers {
 
 frame_router& frame_router::begin_pass(const route_snapshot_holder& routes) {
@@ -22,7 +24,8 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   who_ = {};
   if (permissions_ && !permissions_->allows_all(who_.rule)) who_.permissions = permissions_;
   cache_.forget_permissions();  // the rules may have changed with the table kept
-  const std::size_t n = snapshot_ ? snapshot_->consumers.size() : 0;
+  const std::size_t n =
+      snapshot_ ? std::max(snapshot_->consumers.size(), snapshot_->targets.size()) : 0;
   if (batches_.size() < n) batches_.resize(n);
   const std::size_t patterns =
       snapshot_ && snapshot_->table ? snapshot_->table->pattern_count() : 0;
@@ -121,7 +124,7 @@ frame_router::flush_result frame_router::flush(
   bool wrote = false;
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
-    const auto put = snapshot_->consumers[i]->put(batch, listener, write_here);
+    const auto put = snapshot_->put(i, batch, listener, write_here);
     r.pause = r.pause || put.pause_supplier;
     r.paused_by_consumer = r.paused_by_consumer || put.paused_by_consumer;
     wrote = wrote || put.wrote;

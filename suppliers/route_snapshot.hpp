@@ -11,15 +11,41 @@
 #include <vector>
 
 #include "consumers/consumer.hpp"
+#include "consumers/consumer_group.hpp"
 #include "routing/publish_permissions.hpp"
 #include "routing/routing_table.hpp"
 
 namespace gatewayd::suppliers {
 
+// What one routing::consumer_index names: a consumer, or a group of them.
+struct route_target {
+  consumers::consumer* single = nullptr;       // owned by route_snapshot::consumers
+  consumers::consumer_group* group = nullptr;  // owned by route_snapshot::groups
+
+  consumers::consumer::put_result put(std::span<const protocol::frame_slice> frames,
+                                      const std::shared_ptr<consumers::flow_control_listener>& l,
+                                      bool drain_here) const {
+    return group ? group->put(frames, l, drain_here) : single->put(frames, l, drain_here);
+  }
+};
+
 struct route_snapshot {
   std::shared_ptr<const routing::routing_table> table;
-  std::vector<std::shared_ptr<consumers::consumer>> consumers;  // by routing::consumer_index
-  std::vector<consumers::consumer_spec> specs;                  // what each was configured with
+  // Every consumer object: each single consumer and each group member, in file order. Without
+  // groups (and when `targets` is empty) its position is its routing::consumer_index.
+  std::vector<std::shared_ptr<consumers::consumer>> consumers;
+  std::vector<consumers::consumer_spec> specs;  // what each was configured with (members: theirs)
+  // By routing::consumer_index: what the router hands a consumer's frames to.
+  std::vector<route_target> targets;
+  std::vector<std::shared_ptr<consumers::consumer_group>> groups;
+
+  consumers::consumer::put_result put(std::size_t index,
+                                      std::span<const protocol::frame_slice> frames,
+                                      const std::shared_ptr<consumers::flow_control_listener>& l,
+                                      bool drain_here) const {
+    if (index < targets.size()) return targets[index].put(frames, l, drain_here);
+    return consumers[index]->put(frames, l, drain_here);
+  }
   // Who may publish what, from the same routes.toml: swapped with the table, never apart.
   // Null = everyone everything.
   std::shared_ptr<const routing::publish_permissions> permissions;

@@ -257,3 +257,53 @@ BOOST_FIXTURE_TEST_CASE(cut_short_also_ends_a_retired_consumers_drain, set_fixtu
   // Far sooner than its own minute: its 5 frames are dropped as removed.
   BOOST_TEST(wait_until([&] { return dropped(*down, gc::drop_reason::removed) == 5u; }, 10s));
 }
+
+// A group (endpoints = [...]) is one routing target over one consumer per member; a reload keeps
+// a member by its endpoint (the same object, joined to the new group), adds and retires others.
+BOOST_FIXTURE_TEST_CASE(a_group_is_one_target_over_its_members_kept_by_endpoint, set_fixture) {
+  peer p1;
+  peer p2;
+  peer p3;
+  const auto table = [](const std::vector<gatewayd::net::endpoint>& at) {
+    std::string text = "[consumers.g]\nendpoints = [";
+    for (std::size_t i = 0; i < at.size(); ++i)
+      text += (i ? ", \"" : "\"") + at[i].to_string() + "\"";
+    text += "]\n[[routes]]\nmatch = \"g.>\"\nto = [\"g\"]\n";
+    auto r = gatewayd::config::parse_routes_config(text, "routes.toml");
+    BOOST_TEST_REQUIRE(r.errors.empty());
+    return *r.config;
+  };
+  apply(table({p1.address(), p2.address()}));
+  auto r1 = p1.accept(5s);
+  auto r2 = p2.accept(5s);
+  BOOST_REQUIRE(r1);
+  BOOST_REQUIRE(r2);
+  auto s = snapshot();
+  BOOST_TEST_REQUIRE(s->targets.size() == 1u);
+  BOOST_TEST_REQUIRE(s->targets[0].group != nullptr);
+  BOOST_TEST(s->consumers.size() == 2u);
+  BOOST_TEST(names(s->consumers) == (std::vector<std::string>{"g", "g"}));
+  BOOST_TEST(s->consumers[0]->member() == p1.address().to_string());
+  BOOST_TEST(s->consumers[1]->member() == p2.address().to_string());
+  BOOST_TEST(routed(*s, "g.x") == std::vector<std::string>{"g"});
+  const auto kept = s->consumers[1];
+
+  apply(table({p2.address(), p3.address()}));
+  auto r3 = p3.accept(5s);
+  BOOST_REQUIRE(r3);
+  s = snapshot();
+  BOOST_TEST_REQUIRE(s->targets.size() == 1u);
+  BOOST_TEST_REQUIRE(s->groups.size() == 1u);
+  BOOST_TEST(s->consumers.size() == 2u);
+  BOOST_TEST(s->consumers[0] == kept);  // the same member, queue and connection
+  BOOST_TEST(s->consumers[1]->member() == p3.address().to_string());
+  BOOST_TEST(s->groups[0]->members().size() == 2u);
+  BOOST_TEST(s->groups[0]->members()[0] == kept);
+  // The removed member is exported beside them until it has drained.
+  BOOST_TEST_REQUIRE(s->retired.size() == 1u);
+  BOOST_TEST(s->retired[0]->member() == p1.address().to_string());
+  BOOST_TEST(set.size() == 2u);
+  BOOST_TEST(close_consumer(*s->retired[0], 1s, gc::drop_reason::removed) == 0u);
+  on_control([] {});
+  BOOST_TEST(drain(1s) == 0u);
+}

@@ -183,6 +183,28 @@ BOOST_AUTO_TEST_CASE(the_real_sample_file) {
   BOOST_TEST(r.consumers.size() == 2u);
 }
 
+BOOST_AUTO_TEST_CASE(group_of_endpoints) {
+  const auto result = load(R"([consumers.billing]
+endpoints = ["127.0.0.1:7501", "127.0.0.1:7502", "[::1]:7503"]
+balance = "least-queued"
+ack = true
+
+[consumers.audit]
+endpoints = ["127.0.0.1:7601"]
+)");
+  for (const auto& e : result.errors)
+    BOOST_TEST_MESSAGE(e.to_string());
+  BOOST_REQUIRE(result.config.has_value());
+  const auto& b = result.config->consumers.at(0);
+  BOOST_TEST(b.endpoints.size() == 3u);
+  BOOST_TEST(b.endpoints[2].host == "::1");
+  BOOST_TEST((b.address == b.endpoints[0]));
+  BOOST_TEST(to_string(b.balance) == "least-queued");
+  BOOST_TEST(b.ack);
+  // round-robin is the default balance
+  BOOST_TEST(to_string(result.config->consumers.at(1).balance) == "round-robin");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(errors)
@@ -219,8 +241,8 @@ consumer = "a"
                   "colour: unknown key (expected consumers, routes, dead_letter, suppliers, "
                   "suppliers_default)"},
                  {4, 3,
-                  "consumers.a.queue_size: unknown key (expected endpoint, queue_capacity, "
-                  "queue_bytes, overflow, tls, ack, max_unacked_bytes)"},
+                  "consumers.a.queue_size: unknown key (expected endpoint, endpoints, balance, "
+                  "queue_capacity, queue_bytes, overflow, tls, ack, max_unacked_bytes)"},
                  {8, 3, "routes[0].priority: unknown key (expected match, to)"},
                  {11, 2, "dead_letter.also: unknown key (expected consumer)"}});
 }
@@ -422,6 +444,35 @@ BOOST_AUTO_TEST_CASE(error_format) {
   BOOST_TEST((config_error{"f.toml", 3, 7, "bad"}.to_string()) == "f.toml:3:7: bad");
   BOOST_TEST((config_error{"f.toml", 3, 0, "bad"}.to_string()) == "f.toml:3: bad");
   BOOST_TEST((config_error{"f.toml", 0, 0, "bad"}.to_string()) == "f.toml: bad");
+}
+
+BOOST_AUTO_TEST_CASE(group_errors_have_positions) {
+  expect_errors(
+      R"([consumers.a]
+endpoint = "127.0.0.1:1"
+endpoints = ["127.0.0.1:2"]
+[consumers.b]
+endpoints = ["127.0.0.1:3", "nowhere", "127.0.0.1:3", 7]
+balance = "random"
+[consumers.c]
+endpoint = "127.0.0.1:4"
+balance = "address"
+[consumers.d]
+endpoints = []
+)",
+      {{3, 13,
+        "consumers.a.endpoints: a consumer has either endpoint (one) or endpoints (a "
+        "group), not both"},
+       {5, 29,
+        "consumers.b.endpoints[1]: \"nowhere\" is not a literal IPv4:port or "
+        "[IPv6]:port address"},
+       {5, 40, "consumers.b.endpoints[2]: \"127.0.0.1:3\" is listed twice"},
+       {5, 55, "consumers.b.endpoints[3]: expected an endpoint (a string), got an integer"},
+       {6, 11,
+        "consumers.b.balance: unknown balance \"random\" (expected round-robin, "
+        "least-queued or address)"},
+       {9, 11, "consumers.c.balance: only means something with endpoints = [...] (a group)"},
+       {11, 13, "consumers.d.endpoints: must name at least one endpoint"}});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -84,7 +84,8 @@ const char* const send_help =
     "            3 --confirm: frames left unconfirmed (neither confirmed nor rejected) at exit\n";
 
 const char* const recv_help =
-    "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--print] [--duration D]\n"
+    "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--rate N] [--print]\n"
+    "                         [--duration D]\n"
     "                         [--expect N] [--json] [--ack] [--one-consumer]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "\n"
@@ -99,6 +100,8 @@ const char* const recv_help =
     "                     printed on stderr as 'listening on HOST:PORT')\n"
     "  --stall-after S    stop reading S seconds after the first frame (a flow-controlled\n"
     "                     consumer); the connection stays open\n"
+    "  --rate N           read at most about N frames a second (a slow replica), with a small\n"
+    "                     receive buffer so that the gateway, not this host, holds the rest\n"
     "  --print            show each frame on stdout: address, size, payload preview\n"
     "  --duration D       run D seconds, then print the summary and exit\n"
     "  --expect N         exit as soon as N distinct frames arrived (a duplicate, which a\n"
@@ -325,6 +328,8 @@ recv_options parse_recv(const std::vector<std::string>& args) {
       have_listen = true;
     } else if (flag == "--stall-after") {
       o.stall_after = to_seconds(flag, r.value(flag), true);
+    } else if (flag == "--rate") {
+      o.rate = static_cast<double>(to_count(flag, r.value(flag), 1, 100'000'000));
     } else if (flag == "--print") {
       o.print = true;
     } else if (flag == "--duration") {

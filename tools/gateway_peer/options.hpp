@@ -48,6 +48,7 @@ struct send_options {
 struct recv_options {
   net::endpoint listen;
   double stall_after = -1;  // seconds after the first frame; < 0 = never
+  double rate = 0;          // --rate N: read at most N frames a second; 0 = as fast as it can
   bool print = false;
   double duration = 0;       // seconds; 0 = until SIGINT/SIGTERM (or --expect)
   std::uint64_t expect = 0;  // exit once this many frames arrived; 0 = no such goal

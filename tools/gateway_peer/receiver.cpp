@@ -4,8 +4,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,6 +93,7 @@ class receiver {
       std::uint64_t now = monotonic_ns();
       if (deadline != 0 && now >= deadline) break;
       maybe_stall(now);
+      hold_to_rate(now);
       const int n = epoll_wait(epoll_, events, 64, 100);
       now = monotonic_ns();
       bool to_accept = false;
@@ -139,7 +142,8 @@ class receiver {
   void accept_one() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) return;
-    const int size = 4 << 20;
+    // --rate: a small buffer, so that what this reader has not read waits in the gateway.
+    const int size = o_.rate > 0 ? 64 << 10 : 4 << 20;
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
     const std::size_t slot = take_slot();
     auto* c =
@@ -170,6 +174,18 @@ class receiver {
     delete &c;
   }
 
+  // --rate: past the frames the rate allows since the first one, wait (a 10 ms step at most,
+  // so the loop still sees a stop) instead of reading.
+  void hold_to_rate(std::uint64_t now) {
+    if (o_.rate <= 0 || first_frame_ns_ == 0) return;
+    const double allowed = o_.rate * static_cast<double>(now - first_frame_ns_) / 1e9;
+    const double ahead = static_cast<double>(rate_frames_) - allowed;
+    if (ahead <= 0) return;
+    const double wait_ns = std::min(ahead / o_.rate * 1e9, 10e6);
+    const timespec ts{0, static_cast<long>(wait_ns)};
+    ::nanosleep(&ts, nullptr);
+  }
+
   void maybe_stall(std::uint64_t now) {
     if (stalled_ || o_.stall_after < 0 || first_frame_ns_ == 0) return;
     if (now < first_frame_ns_ + static_cast<std::uint64_t>(o_.stall_after * 1e9)) return;
@@ -194,6 +210,7 @@ class receiver {
     const auto on_frame = [&](const protocol::frame_view& f,
                               const std::optional<traffic::payload_header>&) {
       ++interval_frames_;
+      ++rate_frames_;
       ++c.frames;
       interval_bytes_ += f.bytes.size();
       if (o_.print) print(f);
@@ -364,6 +381,7 @@ class receiver {
   std::vector<connection*> connections_;
   std::vector<bool> slot_used_;
   bool stalled_ = false;
+  std::uint64_t rate_frames_ = 0;  // frames read, for --rate
   std::uint64_t start_ns_ = 0, next_tick_ns_ = 0, first_frame_ns_ = 0, last_frame_ns_ = 0;
   std::uint64_t frames_ = 0, bytes_ = 0, interval_frames_ = 0, interval_bytes_ = 0;
   std::uint64_t cut_at_close_ = 0, accepted_ = 0, acks_ = 0;

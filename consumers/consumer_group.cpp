@@ -1,0 +1,119 @@
+#include "consumers/consumer_group.hpp"
+
+namespace gatewayd::consumers {
+namespace {
+
+// Per routing thread: the views and the split of one batch by member. They grow to the
+// largest group and batch once, then allocate nothing.
+struct split_scratch {
+  std::vector<member_view> views;
+  std::vector<std::vector<frame_slice>> by_member;
+};
+
+split_scratch& scratch() {
+  thread_local split_scratch s;
+  return s;
+}
+
+}  // namespace
+
+consumer_group::consumer_group(std::string name, balance_policy balance,
+                               std::vector<std::shared_ptr<consumer>> members)
+    : name_(std::move(name)), balance_(balance), members_(std::move(members)) {
+  seeds_.reserve(members_.size());
+  for (const auto& m : members_)
+    seeds_.push_back(member_seed(m->member()));
+}
+
+void consumer_group::adopt() {
+  for (const auto& m : members_)
+    m->join(weak_from_this());
+}
+
+void consumer_group::read_members(std::vector<member_view>& views) const noexcept {
+  views.resize(members_.size());
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    const auto& st = members_[i]->stats();
+    auto& v = views[i];
+    v.live = !st.congested.load(std::memory_order_relaxed);
+    v.depth = st.queued_frames.load(std::memory_order_relaxed);
+    v.room = v.depth < members_[i]->capacity();
+    v.seed = seeds_[i];
+  }
+}
+
+consumer::put_result consumer_group::put(std::span<const frame_slice> frames,
+                                         const std::shared_ptr<flow_control_listener>& listener,
+                                         bool drain_here) {
+  consumer::put_result result;
+  if (frames.empty() || members_.empty()) return result;
+  if (members_.size() == 1) return members_[0]->put(frames, listener, drain_here);
+  split_scratch& s = scratch();
+  read_members(s.views);
+  if (s.by_member.size() < members_.size()) s.by_member.resize(members_.size());
+  const candidates c = pick_candidates(s.views, balance_);
+  std::uint64_t turn = balance_ == balance_policy::address
+                           ? 0
+                           : turn_.fetch_add(frames.size(), std::memory_order_relaxed);
+  for (const auto& f : frames) {
+    const std::uint64_t h =
+        balance_ == balance_policy::address ? hash_address(frame_address(f)) : 0;
+    const std::size_t i = choose_member(s.views, balance_, c, turn++, h, members_.size());
+    s.by_member[i].push_back(f);
+    ++s.views[i].depth;
+  }
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    auto& batch = s.by_member[i];
+    if (batch.empty()) continue;
+    const auto r = members_[i]->put(batch, listener, drain_here);
+    result.queued += r.queued;
+    result.pause_supplier = result.pause_supplier || r.pause_supplier;
+    result.paused_by_consumer = result.paused_by_consumer || r.paused_by_consumer;
+    result.wrote = result.wrote || r.wrote;
+    batch.clear();
+  }
+  return result;
+}
+
+bool consumer_group::live_other(const consumer* from) const noexcept {
+  for (const auto& m : members_) {
+    if (m.get() != from && !m->stats().congested.load(std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+void consumer_group::hand_over(const consumer* from, std::span<const frame_slice> frames) {
+  if (frames.empty()) return;
+  // Not the routing threads' scratch: a member's strand may run on one of them, inside nothing
+  // of theirs, but a handover is rare and may allocate.
+  std::vector<member_view> views;
+  read_members(views);
+  std::size_t skip = members_.size();
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (members_[i].get() == from) {
+      skip = i;
+      views[i].live = false;
+    }
+  }
+  const candidates c = pick_candidates(views, balance_);
+  std::vector<std::vector<frame_slice>> by_member(members_.size());
+  std::uint64_t turn = turn_.fetch_add(frames.size(), std::memory_order_relaxed);
+  for (const auto& f : frames) {
+    const std::uint64_t h =
+        balance_ == balance_policy::address ? hash_address(frame_address(f)) : 0;
+    const std::size_t i = choose_member(views, balance_, c, turn++, h, skip);
+    by_member[i].push_back(f);
+    ++views[i].depth;
+  }
+  for (std::size_t i = 0; i < members_.size(); ++i) {
+    if (!by_member[i].empty()) members_[i]->take_over(by_member[i]);
+  }
+}
+
+void consumer_group::member_up(const consumer* up) {
+  for (const auto& m : members_) {
+    if (m.get() != up) m->hand_over_if_down();
+  }
+}
+
+}  // namespace gatewayd::consumers

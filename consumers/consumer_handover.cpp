@@ -1,0 +1,109 @@
+// A group member's side of the group: what it holds goes to the other members when it fails,
+// falls behind or leaves, and what they hand over goes in front of its queue.
+#include <limits>
+
+#include "consumers/consumer.hpp"
+#include "consumers/consumer_group.hpp"
+
+namespace gatewayd::consumers {
+
+void consumer::join(std::weak_ptr<consumer_group> group) {
+  std::lock_guard lock(mutex_);
+  group_ = std::move(group);
+  grouped_ = true;
+}
+
+void consumer::leave_group(std::weak_ptr<consumer_group> group) {
+  join(std::move(group));
+  asio::post(strand_,
+             [self = shared_from_this()] { self->hand_over_held(handover_cause::removed); });
+}
+
+void consumer::take_over(std::span<const frame_slice> frames) {
+  if (frames.empty()) return;
+  bool start = false;
+  bool down = false;
+  {
+    std::lock_guard lock(mutex_);
+    // In front, in their order: they were routed before anything this member holds of their
+    // addresses. A handover never drops: the queue may pass its limits by what it took until
+    // it writes them (a congested member's policy trims it then).
+    queue_.push_front_batch(frames);
+    if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
+    publish_depth_locked();
+    if (writable(flow_) && !writing_ && life_ != life::closed) {
+      writing_ = true;
+      start = true;
+    }
+    down = !writable(flow_);
+  }
+  stats_.taken_over_frames.fetch_add(frames.size(), std::memory_order_relaxed);
+  if (start) drain_.start(false);
+  // It went down meanwhile (its own handover already ran): they go on to a member that is up.
+  if (down) hand_over_if_other_up();
+}
+
+void consumer::hand_over_if_down() {
+  asio::post(strand_, [self = shared_from_this()] {
+    self->hand_over_held(handover_cause::failed);
+    self->hand_over_held(handover_cause::slow);
+  });
+}
+
+void consumer::hand_over_if_other_up() {
+  std::shared_ptr<consumer_group> group;
+  {
+    std::lock_guard lock(mutex_);
+    group = group_.lock();
+  }
+  if (group && group->live_other(this)) hand_over_if_down();
+}
+
+void consumer::hand_over_held(handover_cause cause) {
+  std::shared_ptr<consumer_group> group;
+  {
+    std::lock_guard lock(mutex_);
+    if (!grouped_) return;
+    group = group_.lock();
+  }
+  if (!group || !group->live_other(this)) return;
+  // Rare (a member's failure): allocating here is fine.
+  std::vector<frame_slice> frames;
+  {
+    std::lock_guard lock(mutex_);
+    if (life_ == life::closed) return;
+    const bool applies = cause == handover_cause::failed ? !writable(flow_)
+                         : cause == handover_cause::slow ? flow_ == flow::congested
+                                                         : true;
+    if (!applies) return;
+    // Written but not acknowledged on the connection that went down: older than the queue.
+    if (cause == handover_cause::failed && !unacked_.empty()) {
+      const auto held = unacked_.all();
+      frames.assign(held.begin(), held.end());
+      unacked_.pop_front(held.size());  // the references move with the frames
+    }
+    const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),
+                                            std::numeric_limits<std::uint64_t>::max(), frames);
+    if (opts_.budget) opts_.budget->release(queued.bytes);
+    publish_depth_locked();
+    if (below_low_water_locked()) paused_.release_locked();
+  }
+  paused_.resume_released();
+  publish_unacked();
+  if (frames.empty()) return;
+  stats_.handovers.fetch_add(1, std::memory_order_relaxed);
+  stats_.handed_over_frames.fetch_add(frames.size(), std::memory_order_relaxed);
+  group->hand_over(this, frames);
+}
+
+void consumer::member_came_up() {
+  std::shared_ptr<consumer_group> group;
+  {
+    std::lock_guard lock(mutex_);
+    if (!grouped_) return;
+    group = group_.lock();
+  }
+  if (group) group->member_up(this);
+}
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,123 @@
+#include "consumers/member_choice.hpp"
+
+#include <cstring>
+
+namespace gatewayd::consumers {
+namespace {
+
+// murmur3's finaliser: spreads every input bit over the whole word.
+constexpr std::uint64_t mix(std::uint64_t x) noexcept {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+}  // namespace
+
+candidates pick_candidates(std::span<const member_view> members, balance_policy policy) noexcept {
+  bool live = false;
+  for (const auto& m : members) {
+    if (m.live && (m.room || policy == balance_policy::address)) return candidates::live_with_room;
+    live = live || m.live;
+  }
+  return live ? candidates::live : candidates::all;
+}
+
+bool eligible(const member_view& m, candidates c) noexcept {
+  switch (c) {
+    case candidates::live_with_room:
+      return m.live && m.room;
+    case candidates::live:
+      return m.live;
+    case candidates::all:
+      return true;
+  }
+  return true;
+}
+
+std::size_t choose_member(std::span<const member_view> members, balance_policy policy, candidates c,
+                          std::uint64_t turn, std::uint64_t address_hash,
+                          std::size_t skip) noexcept {
+  const std::size_t n = members.size();
+  // Address: every live member counts, full or not (its addresses stay on it).
+  if (policy == balance_policy::address && c == candidates::live_with_room) c = candidates::live;
+  std::size_t best = n;
+  switch (policy) {
+    case balance_policy::round_robin: {
+      // The turn-th eligible member, counting round from member turn % n: the same as plain
+      // turns while all are eligible, and an ineligible one's turns go to the next.
+      const std::size_t start = static_cast<std::size_t>(turn % n);
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = start + k < n ? start + k : start + k - n;
+        if (i != skip && eligible(members[i], c)) return i;
+      }
+      break;
+    }
+    case balance_policy::least_queued: {
+      const std::size_t start = static_cast<std::size_t>(turn % n);  // ties go round
+      for (std::size_t k = 0; k < n; ++k) {
+        const std::size_t i = start + k < n ? start + k : start + k - n;
+        if (i == skip || !eligible(members[i], c)) continue;
+        if (best == n || members[i].depth < members[best].depth) best = i;
+      }
+      break;
+    }
+    case balance_policy::address: {
+      std::uint64_t top = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i == skip || !eligible(members[i], c)) continue;
+        const std::uint64_t score = mix(address_hash ^ members[i].seed);
+        if (best == n || score > top) {
+          best = i;
+          top = score;
+        }
+      }
+      break;
+    }
+  }
+  if (best != n) return best;
+  // Nobody eligible but the skipped one: any other member.
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i != skip) return i;
+  }
+  return 0;
+}
+
+std::string_view frame_address(const protocol::frame_slice& f) noexcept {
+  if (f.size < 10) return {};
+  const auto* p = reinterpret_cast<const unsigned char*>(f.data());
+  const std::size_t length = (std::size_t{p[4]} << 8) | p[5];
+  if (10 + length > f.size) return {};
+  return {f.data() + 10, length};
+}
+
+std::uint64_t hash_address(std::string_view s) noexcept {
+  // Eight bytes per step, as routing/hash.hpp (which this layer may not include).
+  constexpr std::uint64_t k = 0x9e3779b97f4a7c15ULL;
+  std::uint64_t h = k ^ s.size();
+  const char* p = s.data();
+  std::size_t n = s.size();
+  while (n >= 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * k;
+    h ^= h >> 29;
+    p += 8;
+    n -= 8;
+  }
+  if (n != 0) {
+    std::uint64_t w = 0;
+    std::memcpy(&w, p, n);
+    h = (h ^ w) * k;
+  }
+  return mix(h);
+}
+
+std::uint64_t member_seed(std::string_view endpoint) noexcept {
+  return mix(hash_address(endpoint) + 0x632be59bd9b4e019ULL);
+}
+
+}  // namespace gatewayd::consumers
