@@ -42,6 +42,11 @@ class Case:
     tls: bool = False  # TLS on the legs the run's --tls-legs names (mutual TLS, P-256)
     direct: bool = False  # no gateway: the senders write to the receiver (the machine's floor)
     ack: bool = False  # the receivers acknowledge (recv --ack; the consumers need ack = true)
+    # group name -> the consumer names that are its members (one `endpoints = [...]` consumer;
+    # the routes name the group). A member's receiver sees every n-th frame of a stream: its
+    # sequence gaps are the other members' frames, `lost` counts from the totals.
+    groups: dict = dataclasses.field(default_factory=dict)
+    balance: str = "round-robin"
 
 
 class Harness:
@@ -72,7 +77,7 @@ class Harness:
         return os.path.join(self.work, f"{self.seq:03d}-" + re.sub(r"[^\w.+-]", "_", name))
 
     def write_config(self, model_keys, routes, endpoints, consumer_extra, max_suppliers,
-                     legs=frozenset()):
+                     legs=frozenset(), groups=None, balance="round-robin"):
         d = self.path("config")
         os.makedirs(d)
         tls_line = ""
@@ -80,8 +85,14 @@ class Harness:
             k = self.pki()
             tls_line = (f'tls = {{ ca = "{k["ca"]}", server_name = "{pki.CONSUMER_NAME}", '
                         f'cert = "{k["gateway_crt"]}", key = "{k["gateway_key"]}" }}\n')
+        groups = groups or {}
+        members = {m for ms in groups.values() for m in ms}
         parts = [f'[consumers.{n}]\nendpoint = "{ep}"\n{tls_line}{consumer_extra}\n'
-                 for n, ep in endpoints.items()]
+                 for n, ep in endpoints.items() if n not in members]
+        for g, ms in groups.items():
+            eps = ", ".join('"%s"' % endpoints[m] for m in ms)
+            parts.append(f'[consumers.{g}]\nendpoints = [{eps}]\nbalance = "{balance}"\n'
+                         f'{tls_line}{consumer_extra}\n')
         parts += ["[[routes]]\nmatch = \"%s\"\nto = [%s]\n" % (m, ", ".join(f'"{t}"' for t in to))
                   for m, to in routes.items()]
         with open(os.path.join(d, "routes.toml"), "w") as f:
@@ -113,7 +124,7 @@ class Harness:
                      for n in names}
         cfg = self.write_config(model.keys, case.routes, endpoints, case.consumer_extra,
                                 case.idle_suppliers + 100 if case.idle_suppliers else 0,
-                                self.legs(case))
+                                self.legs(case), case.groups, case.balance)
         try:
             gw, sport, mport = self.start_gateway(case.name, cfg, list(endpoints), model)
         except RuntimeError:

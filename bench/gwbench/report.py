@@ -105,6 +105,23 @@ def confirm(results, rep):
                   "CPU gatewayd / tools / others (cores)", "p99 us", "of plain"], rows)
 
 
+def groups(results, rep):
+    """Each group case beside plain S1 from the same run, with each member's share."""
+    s1 = next((r for r in results if r["name"] == "S1"), None)
+    rows = []
+    for r in results:
+        ratio = (r["deliveries_per_s"] / s1["deliveries_per_s"]
+                 if s1 and r is not s1 and s1["deliveries_per_s"] else None)
+        shares = " / ".join("%.0f%%" % (100.0 * v.get("frames", 0) / r["delivered"])
+                            for v in r["receivers"].values()) if r["delivered"] else ""
+        rows.append([r["name"], millions(r["deliveries_per_s"]), lost(r), drops(r),
+                     "%.3f" % r["cpu_us_per_frame"], cpu_split(r),
+                     shares if r is not s1 else "", "%.2fx" % ratio if ratio is not None else ""])
+    return table(["case", "delivered/s", "lost", "drops by reason (gatewayd)",
+                  "gatewayd CPU us/frame", "CPU gatewayd / tools / others (cores)",
+                  "members' shares", "of S1"], rows)
+
+
 def tls(results, rep):
     """S1, S2 and the mixed shapes with TLS next to the same cases in clear, from the same run;
     then the idle connections' memory, in clear and with TLS."""

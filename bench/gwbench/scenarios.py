@@ -109,6 +109,22 @@ def confirm_pairs():
     return [s1, confirmed(s1), confirmed(s1, ack=True), s3, confirmed(s3)]
 
 
+def group(name, n=4, balance="round-robin"):
+    """1 supplier -> one consumer group of n members (a receiver each), max rate, lossless
+    members: each frame to one member."""
+    cs = names(n)
+    return Case(name, own_receiver(cs), {"grp.>": ["g"]}, [Sender(["grp.data"])],
+                consumer_extra=LOSSLESS, groups={"g": cs}, balance=balance)
+
+
+def group_pairs():
+    """Issue 32's target in one run: plain S1, then 1 supplier to a group of 4 by each
+    balance; the ratio to S1 is what choosing a member costs."""
+    return [one_to_one("S1"), group("group of 4 round-robin"),
+            group("group of 4 least-queued", balance="least-queued"),
+            group("group of 4 address", balance="address")]
+
+
 MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
 SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
 S6_CONSUMERS = (1, 10, 100, 1000)
@@ -148,6 +164,9 @@ SCENARIOS = [
     Scenario("confirm", "Confirms: S1 and S3 4->4 mixed plain, then with confirm-mode suppliers "
                         "(window 10,000 frames), S1 also with an ack = true consumer",
              lambda secs: confirm_pairs(), report.confirm),
+    Scenario("groups", "Consumer groups: S1, then 1 supplier -> a group of 4 members "
+                       "(round-robin, least-queued, address), 128 B, max rate, lossless members",
+             lambda secs: group_pairs(), report.groups),
     Scenario("tls", "TLS: S1, S2 and the mixed shapes (S3, default policy) in clear, then with "
                     "mutual TLS on the run's --tls-legs (supplier, or both legs), P-256 "
                     "certificates",

@@ -273,7 +273,9 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_drops_syns_fails_each_dial_in_time_and_gets
   const auto t0 = clock_type::now();
   BOOST_TEST_REQUIRE(eventually([&] { return failures() >= f0 + 4; }, 10s));
   const double per_dial_ms = since_ms(t0) / 3;
-  BOOST_TEST(per_dial_ms >= connect_timeout_ms + 250 - 50);
+  // The count is polled through /metrics: a scrape that is late at t0 (a loaded machine, once
+  // 150 ms) shortens the window; 100 ms a dial of slack still tells a backoff from none (500).
+  BOOST_TEST(per_dial_ms >= connect_timeout_ms + 250 - 100);
   BOOST_TEST(per_dial_ms <= connect_timeout_ms + 500 + 250);
   BOOST_TEST(scrape_metric(gw.metrics_port,
                            "gatewayd_consumer_dropped_messages_total{consumer="
