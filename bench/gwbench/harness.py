@@ -126,7 +126,10 @@ class Harness:
                                 case.idle_suppliers + 100 if case.idle_suppliers else 0,
                                 self.legs(case), case.groups, case.balance)
         try:
-            gw, sport, mport = self.start_gateway(case.name, cfg, list(endpoints), model)
+            member_of = {m: g for g, ms in case.groups.items() for m in ms}
+            names = [f"{member_of[n]}/{ep}" if n in member_of else n
+                     for n, ep in endpoints.items()]
+            gw, sport, mport = self.start_gateway(case.name, cfg, names, model)
         except RuntimeError:
             for p, *_ in receivers.values():  # the run goes on with the next model
                 procs.end(p)

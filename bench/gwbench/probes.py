@@ -126,11 +126,14 @@ def sums_by(text, name, label):
 
 
 def consumers_connected(port, names, timeout):
-    """True once gatewayd_consumer_connected is 1 for every named consumer."""
+    """True once gatewayd_consumer_connected is 1 for every named consumer; a name "g/h:p" is
+    the member h:p of the group g."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        up = {l.get("consumer") for l, v in samples(scrape(port), "gatewayd_consumer_connected")
-              if v == 1}
+        up = set()
+        for l, v in samples(scrape(port), "gatewayd_consumer_connected"):
+            if v == 1:
+                up.add(l.get("consumer") + ("/" + l["member"] if l.get("member") else ""))
         if set(names) <= up:
             return True
         time.sleep(0.05)
