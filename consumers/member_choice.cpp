@@ -1,21 +1,9 @@
 #include "consumers/member_choice.hpp"
 
-#include <cstring>
+#include "protocol/frame_codec.hpp"
+#include "runtime/hash.hpp"
 
 namespace gatewayd::consumers {
-namespace {
-
-// murmur3's finaliser: spreads every input bit over the whole word.
-constexpr std::uint64_t mix(std::uint64_t x) noexcept {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-}  // namespace
 
 candidates pick_candidates(std::span<const member_view> members, balance_policy policy) noexcept {
   bool live = false;
@@ -69,7 +57,7 @@ std::size_t choose_member(std::span<const member_view> members, balance_policy p
       std::uint64_t top = 0;
       for (std::size_t i = 0; i < n; ++i) {
         if (i == skip || !eligible(members[i], c)) continue;
-        const std::uint64_t score = mix(address_hash ^ members[i].seed);
+        const std::uint64_t score = runtime::mix(address_hash ^ members[i].seed);
         if (best == n || score > top) {
           best = i;
           top = score;
@@ -87,37 +75,15 @@ std::size_t choose_member(std::span<const member_view> members, balance_policy p
 }
 
 std::string_view frame_address(const protocol::frame_slice& f) noexcept {
-  if (f.size < 10) return {};
-  const auto* p = reinterpret_cast<const unsigned char*>(f.data());
-  const std::size_t length = (std::size_t{p[4]} << 8) | p[5];
-  if (10 + length > f.size) return {};
-  return {f.data() + 10, length};
+  return protocol::frame_address({f.data(), f.size});
 }
 
-std::uint64_t hash_address(std::string_view s) noexcept {
-  // Eight bytes per step, as routing/hash.hpp (which this layer may not include).
-  constexpr std::uint64_t k = 0x9e3779b97f4a7c15ULL;
-  std::uint64_t h = k ^ s.size();
-  const char* p = s.data();
-  std::size_t n = s.size();
-  while (n >= 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * k;
-    h ^= h >> 29;
-    p += 8;
-    n -= 8;
-  }
-  if (n != 0) {
-    std::uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    h = (h ^ w) * k;
-  }
-  return mix(h);
+std::uint64_t hash_address(std::string_view address) noexcept {
+  return runtime::hash_bytes(address);
 }
 
 std::uint64_t member_seed(std::string_view endpoint) noexcept {
-  return mix(hash_address(endpoint) + 0x632be59bd9b4e019ULL);
+  return runtime::mix(runtime::hash_bytes(endpoint) + 0x632be59bd9b4e019ULL);
 }
 
 }  // namespace gatewayd::consumers

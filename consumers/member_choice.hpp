@@ -46,7 +46,7 @@ std::size_t choose_member(std::span<const member_view> members, balance_policy p
                           std::uint64_t turn, std::uint64_t address_hash,
                           std::size_t skip) noexcept;
 
-// The GWP/1 address of a whole frame (header bytes 4-5: its length; it starts at byte 10).
+// The address of a queued frame (protocol::frame_address).
 std::string_view frame_address(const protocol::frame_slice& f) noexcept;
 std::uint64_t hash_address(std::string_view address) noexcept;
 // A member's rendezvous identity, from its endpoint text: stable across reloads and restarts.

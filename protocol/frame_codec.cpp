@@ -61,6 +61,14 @@ parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
   return r;
 }
 
+std::string_view frame_address(std::string_view frame) noexcept {
+  if (frame.size() < header_size) return {};
+  const auto* p = reinterpret_cast<const unsigned char*>(frame.data());
+  const std::size_t length = (std::size_t{p[4]} << 8) | p[5];
+  if (header_size + length > frame.size()) return {};
+  return frame.substr(header_size, length);
+}
+
 void append_frame(std::string& out, std::string_view address, std::string_view payload,
                   std::uint8_t flags) {
   if (address.empty() || address.size() > max_address_length) {

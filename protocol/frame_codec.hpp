@@ -89,6 +89,10 @@ struct parse_result {
 parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
                          flag_policy accept = data_frames) noexcept;
 
+// The address of a whole frame that parse_frame() accepted (what a queue holds): the bytes
+// its header's length field names. Empty for bytes too short to be one.
+std::string_view frame_address(std::string_view frame) noexcept;
+
 // Appends one encoded frame to `out`; for tools and tests (the gateway forwards data frames,
 // never encodes them; it encodes only control messages, control_message.hpp).
 void append_frame(std::string& out, std::string_view address, std::string_view payload,

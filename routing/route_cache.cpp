@@ -4,7 +4,7 @@
 #include <cstring>
 #include <iterator>
 
-#include "routing/hash.hpp"
+#include "runtime/hash.hpp"
 
 namespace gatewayd::routing {
 
@@ -41,7 +41,7 @@ cached_answer route_cache::lookup(const routing_table& table, std::string_view a
     table_id_ = table.id();
   }
 
-  const auto h = detail::hash_bytes(address);
+  const auto h = runtime::hash_bytes(address);
   const auto tag = static_cast<std::uint32_t>(h >> 32);
   const std::size_t first = (h & (entry_count / ways - 1)) * ways;
   const std::uint32_t* tags = storage_->tags + first;

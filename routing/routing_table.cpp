@@ -8,8 +8,8 @@
 #include <stdexcept>
 
 #include "protocol/address.hpp"
-#include "routing/hash.hpp"
 #include "routing/pattern.hpp"
+#include "runtime/hash.hpp"
 
 namespace gatewayd::routing {
 namespace {
@@ -18,7 +18,7 @@ namespace {
 constexpr std::size_t max_tokens = (protocol::max_address_length + 1) / 2;
 
 std::uint64_t edge_hash(std::uint32_t parent, std::uint64_t token_hash) noexcept {
-  return detail::mix(token_hash ^ (std::uint64_t{parent} * 0x9e3779b97f4a7c15ULL));
+  return runtime::mix(token_hash ^ (std::uint64_t{parent} * 0x9e3779b97f4a7c15ULL));
 }
 
 }  // namespace
@@ -166,7 +166,7 @@ void routing_table::lay_out(draft& d) {
 }
 
 void routing_table::insert_edge(std::uint32_t parent, std::string_view token, std::uint32_t child) {
-  const auto h = edge_hash(parent, detail::hash_bytes(token));
+  const auto h = edge_hash(parent, runtime::hash_bytes(token));
   std::size_t slot = h & edge_mask_;
   while (edges_[slot].child != 0)
     slot = (slot + 1) & edge_mask_;
@@ -229,7 +229,7 @@ lookup_result routing_table::lookup(std::string_view address, lookup_scratch& sc
     const auto dot = address.find('.', start);
     const auto token = address.substr(start, dot == std::string_view::npos ? dot : dot - start);
     tokens.push_back(token);
-    hashes.push_back(detail::hash_bytes(token));
+    hashes.push_back(runtime::hash_bytes(token));
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }

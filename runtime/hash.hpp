@@ -1,11 +1,12 @@
-// A fast byte hash for tokens and addresses; keys come from config and trusted-length input.
+// A fast byte hash for tokens and addresses (the routing table's probes, a consumer group's
+// address balance); keys come from config and trusted-length input.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 #include <string_view>
 
-namespace gatewayd::routing::detail {
+namespace gatewayd::runtime {
 
 // murmur3's finaliser: spreads every input bit over the whole word.
 constexpr std::uint64_t mix(std::uint64_t x) noexcept {
@@ -18,7 +19,8 @@ constexpr std::uint64_t mix(std::uint64_t x) noexcept {
 }
 
 // Eight bytes per step: tokens and addresses are short, so this beats a byte-wise hash
-// (FNV) by a wide margin. Only probing uses it, never anything an attacker could fill, so
+// (FNV) by a wide margin. No hash table an attacker could fill probes with it (the routing
+// table's keys come from config; a group's address balance spreads over a few members), so
 // it needs to be fast and well spread rather than flood-resistant.
 inline std::uint64_t hash_bytes(std::string_view s) noexcept {
   constexpr std::uint64_t k = 0x9e3779b97f4a7c15ULL;
@@ -41,4 +43,4 @@ inline std::uint64_t hash_bytes(std::string_view s) noexcept {
   return mix(h);
 }
 
-}  // namespace gatewayd::routing::detail
+}  // namespace gatewayd::runtime
