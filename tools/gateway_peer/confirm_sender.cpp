@@ -282,16 +282,7 @@ bool confirm_sender::write(traffic::supplier_link& link, std::string_view bytes)
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       // The gateway does not read now: read its confirms meanwhile (it may be waiting for
       // room on our side to send them), and look at the end and the stop flags.
-      const std::uint64_t now = traffic::monotonic_ns();
-      check_end(now);
-      if (out_of_time(now)) {
-        fail(ending::cut, "a write still waited when the time was up");
-        return false;
-      }
-      if (ending_ == ending::none && confirms_overdue(now)) {
-        fail(ending::lost, "no confirm within the confirm deadline (a write waited)");
-        return false;
-      }
+      if (!keep_waiting()) return false;
       // After its end-of-file a gateway that stops still reads: the write goes on.
       const bool readable = ending_ == ending::none;
       const short got = wait_for(fd, readable ? POLLIN | POLLOUT : POLLOUT, max_wait_ns);
