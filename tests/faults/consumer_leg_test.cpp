@@ -9,7 +9,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -27,16 +26,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-// Skips the suite with one line where namespaces cannot be made.
-boost::test_tools::assertion_result namespaces_available(boost::unit_test::test_unit_id) {
-  boost::test_tools::assertion_result r(netns_unavailable().empty());
-  r.message() << "network namespaces unavailable: " << netns_unavailable();
-  // Boost.Test says why only at --log_level=test_suite: one line whatever the level, which
-  // ctest reads as a skip (SKIP_REGULAR_EXPRESSION in tests/faults/CMakeLists.txt).
-  if (!r) std::cout << "SKIPPED: network namespaces unavailable: " << netns_unavailable() << "\n";
-  return r;
-}
 
 // The liveness settings the bounds below are stated against: scaled down from the defaults
 // (30 s, 5 s) so that a partition of a few seconds shows them.

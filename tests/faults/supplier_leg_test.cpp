@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <filesystem>
-#include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,15 +28,6 @@ using namespace std::chrono_literals;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
-
-boost::test_tools::assertion_result namespaces_available(boost::unit_test::test_unit_id) {
-  boost::test_tools::assertion_result r(netns_unavailable().empty());
-  r.message() << "network namespaces unavailable: " << netns_unavailable();
-  // Boost.Test says why only at --log_level=test_suite: one line whatever the level, which
-  // ctest reads as a skip (SKIP_REGULAR_EXPRESSION in tests/faults/CMakeLists.txt).
-  if (!r) std::cout << "SKIPPED: network namespaces unavailable: " << netns_unavailable() << "\n";
-  return r;
-}
 
 double since_ms(clock_type::time_point t) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t).count();
@@ -88,6 +78,34 @@ tally count(const test_consumer& a, const test_consumer& b) {
   return t;
 }
 
+// A confirm-mode `gateway-peer send --reconnect` on `host` to `to`, at 4,000 frames/s, that
+// leaves a connection whose confirms stop for confirm_deadline_s.
+daemon_process& start_confirm_sender(netns_host& host, const std::string& to, std::size_t frames,
+                                     std::size_t window, const temp_dir& dir) {
+  return host.start(peer_binary(),
+                    {"send",
+                     "--to",
+                     to,
+                     "--address",
+                     "orders.eu.created",
+                     "--size",
+                     "64",
+                     "--rate",
+                     "4000",
+                     "--count",
+                     std::to_string(frames),
+                     "--confirm",
+                     "--reconnect",
+                     "--window",
+                     std::to_string(window),
+                     "--confirm-deadline",
+                     std::to_string(confirm_deadline_s),
+                     "--confirm-wait",
+                     "30",
+                     "--json"},
+                    dir.path() / "send.log");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(network_faults, *boost::unit_test::precondition(namespaces_available))
@@ -99,28 +117,7 @@ BOOST_AUTO_TEST_CASE(a_supplier_cut_off_from_its_node_moves_on_and_loses_nothing
   temp_dir dir;
   const std::string to = host.outer_address() + ":" + std::to_string(a.gw->supplier_port) + "," +
                          host.outer_address() + ":" + std::to_string(b.gw->supplier_port);
-  daemon_process& sender = host.start(peer_binary(),
-                                      {"send",
-                                       "--to",
-                                       to,
-                                       "--address",
-                                       "orders.eu.created",
-                                       "--size",
-                                       "64",
-                                       "--rate",
-                                       "4000",
-                                       "--count",
-                                       std::to_string(frames),
-                                       "--confirm",
-                                       "--reconnect",
-                                       "--window",
-                                       std::to_string(window),
-                                       "--confirm-deadline",
-                                       std::to_string(confirm_deadline_s),
-                                       "--confirm-wait",
-                                       "30",
-                                       "--json"},
-                                      dir.path() / "send.log");
+  daemon_process& sender = start_confirm_sender(host, to, frames, window, dir);
   // Mid-stream on A (the first address).
   BOOST_TEST_REQUIRE(eventually([&] { return a.received() >= 2000; }, 10s), sender.log());
   const auto start = clock_type::now();
@@ -194,28 +191,8 @@ BOOST_AUTO_TEST_CASE(a_node_cut_off_from_haproxy_and_its_suppliers_loses_nothing
   BOOST_TEST_REQUIRE(
       eventually([&] { return status("gw1") == "UP" && status("gw2") == "UP"; }, 10s),
       "gw1 " << status("gw1") << ", gw2 " << status("gw2") << ": " << haproxy.log());
-  daemon_process& sender = host.start(peer_binary(),
-                                      {"send",
-                                       "--to",
-                                       "127.0.0.1:" + std::to_string(front),
-                                       "--address",
-                                       "orders.eu.created",
-                                       "--size",
-                                       "64",
-                                       "--rate",
-                                       "4000",
-                                       "--count",
-                                       std::to_string(frames),
-                                       "--confirm",
-                                       "--reconnect",
-                                       "--window",
-                                       std::to_string(window),
-                                       "--confirm-deadline",
-                                       std::to_string(confirm_deadline_s),
-                                       "--confirm-wait",
-                                       "30",
-                                       "--json"},
-                                      dir.path() / "send.log");
+  daemon_process& sender =
+      start_confirm_sender(host, "127.0.0.1:" + std::to_string(front), frames, window, dir);
   // Mid-stream: whichever node HAProxy picked has delivered a few thousand frames.
   BOOST_TEST_REQUIRE(
       eventually([&] { return a.plain.count() >= 2000 || b.plain.count() >= 2000; }, 10s),

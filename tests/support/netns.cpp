@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
@@ -83,6 +84,13 @@ const std::string& netns_unavailable() {
     return "";
   }();
   return why;
+}
+
+boost::test_tools::assertion_result namespaces_available(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result r(netns_unavailable().empty());
+  r.message() << "network namespaces unavailable: " << netns_unavailable();
+  if (!r) std::cout << "SKIPPED: network namespaces unavailable: " << netns_unavailable() << "\n";
+  return r;
 }
 
 netns_host::netns_host() {

@@ -5,6 +5,8 @@
 
 #include <sys/types.h>
 
+#include <boost/test/unit_test.hpp>
+
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -19,6 +21,11 @@ namespace gatewayd::test {
 // CAP_SYS_ADMIN and CAP_NET_ADMIN, with `ip` and `nft` installed); otherwise why not, in one
 // line: the tests are then skipped with it, never silently passed.
 const std::string& netns_unavailable();
+// A Boost.Test precondition that skips a suite where netns_unavailable() says why. Boost.Test
+// prints the reason only at --log_level=test_suite, so it also prints one line whatever the
+// level, "SKIPPED: ...", which ctest reads as a skip (SKIP_REGULAR_EXPRESSION in
+// tests/faults/CMakeLists.txt).
+boost::test_tools::assertion_result namespaces_available(boost::unit_test::test_unit_id);
 
 // One namespace `gwf-PID-N` with a veth pair to the test's namespace: a /30 of 10.0.0.0/8 picked
 // from the PID and N (`outer_address()` on our side, `address()` inside), so parallel ctest runs
