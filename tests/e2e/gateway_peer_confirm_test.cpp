@@ -200,6 +200,15 @@ std::unique_ptr<daemon_process> start_send(const temp_dir& dir, std::vector<std:
   return std::make_unique<daemon_process>(peer, args, dir.path() / "send.log");
 }
 
+// A sender to `a`, then `b`, that leaves a connection with no confirm for 0.5 s.
+std::unique_ptr<daemon_process> start_deadline_send(const temp_dir& dir, const fake_gateway& a,
+                                                    const fake_gateway& b, int count, int window) {
+  return start_send(
+      dir, {"--to", a.endpoint() + "," + b.endpoint(), "--address", "orders.a", "--size", "64",
+            "--confirm", "--window", std::to_string(window), "--count", std::to_string(count),
+            "--confirm-deadline", "0.5", "--confirm-wait", "20", "--json"});
+}
+
 }  // namespace
 
 // The fake reads and never confirms: the sender stops at --window frames and reports them
@@ -458,10 +467,7 @@ BOOST_AUTO_TEST_CASE(a_node_that_confirms_nothing_is_left_after_the_confirm_dead
   temp_dir dir;
   fake_gateway a, b;
   constexpr int count = 500, window = 50;
-  auto send = start_send(
-      dir, {"--to", a.endpoint() + "," + b.endpoint(), "--address", "orders.a", "--size", "64",
-            "--confirm", "--window", std::to_string(window), "--count", std::to_string(count),
-            "--confirm-deadline", "0.5", "--confirm-wait", "20", "--json"});
+  auto send = start_deadline_send(dir, a, b, count, window);
   auto ca = a.accept();
   BOOST_TEST_REQUIRE((ca->read_until(window) == read_state::data), send->log());
   const auto full = std::chrono::steady_clock::now();
@@ -493,10 +499,7 @@ BOOST_AUTO_TEST_CASE(a_node_that_confirms_slowly_is_kept_under_the_confirm_deadl
   temp_dir dir;
   fake_gateway a, b;
   constexpr int count = 20, window = 10;
-  auto send = start_send(
-      dir, {"--to", a.endpoint() + "," + b.endpoint(), "--address", "orders.a", "--size", "64",
-            "--confirm", "--window", std::to_string(window), "--count", std::to_string(count),
-            "--confirm-deadline", "0.5", "--confirm-wait", "20", "--json"});
+  auto send = start_deadline_send(dir, a, b, count, window);
   auto ca = a.accept();
   BOOST_TEST_REQUIRE((ca->read_until(window) == read_state::data), send->log());
   // One more confirmed every 300 ms for 1.5 s: three deadlines' worth, never one without news.

@@ -47,27 +47,42 @@ std::vector<std::string> tls_send(const pki& p, unsigned short port, const std::
   return args;
 }
 
+// A receiver expecting `n` frames, fed by a gateway that takes suppliers over mutual TLS only
+// and routes bench.> to it.
+struct tls_gateway_to_sink {
+  pki p;
+  temp_dir dir;
+  peer_receiver recv;
+  gateway_fixture gw;
+  explicit tls_gateway_to_sink(int n)
+      : recv(dir, "recv", {"--expect", std::to_string(n), "--duration", "60", "--json"}),
+        gw(consumer_toml("sink", recv.endpoint(), "queue_capacity = 100000") +
+               route_toml("bench.>", {"sink"}),
+           "", {}, true, p.tls_table(true)) {
+    BOOST_TEST_REQUIRE(gw.consumers_connected({"sink"}));
+  }
+  // The receiver got all `n`, none lost or corrupt.
+  void expect_delivered(int n) const {
+    const auto code = recv.process->wait_exit(60s);
+    BOOST_TEST_REQUIRE(code.has_value(), "receiver did not finish: " << recv.process->log());
+    const auto log = recv.process->log();
+    BOOST_TEST(json_field(log, "frames") == n);
+    BOOST_TEST(json_field(log, "lost") == 0);
+    BOOST_TEST(json_field(log, "corrupt") == 0);
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_tls_sender_publishes_through_a_mutual_tls_gateway) {
-  pki p;
-  temp_dir dir;
   constexpr int n = 20000;
-  peer_receiver recv(dir, "recv", {"--expect", std::to_string(n), "--duration", "60", "--json"});
-  gateway_fixture gw(consumer_toml("sink", recv.endpoint(), "queue_capacity = 100000") +
-                         route_toml("bench.>", {"sink"}),
-                     "", {}, true, p.tls_table(true));
-  BOOST_TEST_REQUIRE(gw.consumers_connected({"sink"}));
-  const auto sent = run_command(peer, tls_send(p, gw.supplier_port, "orders", "gateway.test", n));
+  tls_gateway_to_sink t(n);
+  const auto sent =
+      run_command(peer, tls_send(t.p, t.gw.supplier_port, "orders", "gateway.test", n));
   BOOST_TEST(sent.exit_code == 0, sent.err);
   BOOST_TEST(json_field(sent.out, "frames") == n);
-  const auto code = recv.process->wait_exit(60s);
-  BOOST_TEST_REQUIRE(code.has_value(), "receiver did not finish: " << recv.process->log());
-  const auto log = recv.process->log();
-  BOOST_TEST(json_field(log, "frames") == n);
-  BOOST_TEST(json_field(log, "lost") == 0);
-  BOOST_TEST(json_field(log, "corrupt") == 0);
-  BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_tls_handshakes_total") == 1);
+  t.expect_delivered(n);
+  BOOST_TEST(scrape_metric(t.gw.metrics_port, "gatewayd_supplier_tls_handshakes_total") == 1);
 }
 
 // The receiver as a TLS server requiring a client certificate: what the gateway's consumer leg
@@ -181,25 +196,14 @@ BOOST_AUTO_TEST_CASE(a_tls_receiver_acks_through_tls) {
 // stream, the gateway's confirms come back through it while the sender writes, every frame is
 // confirmed and delivered.
 BOOST_AUTO_TEST_CASE(a_tls_sender_in_confirm_mode_gets_every_frame_confirmed) {
-  pki p;
-  temp_dir dir;
   constexpr int n = 20000;
-  peer_receiver recv(dir, "recv", {"--expect", std::to_string(n), "--duration", "60", "--json"});
-  gateway_fixture gw(consumer_toml("sink", recv.endpoint(), "queue_capacity = 100000") +
-                         route_toml("bench.>", {"sink"}),
-                     "", {}, true, p.tls_table(true));
-  BOOST_TEST_REQUIRE(gw.consumers_connected({"sink"}));
-  auto args = tls_send(p, gw.supplier_port, "orders", "gateway.test", n);
+  tls_gateway_to_sink t(n);
+  auto args = tls_send(t.p, t.gw.supplier_port, "orders", "gateway.test", n);
   args.insert(args.end(), {"--confirm", "--window", "1000", "--confirm-wait", "20"});
   const auto sent = run_command(peer, args, 60s);
   BOOST_TEST(sent.exit_code == 0, sent.err);
   BOOST_TEST(json_field(sent.out, "frames") == n);
-  BOOST_TEST(json_field(sent.out, "confirmed") == n, sent.out << sent.err << gw.daemon->log());
+  BOOST_TEST(json_field(sent.out, "confirmed") == n, sent.out << sent.err << t.gw.daemon->log());
   BOOST_TEST(json_field(sent.out, "unconfirmed") == 0, sent.out);
-  const auto code = recv.process->wait_exit(60s);
-  BOOST_TEST_REQUIRE(code.has_value(), "receiver did not finish: " << recv.process->log());
-  const auto log = recv.process->log();
-  BOOST_TEST(json_field(log, "frames") == n);
-  BOOST_TEST(json_field(log, "lost") == 0);
-  BOOST_TEST(json_field(log, "corrupt") == 0);
+  t.expect_delivered(n);
 }
