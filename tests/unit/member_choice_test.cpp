@@ -39,6 +39,9 @@ BOOST_AUTO_TEST_CASE(round_robin_takes_turns_and_passes_over_members_that_are_do
     ++got[pick(v, balance_policy::round_robin, t)];
   BOOST_TEST(got.count(1) == 0u);
   BOOST_TEST(got[0] + got[2] == 300);
+  // Its turns are shared by the others, not all given to its neighbour (200 : 100 before).
+  BOOST_TEST(got[0] == 150);
+  BOOST_TEST(got[2] == 150);
   // A live member without room is passed over while another has room.
   v[1].live = true;
   v[2].room = false;

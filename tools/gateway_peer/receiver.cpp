@@ -93,7 +93,7 @@ class receiver {
       std::uint64_t now = monotonic_ns();
       if (deadline != 0 && now >= deadline) break;
       maybe_stall(now);
-      hold_to_rate(now);
+      hold_to_rate();
       const int n = epoll_wait(epoll_, events, 64, 100);
       now = monotonic_ns();
       bool to_accept = false;
@@ -174,16 +174,20 @@ class receiver {
     delete &c;
   }
 
-  // --rate: past the frames the rate allows since the first one, wait (a 10 ms step at most,
-  // so the loop still sees a stop) instead of reading.
-  void hold_to_rate(std::uint64_t now) {
+  // --rate: past the frames the rate allows since the first one, wait until the rate allows
+  // more (in steps of 10 ms at most, so that a stop is still seen) instead of reading. One
+  // wake-up reads what the receive buffer holds, so the whole wait must come before the next.
+  void hold_to_rate() {
     if (o_.rate <= 0 || first_frame_ns_ == 0) return;
-    const double allowed = o_.rate * static_cast<double>(now - first_frame_ns_) / 1e9;
-    const double ahead = static_cast<double>(rate_frames_) - allowed;
-    if (ahead <= 0) return;
-    const double wait_ns = std::min(ahead / o_.rate * 1e9, 10e6);
-    const timespec ts{0, static_cast<long>(wait_ns)};
-    ::nanosleep(&ts, nullptr);
+    while (!stop_requested().load()) {
+      const auto now = monotonic_ns();
+      const double allowed = o_.rate * static_cast<double>(now - first_frame_ns_) / 1e9;
+      const double ahead = static_cast<double>(rate_frames_) - allowed;
+      if (ahead <= 0) return;
+      const double wait_ns = std::min(ahead / o_.rate * 1e9, 10e6);
+      const timespec ts{0, static_cast<long>(wait_ns)};
+      ::nanosleep(&ts, nullptr);
+    }
   }
 
   void maybe_stall(std::uint64_t now) {
