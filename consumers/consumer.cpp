@@ -98,15 +98,10 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       // limits first, so that a consumer that stalls does not stall the others fed by the same
       // suppliers (they would wait out its grace); only a full queue (or the gateway-wide
       // budget) pauses them, as nothing may be dropped before the grace is over.
-      const bool full = at_limit(queue_, limits_) || a.over_budget;
-      const bool backpressure = limits_.policy == overflow_policy::backpressure && full;
-      const bool gateway_behind =
-          !policy && (flow_ == flow::refusing ? full : above_high_water(queue_, limits_));
-      // A draining consumer takes what was routed to it but pauses nobody: new frames go by a
-      // table that no longer names it.
-      if (life_ == life::open && (backpressure || gateway_behind)) {
+      const pause_mark mark = pause_mark_locked(a.over_budget);
+      if (mark != pause_mark::none) {
         result.pause_supplier = true;
-        result.paused_by_consumer = backpressure && policy;
+        result.paused_by_consumer = mark == pause_mark::consumer_full && policy;
         paused_.add(listener);
       }
       if (writable(flow_) && !queue_.empty() && !writing_) {
@@ -146,6 +141,8 @@ void consumer::enter_locked(flow to) noexcept {
   if (to == flow::keeping_up && (from == flow::refusing || from == flow::congested))
     packer_.let_go();
   stats_.congested.store(policy_applies(to), std::memory_order_relaxed);
+  stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
+                             std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -301,6 +298,24 @@ void consumer::settle_policy(const admission& a, std::uint64_t slow_conn) {
 void consumer::publish_depth_locked() noexcept {
   stats_.queued_frames.store(queue_.size(), std::memory_order_relaxed);
   stats_.queued_bytes.store(queue_.bytes(), std::memory_order_relaxed);
+  stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
+                             std::memory_order_relaxed);
+}
+
+// Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the gateway's
+// own high-water mark, where the gateway, not the consumer, is behind. One whose socket refuses
+// bytes is in its grace (slow_after): its queue may fill to its own limits first, so that a
+// consumer that stalls does not stall the others fed by the same suppliers (they would wait out
+// its grace); only a full queue (or the gateway-wide budget) pauses them, as nothing may be
+// dropped before the grace is over. A draining consumer takes what was routed to it but pauses
+// nobody: new frames go by a table that no longer names it.
+consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcept {
+  if (life_ != life::open) return pause_mark::none;
+  const bool full = at_limit(queue_, limits_) || over_budget;
+  if (limits_.policy == overflow_policy::backpressure && full) return pause_mark::consumer_full;
+  if (policy_applies(flow_)) return pause_mark::none;
+  const bool behind = flow_ == flow::refusing ? full : above_high_water(queue_, limits_);
+  return behind ? pause_mark::gateway_behind : pause_mark::none;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -182,7 +182,12 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void redeliver_locked();
   void publish_unacked() noexcept;
   void fell_behind();
+  // Publishes the queue's depth and whether it is at its pause mark (for a group's choice).
   void publish_depth_locked() noexcept;
+  // Whether frames put now pause the suppliers, and why (`over_budget`: the gateway-wide budget
+  // refused the last put's bytes).
+  enum class pause_mark : std::uint8_t { none, consumer_full, gateway_behind };
+  pause_mark pause_mark_locked(bool over_budget) const noexcept;
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
   // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
   // queue, so that its limits are what a dashboard shows. Returns the connection the disconnect

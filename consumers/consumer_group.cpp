@@ -37,7 +37,7 @@ void consumer_group::read_members(std::vector<member_view>& views) const noexcep
     auto& v = views[i];
     v.live = !st.congested.load(std::memory_order_relaxed);
     v.depth = st.queued_frames.load(std::memory_order_relaxed);
-    v.room = v.depth < members_[i]->capacity();
+    v.room = !st.at_pause_mark.load(std::memory_order_relaxed);
     v.seed = seeds_[i];
   }
 }
@@ -67,8 +67,14 @@ consumer::put_result consumer_group::put(std::span<const frame_slice> frames,
     if (batch.empty()) continue;
     const auto r = members_[i]->put(batch, listener, drain_here);
     result.queued += r.queued;
-    result.pause_supplier = result.pause_supplier || r.pause_supplier;
-    result.paused_by_consumer = result.paused_by_consumer || r.paused_by_consumer;
+    // The group is behind only where a member with no room had to be given frames (none had
+    // room, or `address` keeps an address on it). One that reached its mark in this batch while
+    // others had room is passed over from the next batch on; the supplier it listed is resumed
+    // by whichever member drains first, and re-paused if the group is still full.
+    if (!s.views[i].room) {
+      result.pause_supplier = result.pause_supplier || r.pause_supplier;
+      result.paused_by_consumer = result.paused_by_consumer || r.paused_by_consumer;
+    }
     result.wrote = result.wrote || r.wrote;
     batch.clear();
   }

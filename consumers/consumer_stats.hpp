@@ -94,6 +94,9 @@ struct consumer_stats {
   std::atomic<bool> tls{false};  // dials with TLS: its connect failures include the tls_ reasons
   // Not connected, or behind for longer than slow_consumer_ms: its overflow policy applies.
   std::atomic<bool> congested{true};
+  // Frames put now would pause the suppliers (its queue is at the mark its flow pauses at): a
+  // group passes over such a member while another has room. Not a metric.
+  std::atomic<bool> at_pause_mark{false};
   std::array<std::atomic<std::uint64_t>, drop_reason_count> dropped{};
   std::array<std::atomic<std::uint64_t>, disconnect_reason_count> disconnects{};
   std::array<std::atomic<std::uint64_t>, connect_failure_count> connect_failures{};

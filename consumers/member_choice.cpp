@@ -35,12 +35,19 @@ std::size_t choose_member(std::span<const member_view> members, balance_policy p
   std::size_t best = n;
   switch (policy) {
     case balance_policy::round_robin: {
-      // The turn-th eligible member, counting round from member turn % n: the same as plain
-      // turns while all are eligible, and an ineligible one's turns go to the next.
+      // Member turn % n when it is eligible (plain turns while all are); an ineligible one's
+      // turns are spread over the eligible ones (the (turn % k)-th of k), not all given to its
+      // neighbour.
       const std::size_t start = static_cast<std::size_t>(turn % n);
-      for (std::size_t k = 0; k < n; ++k) {
-        const std::size_t i = start + k < n ? start + k : start + k - n;
-        if (i != skip && eligible(members[i], c)) return i;
+      if (start != skip && eligible(members[start], c)) return start;
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        k += i != skip && eligible(members[i], c);
+      if (k == 0) break;
+      std::size_t pick = static_cast<std::size_t>(turn % k);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (i == skip || !eligible(members[i], c)) continue;
+        if (pick-- == 0) return i;
       }
       break;
     }
