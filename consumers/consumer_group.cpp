@@ -1,21 +1,6 @@
 #include "consumers/consumer_group.hpp"
 
 namespace gatewayd::consumers {
-namespace {
-
-// Per routing thread: the views and the split of one batch by member. They grow to the
-// largest group and batch once, then allocate nothing.
-struct split_scratch {
-  std::vector<member_view> views;
-  std::vector<std::vector<frame_slice>> by_member;
-};
-
-split_scratch& scratch() {
-  thread_local split_scratch s;
-  return s;
-}
-
-}  // namespace
 
 consumer_group::consumer_group(std::string name, balance_policy balance,
                                std::vector<std::shared_ptr<consumer>> members)
@@ -44,11 +29,10 @@ void consumer_group::read_members(std::vector<member_view>& views) const noexcep
 
 consumer::put_result consumer_group::put(std::span<const frame_slice> frames,
                                          const std::shared_ptr<flow_control_listener>& listener,
-                                         bool drain_here) {
+                                         group_scratch& s, bool drain_here) {
   consumer::put_result result;
   if (frames.empty() || members_.empty()) return result;
   if (members_.size() == 1) return members_[0]->put(frames, listener, drain_here);
-  split_scratch& s = scratch();
   read_members(s.views);
   if (s.by_member.size() < members_.size()) s.by_member.resize(members_.size());
   const candidates c = pick_candidates(s.views, balance_);

@@ -14,6 +14,14 @@
 
 namespace gatewayd::consumers {
 
+// What a group's put() splits a batch in: owned by the caller that routes (one per routing
+// thread), reused for every group it puts to. It grows to the largest group and batch once,
+// then allocates nothing.
+struct group_scratch {
+  std::vector<member_view> views;
+  std::vector<std::vector<frame_slice>> by_member;
+};
+
 // Immutable but for its counters: a reload builds a new group over the members it keeps (each
 // member is a whole consumer with its own queue, link and strand, so a slow member never holds
 // up another) and the members then hand over to the new one. Routing threads call put(); the
@@ -29,10 +37,10 @@ class consumer_group : public std::enable_shared_from_this<consumer_group> {
   void adopt();
 
   // The router's entry, as consumer::put: each frame to one member, one put() per member
-  // given frames. Allocates nothing in the steady state (the split is per-thread scratch).
+  // given frames. Allocates nothing in the steady state (the split is in `scratch`).
   consumer::put_result put(std::span<const frame_slice> frames,
                            const std::shared_ptr<flow_control_listener>& listener,
-                           bool drain_here = true);
+                           group_scratch& scratch, bool drain_here = true);
 
   // From `from`'s strand: whether another member is up to take its frames.
   bool live_other(const consumer* from) const noexcept;

@@ -124,7 +124,7 @@ frame_router::flush_result frame_router::flush(
   bool wrote = false;
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
-    const auto put = snapshot_->put(i, batch, listener, write_here);
+    const auto put = snapshot_->put(i, batch, listener, group_scratch_, write_here);
     r.pause = r.pause || put.pause_supplier;
     r.paused_by_consumer = r.paused_by_consumer || put.paused_by_consumer;
     wrote = wrote || put.wrote;

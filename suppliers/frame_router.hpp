@@ -85,6 +85,7 @@ class frame_router {
   routing::lookup_scratch scratch_;
   routing::route_cache cache_;
   std::vector<std::vector<protocol::frame_slice>> batches_;  // by consumer index
+  consumers::group_scratch group_scratch_;  // where a group splits its batch by member
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
   std::uint32_t pending_refs_ = 0;

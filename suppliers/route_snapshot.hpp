@@ -24,8 +24,8 @@ struct route_target {
 
   consumers::consumer::put_result put(std::span<const protocol::frame_slice> frames,
                                       const std::shared_ptr<consumers::flow_control_listener>& l,
-                                      bool drain_here) const {
-    return group ? group->put(frames, l, drain_here) : single->put(frames, l, drain_here);
+                                      consumers::group_scratch& scratch, bool drain_here) const {
+    return group ? group->put(frames, l, scratch, drain_here) : single->put(frames, l, drain_here);
   }
 };
 
@@ -42,8 +42,8 @@ struct route_snapshot {
   consumers::consumer::put_result put(std::size_t index,
                                       std::span<const protocol::frame_slice> frames,
                                       const std::shared_ptr<consumers::flow_control_listener>& l,
-                                      bool drain_here) const {
-    if (index < targets.size()) return targets[index].put(frames, l, drain_here);
+                                      consumers::group_scratch& scratch, bool drain_here) const {
+    if (index < targets.size()) return targets[index].put(frames, l, scratch, drain_here);
     return consumers[index]->put(frames, l, drain_here);
   }
   // Who may publish what, from the same routes.toml: swapped with the table, never apart.
