@@ -104,8 +104,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         result.paused_by_consumer = mark == pause_mark::consumer_full && policy;
         paused_.add(listener);
       }
-      if (writable(flow_) && !queue_.empty() && !writing_) {
-        writing_ = true;
+      if (writable(flow_) && !queue_.empty() && writer_ == writer::idle) {
+        enter_writer_locked(writer::writing);
         start_drain = true;
       }
       publish_depth_locked();
@@ -145,6 +145,30 @@ void consumer::enter_locked(flow to) noexcept {
                              std::memory_order_relaxed);
 }
 
+void consumer::enter_writer_locked(writer to) noexcept {
+  const writer from = writer_;
+  if (from == to) return;
+  // The table in consumer.hpp; anything else is a bug.
+  [[maybe_unused]] const bool allowed =
+      (from == writer::idle && to == writer::writing) ||
+      (from == writer::writing &&
+       (to == writer::idle || to == writer::parked || to == writer::discarding)) ||
+      (from == writer::parked && (to == writer::writing || to == writer::idle)) ||
+      (from == writer::discarding && (to == writer::writing || to == writer::idle));
+  assert(allowed);
+  writer_ = to;
+}
+
+bool consumer::resume_parked_writer() {
+  {
+    std::lock_guard lock(mutex_);
+    if (writer_ != writer::parked || unacked_.bytes() >= max_unacked_bytes_) return false;
+    enter_writer_locked(writer::writing);
+  }
+  drain_.start(true);
+  return true;
+}
+
 // ---------------------------------------------------------------------------------------------
 // For the drain
 
@@ -172,7 +196,7 @@ bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& 
   if (writable(flow_) && acks_) redeliver_locked();
   if (writable(flow_) && !queue_.empty()) {
     if (acks_ && unacked_.bytes() >= max_unacked_bytes_) {
-      awaiting_acks_ = true;
+      enter_writer_locked(writer::parked);
       parked = true;
       return false;
     }
@@ -187,8 +211,7 @@ bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& 
     left_refusing = flow_ == flow::refusing;
     enter_locked(flow::keeping_up);
   }
-  writing_ = false;
-  discard_in_flight_ = false;
+  enter_writer_locked(writer::idle);
   return false;
 }
 
@@ -249,7 +272,7 @@ void consumer::batch_failed(write_batch& batch) {
   {
     std::lock_guard lock(mutex_);
     if (!batch.empty()) {
-      if (discard_in_flight_) {
+      if (writer_ == writer::discarding) {
         discarded = batch.discard(protocol::reject_reason::dropped);
       } else {
         batch.return_to(queue_);  // sent whole on the next connection
@@ -257,7 +280,7 @@ void consumer::batch_failed(write_batch& batch) {
         if (policy_applies(flow_)) slow_conn = hold_to_limits_locked(trimmed, released);
       }
     }
-    discard_in_flight_ = false;
+    if (writer_ == writer::discarding) enter_writer_locked(writer::writing);
     publish_depth_locked();
   }
   settle_policy(trimmed, slow_conn);
@@ -280,7 +303,7 @@ std::uint64_t consumer::give_up_link_locked() noexcept {
   // No write may start on the doomed connection from here on; the strand drops it, and a
   // batch being written is discarded when it comes back.
   enter_locked(flow::disconnected);
-  if (writing_) discard_in_flight_ = true;
+  if (writer_ == writer::writing) enter_writer_locked(writer::discarding);
   return conn_;
 }
 
@@ -331,8 +354,8 @@ void consumer::on_link_up(std::uint64_t conn) {
     // itself when it returns. What waited meanwhile (frames not acknowledged on the last
     // connection too) keeps the consumer congested until it is written out.
     const bool waiting = !queue_.empty() || !unacked_.empty();
-    if (!writing_ && waiting) {
-      writing_ = true;
+    if (writer_ == writer::idle && waiting) {
+      enter_writer_locked(writer::writing);
       start = true;
     }
     enter_locked(waiting ? flow::congested : flow::keeping_up);
@@ -350,11 +373,7 @@ void consumer::on_link_down() {
     std::lock_guard lock(mutex_);
     enter_locked(flow::disconnected);
     // A writer waiting for acks has no write out: the role goes, the next connection takes it.
-    if (awaiting_acks_) {
-      awaiting_acks_ = false;
-      writing_ = false;
-      discard_in_flight_ = false;
-    }
+    if (writer_ == writer::parked) enter_writer_locked(writer::idle);
     // Its policy applies to what it holds from now on (the link is down already: a disconnect
     // only discards). Not once its drain has ended: what is left then is counted as the
     // close's reason.
@@ -392,15 +411,7 @@ void consumer::reconfigure(const consumer_spec& spec) {
   asio::post(strand_, [self = shared_from_this(), moved, at = spec.address, tls = spec.tls] {
     if (moved) self->link_.move_to(at, tls);
     self->resume_if_below_low_water();
-    bool resume = false;
-    {
-      std::lock_guard lock(self->mutex_);
-      if (self->awaiting_acks_ && self->unacked_.bytes() < self->max_unacked_bytes_) {
-        self->awaiting_acks_ = false;
-        resume = true;
-      }
-    }
-    if (resume) self->drain_.start(true);
+    self->resume_parked_writer();
   });
 }
 

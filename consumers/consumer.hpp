@@ -149,6 +149,22 @@ class consumer : public std::enable_shared_from_this<consumer>,
   }
   void enter_locked(flow to) noexcept;
 
+  // The writer role: at most one strand writer takes batches for the socket. Under mutex_;
+  // enter_writer_locked() holds the table of transitions:
+  //   idle       -> writing (frames wait on a writable link: put, link up, handover)
+  //   writing    -> idle (nothing left to write, or the link is not writable) |
+  //                 parked (an `ack` consumer holds max_unacked_bytes: the role stays taken
+  //                 until an ack or a reload makes room) |
+  //                 discarding (the disconnect policy fired while a write was out)
+  //   parked     -> writing (resume_parked_writer) | idle (the link went down)
+  //   discarding -> writing (the write came back failed: its batch was discarded) |
+  //                 idle (it came back whole, and nothing is left to write)
+  enum class writer : std::uint8_t { idle, writing, parked, discarding };
+  void enter_writer_locked(writer to) noexcept;
+  // An ack or a reload made room under max_unacked_bytes: a parked writer goes on. Strand;
+  // false when there was none to resume.
+  bool resume_parked_writer();
+
   // link_events (strand).
   void on_link_up(std::uint64_t conn) override;
   void on_link_down() override;
@@ -240,19 +256,15 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // The TLS settings the link dials with (absent: plaintext).
   std::optional<consumer_tls> tls_;
   flow flow_ = flow::disconnected;
-  bool writing_ = false;  // the writer role is taken
+  writer writer_ = writer::idle;
   // Where its end is, under mutex_: open ─▶ draining (drain_and_close() was called: frames
   // routed to it by the table that still named it are taken, they are its own, but nobody is
   // paused) ─▶ closed (the drain ended: frames are refused, counted as its ending_ says).
   enum class life : std::uint8_t { open, draining, closed };
   life life_ = life::open;
   drop_reason ending_ = drop_reason::removed;  // why it drains: removed, or shutdown (a stop)
-  bool discard_in_flight_ = false;             // the disconnect policy fired during a write
-  // An `ack` consumer's limit (reloadable), and whether its writer waits for an ack to make room
-  // under it (the writer role stays taken meanwhile).
-  std::uint64_t max_unacked_bytes_;
-  bool awaiting_acks_ = false;
-  std::uint64_t conn_ = 0;  // the connection writes go to
+  std::uint64_t max_unacked_bytes_;            // an `ack` consumer's limit (reloadable)
+  std::uint64_t conn_ = 0;                     // the connection writes go to
   paused_suppliers paused_;
   // The group it hands over to when it fails (none: not a member).
   std::weak_ptr<consumer_group> group_;

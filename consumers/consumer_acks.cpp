@@ -25,19 +25,7 @@ ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
     unacked_.pop_front(covered);
     publish_unacked();
   }
-  bool resume = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (awaiting_acks_ && unacked_.bytes() < max_unacked_bytes_) {
-      awaiting_acks_ = false;
-      resume = true;  // the writer role is still taken
-    }
-  }
-  if (resume) {
-    drain_.start(true);
-  } else {
-    check_drain();
-  }
+  if (!resume_parked_writer()) check_drain();
   return ack_error::none;
 }
 

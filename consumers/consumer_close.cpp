@@ -60,7 +60,7 @@ void consumer::check_drain() {
   bool finishing = false;
   {
     std::lock_guard lock(mutex_);
-    idle = !writing_;
+    idle = writer_ == writer::idle;
     // An `ack` consumer's frames are its own once acknowledged.
     empty = queue_.empty() && unacked_.empty();
     finishing = life_ == life::closed;

@@ -31,8 +31,8 @@ void consumer::take_over(std::span<const frame_slice> frames) {
     queue_.push_front_batch(frames);
     if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
     publish_depth_locked();
-    if (writable(flow_) && !writing_ && life_ != life::closed) {
-      writing_ = true;
+    if (writable(flow_) && writer_ == writer::idle && life_ != life::closed) {
+      enter_writer_locked(writer::writing);
       start = true;
     }
     down = !writable(flow_);
