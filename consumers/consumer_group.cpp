@@ -20,7 +20,8 @@ void consumer_group::read_members(std::vector<member_view>& views) const noexcep
   for (std::size_t i = 0; i < members_.size(); ++i) {
     const auto& st = members_[i]->stats();
     auto& v = views[i];
-    v.live = !st.congested.load(std::memory_order_relaxed);
+    v.connected = st.connected.load(std::memory_order_relaxed);
+    v.live = v.connected && !st.congested.load(std::memory_order_relaxed);
     v.depth = st.queued_frames.load(std::memory_order_relaxed);
     v.room = !st.at_pause_mark.load(std::memory_order_relaxed);
     v.seed = seeds_[i];
@@ -65,9 +66,10 @@ consumer::put_result consumer_group::put(std::span<const frame_slice> frames,
   return result;
 }
 
-bool consumer_group::live_other(const consumer* from) const noexcept {
+bool consumer_group::other_up(const consumer* from, bool keeping_up) const noexcept {
   for (const auto& m : members_) {
-    if (m.get() != from && !m->stats().congested.load(std::memory_order_relaxed)) return true;
+    if (m.get() == from || !m->stats().connected.load(std::memory_order_relaxed)) continue;
+    if (!keeping_up || !m->stats().congested.load(std::memory_order_relaxed)) return true;
   }
   return false;
 }
@@ -83,6 +85,7 @@ void consumer_group::hand_over(const consumer* from, std::span<const frame_slice
     if (members_[i].get() == from) {
       skip = i;
       views[i].live = false;
+      views[i].connected = false;
     }
   }
   const candidates c = pick_candidates(views, balance_);

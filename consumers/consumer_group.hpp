@@ -42,8 +42,10 @@ class consumer_group : public std::enable_shared_from_this<consumer_group> {
                            const std::shared_ptr<flow_control_listener>& listener,
                            group_scratch& scratch, bool drain_here = true);
 
-  // From `from`'s strand: whether another member is up to take its frames.
-  bool live_other(const consumer* from) const noexcept;
+  // From `from`'s strand: whether another member is up (connected) to take its frames, or with
+  // `keeping_up`, up and not congested (a member that fell behind hands its queue only to one
+  // that keeps up; one that failed or left, to any that is up).
+  bool other_up(const consumer* from, bool keeping_up) const noexcept;
   // From `from`'s strand: its frames, oldest first, with the reference each owns, go to the
   // other members by the group's balance, in front of their queues (first, in their order).
   void hand_over(const consumer* from, std::span<const frame_slice> frames);

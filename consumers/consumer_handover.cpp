@@ -56,7 +56,7 @@ void consumer::hand_over_if_other_up() {
     std::lock_guard lock(mutex_);
     group = group_.lock();
   }
-  if (group && group->live_other(this)) hand_over_if_down();
+  if (group && group->other_up(this, false)) hand_over_if_down();
 }
 
 void consumer::hand_over_held(handover_cause cause) {
@@ -66,7 +66,7 @@ void consumer::hand_over_held(handover_cause cause) {
     if (!grouped_) return;
     group = group_.lock();
   }
-  if (!group || !group->live_other(this)) return;
+  if (!group || !group->other_up(this, cause == handover_cause::slow)) return;
   // Rare (a member's failure): allocating here is fine.
   std::vector<frame_slice> frames;
   {

@@ -7,11 +7,13 @@ namespace gatewayd::consumers {
 
 candidates pick_candidates(std::span<const member_view> members, balance_policy policy) noexcept {
   bool live = false;
+  bool connected = false;
   for (const auto& m : members) {
     if (m.live && (m.room || policy == balance_policy::address)) return candidates::live_with_room;
     live = live || m.live;
+    connected = connected || m.connected;
   }
-  return live ? candidates::live : candidates::all;
+  return live ? candidates::live : connected ? candidates::connected : candidates::all;
 }
 
 bool eligible(const member_view& m, candidates c) noexcept {
@@ -20,6 +22,8 @@ bool eligible(const member_view& m, candidates c) noexcept {
       return m.live && m.room;
     case candidates::live:
       return m.live;
+    case candidates::connected:
+      return m.connected;
     case candidates::all:
       return true;
   }

@@ -26,16 +26,18 @@ inline std::string_view to_string(balance_policy p) noexcept {
 
 // One member as the choice sees it, read once per put batch from relaxed atomics.
 struct member_view {
+  bool connected = false;   // its link is up
   bool live = false;        // connected and keeping up (not congested)
   bool room = false;        // frames put now would not pause the suppliers (below its pause mark)
   std::uint64_t depth = 0;  // frames queued, plus what this batch already gave it
   std::uint64_t seed = 0;   // hash of its endpoint: its rendezvous identity
 };
 
-// Which members a frame may go to: the live ones with room, else the live ones, else all (no
-// member up: the group holds frames on them under their own limits and policy). `address`
-// never skips a live member for want of room, so that an address stays on its member.
-enum class candidates : std::uint8_t { live_with_room, live, all };
+// Which members a frame may go to: the live ones with room, else the live ones, else the
+// connected ones (all behind: each holds frames under its limits and policy, and writes them
+// as it can), else all (no member up: they hold frames until one comes up and takes them).
+// `address` never skips a live member for want of room, so that an address stays on its member.
+enum class candidates : std::uint8_t { live_with_room, live, connected, all };
 candidates pick_candidates(std::span<const member_view> members, balance_policy policy) noexcept;
 bool eligible(const member_view& m, candidates c) noexcept;
 

@@ -72,6 +72,19 @@ std::string frames(const std::string& address, std::uint64_t from, std::uint64_t
   return out;
 }
 
+// Large frames whose sequence `recv --print` still shows (it previews 64 bytes): the
+// sequence right after the header, then padding.
+std::string padded_frames(const std::string& address, std::uint64_t from, std::uint64_t to,
+                          std::size_t size) {
+  std::string out;
+  for (std::uint64_t i = from; i < to; ++i) {
+    std::string p = payload(i);
+    p.resize(std::max(size, p.size()), '.');
+    protocol::append_frame(out, address, p);
+  }
+  return out;
+}
+
 std::string member_series(const std::string& metric, const std::string& group,
                           const std::string& member) {
   return metric + "{consumer=\"" + group + "\",member=\"" + member + "\"}";
@@ -361,6 +374,72 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_
   BOOST_TEST(scrape_metric(gw.metrics_port,
                            member_series("gatewayd_consumer_handovers_total", "billing", at)) >= 1);
   BOOST_TEST(b.corruptions() + c.corruptions() == 0u);
+}
+
+// (4, every member behind) The same kill while every member is congested (the supply is more
+// than they read, `slow_consumer_ms` short): the killed member's queue and unacknowledged
+// frames go to the members that are still connected, congested or not, and what comes after
+// goes only to them. Before, a handover needed a member that kept up, so nothing moved: the
+// dead member held its frames (and was given new ones) until it came back.
+BOOST_AUTO_TEST_CASE(a_member_killed_while_all_are_behind_hands_over_to_the_connected_ones) {
+  temp_dir peers;
+  const unsigned short port = free_port();
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  auto killed = std::make_unique<daemon_process>(
+      peer_binary(),
+      std::vector<std::string>{"recv", "--listen", at, "--ack", "--print", "--stall-after", "0.2",
+                               "--one-consumer"},
+      peers.path() / "killed.log");
+  BOOST_TEST_REQUIRE(killed->wait_for_log("listening on", 10s).has_value(), killed->log());
+  peer_receiver b(peers, "b", {"--ack", "--print", "--rate", "1000"});
+  peer_receiver c(peers, "c", {"--ack", "--print", "--rate", "1000"});
+  const std::vector<std::string> members{at, b.endpoint(), c.endpoint()};
+  gateway_fixture gw(
+      group_toml("billing", members,
+                 "ack = true\noverflow = \"backpressure\"\nqueue_capacity = 100000") +
+          route_toml("t.>", {"billing"}),
+      "slow_consumer_ms = 50\nconsumer_timeout_ms = 2000");
+  BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
+  constexpr std::uint64_t total = 6600, before = 6000;
+  test_supplier s(gw.supplier_port);
+  s.send(padded_frames("t.a", 0, before, 16384));
+  BOOST_TEST_REQUIRE(killed->wait_for_log("stalled", 20s).has_value(), killed->log());
+  const auto series = [&](const std::string& metric, const std::string& member) {
+    return scrape_metric(gw.metrics_port, member_series(metric, "billing", member));
+  };
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        for (const auto& m : members)
+          if (series("gatewayd_consumer_congested", m) != 1) return false;
+        return series("gatewayd_consumer_unacked_frames", at) > 0;
+      },
+      10s));
+  killed->signal(SIGKILL);
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_TEST_REQUIRE(killed->wait_exit(10s).has_value());
+  s.send(padded_frames("t.a", before, total, 16384));
+  // The dead member holds nothing within consumer_timeout_ms + 1 s of its death.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        return series("gatewayd_consumer_connected", at) == 0 &&
+               series("gatewayd_consumer_queue_depth", at) == 0 &&
+               series("gatewayd_consumer_unacked_frames", at) == 0;
+      },
+      std::chrono::milliseconds(2000 + 1000) * peer_slowdown));
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_TEST(series("gatewayd_consumer_handovers_total", at) >= 1);
+  // And every frame reaches a member: what the survivors printed, with what the dead one had.
+  const auto seen = [&] {
+    std::set<std::uint64_t> u;
+    for (const auto* log : {&killed, &b.process, &c.process})
+      for (const auto seq : printed((*log)->log()))
+        u.insert(seq);
+    return u;
+  };
+  BOOST_TEST_REQUIRE(eventually([&] { return seen().size() >= total; }, 20s), seen().size());
+  BOOST_TEST_MESSAGE("the dead member held nothing "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms after the kill");
 }
 
 // (4, confirms) A confirm-mode supplier into an `ack = true` group whose member is SIGKILLed

@@ -17,7 +17,11 @@ namespace {
 std::vector<member_view> members(std::size_t n) {
   std::vector<member_view> v(n);
   for (std::size_t i = 0; i < n; ++i)
-    v[i] = {true, true, 0, member_seed("127.0.0.1:" + std::to_string(7500 + i))};
+    v[i] = {.connected = true,
+            .live = true,
+            .room = true,
+            .depth = 0,
+            .seed = member_seed("127.0.0.1:" + std::to_string(7500 + i))};
   return v;
 }
 
@@ -49,10 +53,28 @@ BOOST_AUTO_TEST_CASE(round_robin_takes_turns_and_passes_over_members_that_are_do
     BOOST_TEST(pick(v, balance_policy::round_robin, t) != 2u);
 }
 
-BOOST_AUTO_TEST_CASE(nobody_live_means_every_member_holds_in_turn) {
+BOOST_AUTO_TEST_CASE(every_member_behind_means_the_connected_ones_take_the_frames) {
   auto v = members(3);
   for (auto& m : v)
     m.live = false;
+  v[1].connected = false;  // down: it holds nothing new while others are up, if behind
+  BOOST_TEST((pick_candidates(v, balance_policy::round_robin) == candidates::connected));
+  std::map<std::size_t, int> got;
+  for (std::uint64_t t = 0; t < 300; ++t)
+    ++got[pick(v, balance_policy::round_robin, t)];
+  BOOST_TEST(got.count(1) == 0u);
+  BOOST_TEST(got[0] == 150);
+  BOOST_TEST(got[2] == 150);
+  for (int k = 0; k < 100; ++k)
+    BOOST_TEST(pick(v, balance_policy::address, 0, "k." + std::to_string(k)) != 1u);
+}
+
+BOOST_AUTO_TEST_CASE(nobody_up_means_every_member_holds_in_turn) {
+  auto v = members(3);
+  for (auto& m : v) {
+    m.live = false;
+    m.connected = false;
+  }
   BOOST_TEST((pick_candidates(v, balance_policy::round_robin) == candidates::all));
   for (std::uint64_t t = 0; t < 6; ++t)
     BOOST_TEST(pick(v, balance_policy::round_robin, t) == t % 3);
