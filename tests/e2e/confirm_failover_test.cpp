@@ -7,13 +7,17 @@
 #define BOOST_TEST_MODULE confirm_failover
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "tests/support/consumer_groups.hpp"
+#include "tests/support/forked_consumer.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/haproxy.hpp"
 #include "tests/support/http_get.hpp"
@@ -33,9 +37,9 @@ std::size_t suppliers_on(const gateway_fixture& n) {
   return json::parse(r.body)["suppliers"]["connections"].size();
 }
 
-// Two nodes behind the real HAProxy, each dialling its own sink as consumer `audit` for
-// `orders.>` (the two sinks together are what the consumer received), and a confirm-mode
-// `gateway-peer send --reconnect` through the balancer.
+// Two nodes behind the real HAProxy, each with a consumer `audit` for `orders.>`, and a
+// confirm-mode `gateway-peer send --reconnect` through the balancer. By default each node
+// dials its own sink as `audit` (the two sinks together are what the consumer received).
 struct two_nodes {
   test_consumer sink1, sink2;
   std::vector<std::unique_ptr<gateway_fixture>> nodes;
@@ -44,18 +48,27 @@ struct two_nodes {
   std::unique_ptr<daemon_process> haproxy;
 
   // `ack`: the sinks acknowledge what they take (the consumer has `ack = true`).
-  two_nodes(const std::string& consumer_extra, const std::string& node_extra, bool ack = false) {
+  two_nodes(const std::string& consumer_extra, const std::string& node_extra, bool ack = false)
+      : two_nodes(
+            node_extra,
+            [&](std::size_t i) {
+              return consumer_toml("audit", (i == 0 ? sink1 : sink2).endpoint(), consumer_extra);
+            },
+            [](const gateway_fixture& n) { return n.consumers_connected({"audit"}); }, ack) {}
+
+  // Node i's [consumers.audit] table is `consumer(i)`; `connected(node)` waits until the node
+  // has dialled all of it.
+  two_nodes(const std::string& node_extra, const std::function<std::string(std::size_t)>& consumer,
+            const std::function<bool(const gateway_fixture&)>& connected, bool ack = false) {
     sink1.acknowledge(ack);
     sink2.acknowledge(ack);
     const std::string node =
         "proxy_protocol = true\nproxy_from = [\"127.0.0.1/32\"]\n" + node_extra;
-    for (const test_consumer* sink : {&sink1, &sink2}) {
-      nodes.push_back(std::make_unique<gateway_fixture>(
-          consumer_toml("audit", sink->endpoint(), consumer_extra) +
-              route_toml("orders.>", {"audit"}),
-          node));
+    for (std::size_t i = 0; i < 2; ++i) {
+      nodes.push_back(
+          std::make_unique<gateway_fixture>(consumer(i) + route_toml("orders.>", {"audit"}), node));
       nodes.back()->keep_ports();
-      BOOST_TEST_REQUIRE(nodes.back()->consumers_connected({"audit"}));
+      BOOST_TEST_REQUIRE(connected(*nodes.back()));
     }
     const auto cfg = dir.write("haproxy.cfg", haproxy_config(front, stats, *nodes[0], *nodes[1]));
     haproxy = std::make_unique<daemon_process>(haproxy_binary,
@@ -213,4 +226,112 @@ BOOST_AUTO_TEST_CASE(a_graceful_stop_rejects_nothing_and_loses_nothing) {
   BOOST_TEST(eventually(tally, 20s));
   BOOST_TEST(seen.size() == frames);  // lost: 0
   BOOST_TEST(sink1.corruptions() + sink2.corruptions() == 0u);
+}
+
+// Issue 32, test 4 behind the balancer: both nodes have `audit` as an `ack = true` group over
+// the same three members, a confirm-mode supplier streams through HAProxy, and the member that
+// stopped reading (and acknowledging) with frames written to it is SIGKILLed mid-stream. The
+// node carrying the stream hands what that member held, unacknowledged frames included, to the
+// other two, within consumer_timeout_ms + 1 s; each CONFIRM frame stays owed until one of them
+// acknowledges it: every frame confirmed, none rejected, none lost.
+BOOST_AUTO_TEST_CASE(a_killed_ack_group_member_loses_no_confirmed_frame) {
+  BOOST_TEST_REQUIRE(std::filesystem::exists(haproxy_binary), "install Debian's haproxy");
+  constexpr std::size_t frames = 6000, window = 1000;
+  constexpr int consumer_timeout_ms = 2000;
+  // It reads (and acknowledges) 300 frames, then hangs; the other two acknowledge all.
+  forked_ack_member killed(300), b, c;
+  const std::vector<std::string> members{killed.endpoint(), b.endpoint(), c.endpoint()};
+  two_nodes t(
+      "slow_consumer_ms = 60000\nconsumer_timeout_ms = " + std::to_string(consumer_timeout_ms),
+      [&](std::size_t) {
+        return group_toml("audit", members, "ack = true\nqueue_capacity = 100000");
+      },
+      [&](const gateway_fixture& n) { return members_connected(n, "audit", members); });
+  daemon_process sender = t.send(3000, frames, window);
+  BOOST_TEST_REQUIRE(eventually([&] { return killed.stalled(); }, 20s), sender.log());
+  const auto carrier = t.carrier(1);
+  BOOST_TEST_REQUIRE(carrier.has_value());
+  const auto& n = *t.nodes[*carrier];
+  const auto series = [&](const std::string& metric) {
+    return scrape_metric(n.metrics_port, member_series(metric, "audit", killed.endpoint()));
+  };
+  // Written to it since it hung, never to be acknowledged: a good part of the window.
+  BOOST_TEST_REQUIRE(
+      eventually([&] { return series("gatewayd_consumer_unacked_frames") >= 100; }, 10s));
+  const double held = series("gatewayd_consumer_unacked_frames");
+  BOOST_TEST_MESSAGE("the member killed holds "
+                     << held << " unacknowledged, " << series("gatewayd_consumer_queue_depth")
+                     << " queued; it read " << killed.sequences().size());
+  const auto max_of = [](const std::vector<std::uint64_t>& seqs) {
+    return seqs.empty() ? 0 : *std::max_element(seqs.begin(), seqs.end());
+  };
+  killed.kill();
+  const auto t0 = std::chrono::steady_clock::now();
+  // Every frame up to the newest the others had got when it died was routed before the kill.
+  const std::uint64_t routed = std::max(max_of(b.sequences()), max_of(c.sequences()));
+  std::set<std::uint64_t> seen;
+  std::size_t total = 0;
+  const auto tally = [&] {
+    seen.clear();
+    total = 0;
+    for (const forked_ack_member* m : {&killed, &b, &c}) {
+      for (const auto seq : m->sequences()) {
+        seen.insert(seq);
+        ++total;
+      }
+    }
+  };
+  const auto up_to_routed = [&] {
+    tally();
+    return std::distance(seen.begin(), seen.upper_bound(routed)) ==
+           static_cast<std::ptrdiff_t>(routed + 1);
+  };
+  const auto bound = std::chrono::milliseconds(consumer_timeout_ms + 1000) * peer_slowdown;
+  const bool handed_over = eventually(up_to_routed, bound + 2s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  up_to_routed();
+  BOOST_TEST_MESSAGE(
+      "frames 0.." << routed << " (routed before the kill): "
+                   << std::distance(seen.begin(), seen.upper_bound(routed)) << " delivered "
+                   << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                   << " ms after the kill");
+  BOOST_TEST(handed_over);
+  BOOST_TEST(took <= bound);
+
+  BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
+  const auto report = json::parse(sender.log());
+  BOOST_TEST_MESSAGE("gateway-peer send: " << report.dump());
+  BOOST_TEST(report["frames"] == frames);
+  BOOST_TEST(report["confirmed"] == frames);
+  BOOST_TEST(report["rejected"] == 0);
+  BOOST_TEST(report["unconfirmed"] == 0);
+
+  // Each confirmed frame reached a member: the killed one before it hung, or one of the others.
+  BOOST_TEST_REQUIRE(eventually(
+      [&] {
+        tally();
+        return seen.size() >= frames;
+      },
+      10s));
+  BOOST_TEST(seen.size() == frames);  // lost: 0
+  BOOST_TEST(*seen.rbegin() == frames - 1);
+  // A duplicate is a frame the killed member read whose acknowledgement the node had not
+  // seen (or a supplier's resend): never more than it read.
+  const std::size_t duplicates = total - seen.size();
+  const std::size_t read_by_killed = killed.sequences().size();
+  BOOST_TEST_MESSAGE("delivered " << total << " for " << frames << " sent: " << duplicates
+                                  << " duplicates; the killed member read " << read_by_killed);
+  BOOST_TEST(duplicates <= read_by_killed + report["resent"].get<std::size_t>());
+  BOOST_TEST(scrape_metric(n.metrics_port, member_series("gatewayd_consumer_handovers_total",
+                                                         "audit", killed.endpoint())) >= 1);
+  // What it held went to the others: its unacknowledged frames at least.
+  const double given = scrape_metric(
+      n.metrics_port, "gatewayd_consumer_handover_frames_total{consumer=\"audit\",member=\"" +
+                          killed.endpoint() + "\",direction=\"given\"}");
+  BOOST_TEST_MESSAGE("handed over " << given);
+  BOOST_TEST(given >= held);
+  for (const forked_ack_member* m : {&killed, &b, &c}) {
+    BOOST_TEST(m->corruptions() == 0u);
+    BOOST_TEST(!m->overflowed());
+  }
 }

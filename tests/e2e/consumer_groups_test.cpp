@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "protocol/frame_codec.hpp"
+#include "tests/support/consumer_groups.hpp"
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/peer_tool.hpp"
@@ -27,18 +28,6 @@ using namespace gatewayd::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-std::string quoted_list(const std::vector<std::string>& items) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < items.size(); ++i)
-    out += (i ? ", \"" : "\"") + items[i] + "\"";
-  return out + "]";
-}
-
-std::string group_toml(const std::string& name, const std::vector<std::string>& endpoints,
-                       const std::string& extra = "") {
-  return "[consumers." + name + "]\nendpoints = " + quoted_list(endpoints) + "\n" + extra + "\n";
-}
 
 // A payload that names its sequence, readable both from a test_consumer and `recv --print`.
 std::string payload(std::uint64_t seq, std::size_t size = traffic::header_size) {
@@ -83,25 +72,6 @@ std::string padded_frames(const std::string& address, std::uint64_t from, std::u
     protocol::append_frame(out, address, p);
   }
   return out;
-}
-
-std::string member_series(const std::string& metric, const std::string& group,
-                          const std::string& member) {
-  return metric + "{consumer=\"" + group + "\",member=\"" + member + "\"}";
-}
-
-bool members_connected(const gateway_fixture& gw, const std::string& group,
-                       const std::vector<std::string>& members, double want = 1,
-                       std::chrono::milliseconds timeout = 10s) {
-  return eventually(
-      [&] {
-        for (const auto& m : members)
-          if (scrape_metric(gw.metrics_port,
-                            member_series("gatewayd_consumer_connected", group, m)) != want)
-            return false;
-        return true;
-      },
-      timeout);
 }
 
 void replace_file(const std::filesystem::path& file, const std::string& content) {
