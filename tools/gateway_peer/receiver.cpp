@@ -192,10 +192,15 @@ class receiver {
   }
 
   // --rate: past the frames the rate allows since the first one, wait (a 10 ms step at most,
-  // so the loop still sees a stop) instead of reading.
+  // so the loop still sees a stop) instead of reading. Time it did not read (nothing came, or
+  // this process did not run) counts for 0.1 s at most: a replica held to N frames/s does not
+  // read a backlog faster afterwards to make up for a pause.
   void hold_to_rate(std::uint64_t now) {
     if (o_.rate <= 0 || first_frame_ns_ == 0) return;
     const double allowed = o_.rate * static_cast<double>(now - first_frame_ns_) / 1e9;
+    const double burst = o_.rate * 0.1;
+    if (static_cast<double>(rate_frames_) < allowed - burst)
+      rate_frames_ = static_cast<std::uint64_t>(allowed - burst);
     const double ahead = static_cast<double>(rate_frames_) - allowed;
     if (ahead <= 0) return;
     const double wait_ns = std::min(ahead / o_.rate * 1e9, 10e6);
@@ -432,7 +437,7 @@ class receiver {
   std::vector<connection*> connections_;
   std::vector<bool> slot_used_;
   bool stalled_ = false;
-  std::uint64_t rate_frames_ = 0;  // frames read, for --rate
+  std::uint64_t rate_frames_ = 0;  // frames read, for --rate (raised past a long pause)
   std::uint64_t start_ns_ = 0, next_tick_ns_ = 0, first_frame_ns_ = 0, last_frame_ns_ = 0;
   std::uint64_t frames_ = 0, bytes_ = 0, interval_frames_ = 0, interval_bytes_ = 0;
   std::uint64_t cut_at_close_ = 0, accepted_ = 0, acks_ = 0;
