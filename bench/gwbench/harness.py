@@ -167,7 +167,7 @@ class Harness:
             # The killed receiver left no summary: lost and duplicates come from the frames'
             # identities every receiver logged, not from the receivers' totals.
             res.update(takeover.figures(case, timeline, self.seen_paths, receivers, sent,
-                                        seconds))
+                                        int(res["received_by_gw"]), self.silent_senders))
         return res
 
     def run_direct(self, case, seconds):
@@ -246,7 +246,7 @@ class Harness:
 
     def send(self, case, sport, seconds):
         """Runs the senders to their end: (frames sent, frames/s, their CPU seconds)."""
-        return self.senders_done(self.start_senders(case, sport, seconds), seconds)
+        return self.senders_done(self.start_senders(case, sport, seconds), seconds + 60)
 
     def send_killing(self, case, sport, mport, seconds, receivers):
         """send() while SIGKILLing the receivers of case.kill on time and sampling the group
@@ -271,7 +271,9 @@ class Harness:
             time.sleep(max(0.0, tick - time.time()))
         for g in killed:
             procs.reap(receivers[g][0], 5)
-        sent, rate, cpu = self.senders_done(running, seconds)
+        # Past their time the senders get 10 s more, all together: a group that keeps its
+        # suppliers paused (its dead member full under backpressure) would keep them forever.
+        sent, rate, cpu = self.senders_done(running, 10.0)
         return sent, rate, cpu, {"samples": samples, "killed": killed}
 
     def start_senders(self, case, sport, seconds):
@@ -292,15 +294,20 @@ class Harness:
             running.append((procs.start(cmd, out, out + ".err"), out))
         return running
 
-    def senders_done(self, running, seconds):
+    def senders_done(self, running, grace):
+        """Reaps the senders, SIGKILLing those still running `grace` seconds from now (one
+        deadline for all); self.silent_senders counts those that left no summary."""
         sent, rate, cpu = 0, 0.0, 0.0
+        deadline = time.time() + grace
+        self.silent_senders = 0
         # What confirm-mode senders saw settle: the run's result reports them.
         self.settlement = {"confirmed": 0, "unconfirmed": 0, "rejected": 0, "resent": 0}
         for p, out in running:
-            usage = procs.reap(p, seconds + 60)
+            usage = procs.reap(p, max(0.1, deadline - time.time()))
             cpu += usage.ru_utime + usage.ru_stime
             with open(out) as f:
                 js = json.loads(f.read() or "{}")
+            self.silent_senders += not js
             sent += js.get("frames", 0)
             rate += js.get("frames_per_s", 0.0)
             for k in self.settlement:

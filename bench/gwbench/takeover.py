@@ -81,9 +81,12 @@ def seen(paths):
     return records, distinct, per_receiver
 
 
-def figures(case, timeline, seen_paths, receivers, sent, seconds):
+def figures(case, timeline, seen_paths, receivers, sent, received, silent_senders=0):
     """The kill case's figures (the result's "takeover" entry) and its lost/dup, which replace
-    the totals-based ones measure() made (the killed receiver left no summary)."""
+    the totals-based ones measure() made (the killed receiver left no summary). `sent`: what
+    the senders' summaries say; `received`: gatewayd_supplier_messages_received_total. Lost
+    counts from the larger: a sender still blocked (a group that stopped reading its suppliers)
+    is ended after its time and leaves no summary, and its frames the gateway took count."""
     samples, killed = timeline["samples"], timeline["killed"]
     member = {g: f"127.0.0.1:{port}" for g, (_, _, port, _) in receivers.items()}
     dead = [member[g] for g in killed]
@@ -142,7 +145,11 @@ def figures(case, timeline, seen_paths, receivers, sent, seconds):
     records, distinct, per_receiver = seen(seen_paths)
     out["seen_records"] = records
     out["seen_by_receiver"] = per_receiver
-    lost = max(0, sent - distinct)
-    return {"takeover": out, "delivered_distinct": distinct, "lost": lost,
-            "lost_share": lost / sent if sent else 0.0, "dup": records - distinct,
-            "extra_frames": max(0, distinct - sent)}
+    out["senders_reported"] = sent
+    out["silent_senders"] = silent_senders
+    out["gateway_received"] = received
+    basis = max(sent, received)
+    lost = max(0, basis - distinct)
+    return {"takeover": out, "delivered_distinct": distinct, "lost": lost, "sent": basis,
+            "lost_share": lost / basis if basis else 0.0, "dup": records - distinct,
+            "extra_frames": max(0, distinct - basis)}
