@@ -7,13 +7,14 @@ import dataclasses
 import json
 import os
 import re
+import signal
 import socket
 import ssl
 import subprocess
 import tempfile
 import time
 
-from . import pki, probes, procs
+from . import pki, probes, procs, takeover
 from .models import GATEWAYD
 
 
@@ -47,6 +48,10 @@ class Case:
     # sequence gaps are the other members' frames, `lost` counts from the totals.
     groups: dict = dataclasses.field(default_factory=dict)
     balance: str = "round-robin"
+    recv_rate: int = 0  # every receiver's recv --rate (frames/s it reads at most); 0 = no cap
+    # receiver -> SIGKILL it S seconds after the senders start (by its PID). The run then samples
+    # /metrics every 100 ms and reads every receiver's --seen-log: takeover.py's figures.
+    kill: dict = dataclasses.field(default_factory=dict)
 
 
 class Harness:
@@ -58,6 +63,7 @@ class Harness:
         self.work = tempfile.mkdtemp(prefix="gatewayd-bench-")
         self.seq = 0
         self.tls_legs = tls_legs  # "supplier" or "both" (supplier and consumer legs)
+        self.dead_cpu = {}  # pid -> CPU seconds of a receiver killed on purpose, before it died
         self._pki = None
 
     def pki(self):
@@ -140,8 +146,14 @@ class Harness:
                                              "supplier" in self.legs(case)))
         before = self.counters(gw, receivers, mport)
         t0 = time.time()
-        sent, sent_rate, sender_cpu = self.send(case, sport, seconds)
+        if case.kill:
+            sent, sent_rate, sender_cpu, timeline = self.send_killing(case, sport, mport, seconds,
+                                                                      receivers)
+        else:
+            sent, sent_rate, sender_cpu = self.send(case, sport, seconds)
         self.settle(mport)
+        if case.kill:
+            takeover.wait_acknowledged(mport)
         wall = time.time() - t0
         after = self.counters(gw, receivers, mport)
         res.update(peak_rss_kib=probes.status_kib(gw.pid, "VmHWM"),
@@ -151,6 +163,11 @@ class Harness:
         res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu,
                                 self.threads or os.cpu_count()))
         res.update(self.settlement)
+        if case.kill:
+            # The killed receiver left no summary: lost and duplicates come from the frames'
+            # identities every receiver logged, not from the receivers' totals.
+            res.update(takeover.figures(case, timeline, self.seen_paths, receivers, sent,
+                                        int(res["received_by_gw"]), self.silent_senders))
         return res
 
     def run_direct(self, case, seconds):
@@ -184,6 +201,7 @@ class Harness:
 
     def start_receivers(self, case):
         receivers = {}
+        self.seen_paths = {}
         for g, names in case.receivers.items():
             out, err = self.path(f"{case.name}-{g}.json"), self.path(f"{case.name}-{g}.err")
             cmd = [self.peer, "recv", "--listen", "127.0.0.1:0", "--json"]
@@ -191,6 +209,11 @@ class Harness:
                 cmd += ["--ack"]
             if g in case.stall:
                 cmd += ["--stall-after", str(case.stall[g])]
+            if case.recv_rate:
+                cmd += ["--rate", str(case.recv_rate)]
+            if case.kill:
+                self.seen_paths[g] = self.path(f"{case.name}-{g}.seen")
+                cmd += ["--seen-log", self.seen_paths[g]]
             if "consumer" in self.legs(case):
                 k = self.pki()
                 cmd += ["--tls-cert", k["consumer_crt"], "--tls-key", k["consumer_key"],
@@ -223,6 +246,37 @@ class Harness:
 
     def send(self, case, sport, seconds):
         """Runs the senders to their end: (frames sent, frames/s, their CPU seconds)."""
+        return self.senders_done(self.start_senders(case, sport, seconds), seconds + 60)
+
+    def send_killing(self, case, sport, mport, seconds, receivers):
+        """send() while SIGKILLing the receivers of case.kill on time and sampling the group
+        members' counters every 100 ms: (sent, frames/s, CPU seconds, timeline), the timeline
+        {"samples": [(t, {metric: {member: value}})], "killed": {receiver: t}}, t in seconds
+        since the senders started."""
+        running = self.start_senders(case, sport, seconds)
+        t0 = time.time()
+        kills = sorted((t, g) for g, t in case.kill.items())
+        samples, killed = [], {}
+        tick = t0
+        while time.time() < t0 + seconds:
+            while kills and time.time() - t0 >= kills[0][0]:
+                _, g = kills.pop(0)
+                pid = receivers[g][0].pid
+                self.dead_cpu[pid] = probes.cpu_seconds(pid)  # /proc forgets it once reaped
+                os.kill(pid, signal.SIGKILL)  # a receiver this run started
+                killed[g] = time.time() - t0
+            text = probes.scrape(mport)
+            samples.append((time.time() - t0, takeover.member_counters(text)))
+            tick += 0.1
+            time.sleep(max(0.0, tick - time.time()))
+        for g in killed:
+            procs.reap(receivers[g][0], 5)
+        # Past their time the senders get 10 s more, all together: a group that keeps its
+        # suppliers paused (its dead member full under backpressure) would keep them forever.
+        sent, rate, cpu = self.senders_done(running, 10.0)
+        return sent, rate, cpu, {"samples": samples, "killed": killed}
+
+    def start_senders(self, case, sport, seconds):
         running = []
         for s in case.senders:
             cmd = [self.peer, "send", "--to", f"127.0.0.1:{sport}", "--address",
@@ -238,14 +292,22 @@ class Harness:
                         k["supplier_key"], "--tls-server-name", pki.GATEWAY_NAME]
             out = self.path(f"{case.name}-send.json")
             running.append((procs.start(cmd, out, out + ".err"), out))
+        return running
+
+    def senders_done(self, running, grace):
+        """Reaps the senders, SIGKILLing those still running `grace` seconds from now (one
+        deadline for all); self.silent_senders counts those that left no summary."""
         sent, rate, cpu = 0, 0.0, 0.0
+        deadline = time.time() + grace
+        self.silent_senders = 0
         # What confirm-mode senders saw settle: the run's result reports them.
         self.settlement = {"confirmed": 0, "unconfirmed": 0, "rejected": 0, "resent": 0}
         for p, out in running:
-            usage = procs.reap(p, seconds + 60)
+            usage = procs.reap(p, max(0.1, deadline - time.time()))
             cpu += usage.ru_utime + usage.ru_stime
             with open(out) as f:
                 js = json.loads(f.read() or "{}")
+            self.silent_senders += not js
             sent += js.get("frames", 0)
             rate += js.get("frames_per_s", 0.0)
             for k in self.settlement:
@@ -271,7 +333,8 @@ class Harness:
         text = probes.scrape(mport)
         return {"cpu": probes.cpu_seconds(gw.pid), "busy": probes.system_busy_seconds(),
                 "ctx": probes.ctx_switches(gw.pid), "rss": probes.status_kib(gw.pid, "VmRSS"),
-                "recv_cpu": sum(probes.cpu_seconds(r[0].pid) for r in receivers.values()),
+                "recv_cpu": sum(self.dead_cpu.get(r[0].pid) or probes.cpu_seconds(r[0].pid)
+                                for r in receivers.values()),
                 "metrics": text}
 
     @staticmethod

@@ -20,6 +20,8 @@ def run_case(h, case, seconds, model=models.GATEWAYD, prefix=""):
         case = dataclasses.replace(case, name=prefix + case.name)
     r = h.run(case, seconds, model)
     print("  %-32s %s" % (r["name"], report.one_line(r)), flush=True)
+    if "takeover" in r:
+        print("  %-32s %s" % ("", report.takeover_line(r)), flush=True)
     return r
 
 

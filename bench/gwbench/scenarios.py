@@ -12,6 +12,12 @@ from .harness import Case, Sender
 # sustains (S1, S2, S6): at maximum rate a dropping policy would measure drops instead.
 LOSSLESS = 'queue_capacity = 100000\noverflow = "backpressure"'
 S5_RATE = 200000
+# group-kill: each member's receiver reads at most this (issue 32: "each held to 250k frames/s"),
+# and one of them is SIGKILLed this long after the senders start, in a run of at least
+# GROUP_KILL_SECONDS.
+MEMBER_RATE = 250000
+KILL_AT = 3.0
+GROUP_KILL_SECONDS = 6.0
 
 
 def names(n, first=1):
@@ -125,6 +131,25 @@ def group_pairs():
             group("group of 4 address", balance="address")]
 
 
+def group_kill(name, balance="round-robin", n=4, suppliers=4):
+    """suppliers at max rate -> one group of n `ack = true` members, lossless (backpressure),
+    each member's receiver acknowledging and held to MEMBER_RATE frames/s; the last member's
+    receiver SIGKILLed KILL_AT seconds in (takeover.py measures the rest)."""
+    cs = names(n)
+    return Case(name, own_receiver(cs), {"grp.>": ["g"]},
+                [Sender(["grp.data"]) for _ in range(suppliers)],
+                consumer_extra=LOSSLESS + "\nack = true", ack=True, groups={"g": cs},
+                balance=balance, recv_rate=MEMBER_RATE, kill={cs[-1]: KILL_AT},
+                min_seconds=GROUP_KILL_SECONDS)
+
+
+def group_kill_cases():
+    """Issue 32's second target: 4 suppliers -> a group of 4 members held to 250k frames/s,
+    one member killed; by round-robin (the default) and by least-queued."""
+    return [group_kill("4->group of 4 @250k, kill 1, round-robin"),
+            group_kill("4->group of 4 @250k, kill 1, least-queued", balance="least-queued")]
+
+
 MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
 SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
 S6_CONSUMERS = (1, 10, 100, 1000)
@@ -167,6 +192,11 @@ SCENARIOS = [
     Scenario("groups", "Consumer groups: S1, then 1 supplier -> a group of 4 members "
                        "(round-robin, least-queued, address), 128 B, max rate, lossless members",
              lambda secs: group_pairs(), report.groups),
+    Scenario("group-kill", f"Consumer group takeover: 4 suppliers (max rate) -> a group of 4 "
+                           f"ack = true members, each reading at most {MEMBER_RATE // 1000}k "
+                           f"frames/s, lossless; one member's receiver SIGKILLed {KILL_AT:g} s "
+                           f"in; round-robin and least-queued",
+             lambda secs: group_kill_cases(), report.group_kill),
     Scenario("tls", "TLS: S1, S2 and the mixed shapes (S3, default policy) in clear, then with "
                     "mutual TLS on the run's --tls-legs (supplier, or both legs), P-256 "
                     "certificates",

@@ -87,6 +87,7 @@ const char* const recv_help =
     "usage: gateway-peer recv --listen HOST:PORT [--stall-after S] [--rate N] [--print]\n"
     "                         [--duration D]\n"
     "                         [--expect N] [--json] [--ack] [--one-consumer]\n"
+    "                         [--seen-log FILE]\n"
     "                         [--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]]\n"
     "\n"
     "Accepts the gateway's consumer connection(s) (and re-accepts after a disconnect), checks\n"
@@ -101,7 +102,8 @@ const char* const recv_help =
     "  --stall-after S    stop reading S seconds after the first frame (a flow-controlled\n"
     "                     consumer); the connection stays open\n"
     "  --rate N           read at most about N frames a second (a slow replica), with a small\n"
-    "                     receive buffer so that the gateway, not this host, holds the rest\n"
+    "                     receive buffer so that the gateway, not this host, holds the rest;\n"
+    "                     a pause with nothing to read is made up for 0.1 s at most\n"
     "  --print            show each frame on stdout: address, size, payload preview\n"
     "  --duration D       run D seconds, then print the summary and exit\n"
     "  --expect N         exit as soon as N distinct frames arrived (a duplicate, which a\n"
@@ -117,6 +119,11 @@ const char* const recv_help =
     "                     whichever connection brings them, so a supplier's resend through\n"
     "                     another node counts as duplicated, not as a gap. Default: each\n"
     "                     connection slot is a copy of its own (one receiver, several consumers)\n"
+    "  --seen-log FILE    append each frame's identity to FILE, 12 bytes little-endian: sender\n"
+    "                     (u16), stream (u8), 0 (u8), sequence (u64); with --ack when the ack\n"
+    "                     covering it is written, else after the read that brought it. Written\n"
+    "                     as it goes, so a receiver killed mid-run leaves what it had taken\n"
+    "                     (bench/: which frames any member of a group got, across receivers)\n"
     "  --tls-cert FILE    serve TLS to the gateway with this certificate (with --tls-key);\n"
     "                     a connection whose handshake fails is closed and reported\n"
     "  --tls-key FILE     its private key\n"
@@ -342,6 +349,8 @@ recv_options parse_recv(const std::vector<std::string>& args) {
       o.ack = true;
     } else if (flag == "--one-consumer") {
       o.one_consumer = true;
+    } else if (flag == "--seen-log") {
+      o.seen_log = r.value(flag);
     } else if (flag.rfind("--tls-", 0) != 0 || !parse_tls_flag(o.tls, flag, r.value(flag))) {
       throw usage_error("unknown option '" + flag + "'");
     }

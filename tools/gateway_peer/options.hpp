@@ -55,7 +55,10 @@ struct recv_options {
   bool json = false;
   bool ack = false;           // --ack: `ack N` back after each read (an `ack = true` consumer)
   bool one_consumer = false;  // --one-consumer: every connection's frames checked as one copy
-  tls_options tls;            // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
+  // --seen-log FILE: each frame's (sender, stream, sequence) appended as it counts as taken (at
+  // its ack with --ack), so that a receiver SIGKILLed mid-run leaves what it had taken behind.
+  std::string seen_log;
+  tls_options tls;  // --tls-cert/--tls-key: the gateway's consumer leg speaks TLS to us
 };
 
 struct top_options {

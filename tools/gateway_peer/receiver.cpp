@@ -1,11 +1,13 @@
 #include "tools/gateway_peer/receiver.hpp"
 
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -55,7 +57,13 @@ struct connection {
   char ack_bytes[protocol::ack_size] = {};
   std::size_t ack_out = 0;
   std::size_t ack_size = 0;
+  // With --seen-log: the identities of the frames received since the last ack (or read), in
+  // the log's record format, until they count as taken.
+  std::vector<char> seen;
 };
+
+// --seen-log's record: sender (u16), stream (u8), 0, sequence (u64), little-endian.
+inline constexpr std::size_t seen_record_size = 12;
 
 class receiver {
  public:
@@ -66,6 +74,7 @@ class receiver {
       delete c;
     }
     if (epoll_ >= 0) ::close(epoll_);
+    if (seen_fd_ >= 0) ::close(seen_fd_);
     if (listen_fd_ >= 0) ::close(listen_fd_);
   }
   receiver(const receiver&) = delete;
@@ -78,6 +87,14 @@ class receiver {
       tls_ = make_tls_server(o_.tls, error);
       if (!tls_) {
         std::fprintf(stderr, "gateway-peer recv: %s\n", error.c_str());
+        return exit_runtime_error;
+      }
+    }
+    if (!o_.seen_log.empty()) {
+      seen_fd_ =
+          ::open(o_.seen_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+      if (seen_fd_ < 0) {
+        std::perror(("gateway-peer recv: cannot open " + o_.seen_log).c_str());
         return exit_runtime_error;
       }
     }
@@ -177,11 +194,16 @@ class receiver {
   // --rate: past the frames the rate allows since the first one, wait until the rate allows
   // more (in steps of 10 ms at most, so that a stop is still seen) instead of reading. One
   // wake-up reads what the receive buffer holds, so the whole wait must come before the next.
+  // Time it did not read (nothing came, or this process did not run) counts for 0.1 s at most:
+  // a replica held to N frames/s does not read a backlog faster afterwards to make up for it.
   void hold_to_rate() {
     if (o_.rate <= 0 || first_frame_ns_ == 0) return;
+    const double burst = o_.rate * 0.1;
     while (!stop_requested().load()) {
       const auto now = monotonic_ns();
       const double allowed = o_.rate * static_cast<double>(now - first_frame_ns_) / 1e9;
+      if (static_cast<double>(rate_frames_) < allowed - burst)
+        rate_frames_ = static_cast<std::uint64_t>(allowed - burst);
       const double ahead = static_cast<double>(rate_frames_) - allowed;
       if (ahead <= 0) return;
       const double wait_ns = std::min(ahead / o_.rate * 1e9, 10e6);
@@ -212,7 +234,8 @@ class receiver {
     }
     std::error_code ec;
     const auto on_frame = [&](const protocol::frame_view& f,
-                              const std::optional<traffic::payload_header>&) {
+                              const std::optional<traffic::payload_header>& h) {
+      if (seen_fd_ >= 0 && h) note_seen(c, *h);
       ++interval_frames_;
       ++rate_frames_;
       ++c.frames;
@@ -237,6 +260,8 @@ class receiver {
                    "%s; closing it\n",
                    c.slot + 1, ull(e.offset), std::string(protocol::to_string(e.reason)).c_str());
     }
+    // Without --ack a frame counts as taken once read; with it, once its ack is written.
+    if (!o_.ack) log_seen(c);
     if (state != traffic::connection_reader::state::open) return close_connection(c);
     if (first_frame_ns_ == 0) first_frame_ns_ = now;
     last_frame_ns_ = now;
@@ -254,7 +279,37 @@ class receiver {
     c.ack_out = 0;
     c.acked = c.frames;
     ++acks_;
+    log_seen(c);
     flush_ack(c);
+  }
+
+  static void note_seen(connection& c, const traffic::payload_header& h) {
+    char r[seen_record_size] = {};
+    r[0] = static_cast<char>(h.sender & 0xff);
+    r[1] = static_cast<char>(h.sender >> 8);
+    r[2] = static_cast<char>(h.stream);
+    for (int i = 0; i < 8; ++i)
+      r[4 + i] = static_cast<char>(h.sequence >> (8 * i));
+    c.seen.insert(c.seen.end(), r, r + seen_record_size);
+  }
+
+  // Appends the connection's pending identities to --seen-log (a plain write: the page cache
+  // keeps it if this process is killed right after).
+  void log_seen(connection& c) {
+    if (seen_fd_ < 0 || c.seen.empty()) return;
+    std::size_t off = 0;
+    while (off < c.seen.size()) {
+      const ssize_t w = ::write(seen_fd_, c.seen.data() + off, c.seen.size() - off);
+      if (w <= 0) {
+        if (w < 0 && errno == EINTR) continue;
+        std::perror("gateway-peer recv: --seen-log");
+        ::close(seen_fd_);
+        seen_fd_ = -1;
+        break;
+      }
+      off += static_cast<std::size_t>(w);
+    }
+    c.seen.clear();
   }
 
   // True once nothing of the last ack waits to be written.
@@ -382,10 +437,11 @@ class receiver {
   traffic::verifier verifier_;
   int listen_fd_ = -1;
   int epoll_ = -1;
+  int seen_fd_ = -1;  // --seen-log
   std::vector<connection*> connections_;
   std::vector<bool> slot_used_;
   bool stalled_ = false;
-  std::uint64_t rate_frames_ = 0;  // frames read, for --rate
+  std::uint64_t rate_frames_ = 0;  // frames read, for --rate (raised past a long pause)
   std::uint64_t start_ns_ = 0, next_tick_ns_ = 0, first_frame_ns_ = 0, last_frame_ns_ = 0;
   std::uint64_t frames_ = 0, bytes_ = 0, interval_frames_ = 0, interval_bytes_ = 0;
   std::uint64_t cut_at_close_ = 0, accepted_ = 0, acks_ = 0;
