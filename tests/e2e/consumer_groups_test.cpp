@@ -125,37 +125,46 @@ BOOST_AUTO_TEST_CASE(round_robin_spreads_evenly_over_three_members) {
              static_cast<double>(a.count()));
 }
 
+// A group of two fast members (test_consumer) and one reading `recv --rate 500`, routed `t.>`,
+// with `extra` for the group; what the slow member was written and has queued, from /metrics.
+struct one_slow_member {
+  temp_dir peers;
+  peer_receiver slow{peers, "slow", {"--rate", "500"}};
+  test_consumer a, b;
+  std::vector<std::string> members{a.endpoint(), b.endpoint(), slow.endpoint()};
+  gateway_fixture gw;
+
+  explicit one_slow_member(const std::string& extra)
+      : gw(group_toml("billing", members, extra) + route_toml("t.>", {"billing"}),
+           "slow_consumer_ms = 60000") {
+    BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
+  }
+  double slow_sent() const {
+    return scrape_metric(gw.metrics_port, member_series("gatewayd_consumer_messages_sent_total",
+                                                        "billing", slow.endpoint()));
+  }
+  double slow_queued() const {
+    return scrape_metric(gw.metrics_port, member_series("gatewayd_consumer_queue_depth", "billing",
+                                                        slow.endpoint()));
+  }
+};
+
 // (2) `least-queued` with one member reading slowly (`gateway-peer recv --rate 500`): it gets
 // about what its rate takes, the two fast members the rest, and the group delivers everything
 // at the fast members' pace. Round-robin would have queued a third (20,000 frames, 40 s at its
 // rate) for the slow one.
 BOOST_AUTO_TEST_CASE(least_queued_gives_a_slow_member_less) {
-  temp_dir peers;
-  peer_receiver slow(peers, "slow", {"--rate", "500"});
-  test_consumer a, b;
-  const std::vector<std::string> members{a.endpoint(), b.endpoint(), slow.endpoint()};
-  gateway_fixture gw(
-      group_toml("billing", members, "balance = \"least-queued\"\nqueue_capacity = 100000") +
-          route_toml("t.>", {"billing"}),
-      "slow_consumer_ms = 60000");
-  BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
+  one_slow_member g("balance = \"least-queued\"\nqueue_capacity = 100000");
+  test_consumer &a = g.a, &b = g.b;
   constexpr std::uint64_t total = 60000;
-  test_supplier s(gw.supplier_port);
+  test_supplier s(g.gw.supplier_port);
   for (std::uint64_t i = 0; i < total; i += 5000)
     s.send(frames("t.a", i, i + 5000, 1024));
-  const std::string slow_sent =
-      member_series("gatewayd_consumer_messages_sent_total", "billing", slow.endpoint());
-  const std::string slow_queued =
-      member_series("gatewayd_consumer_queue_depth", "billing", slow.endpoint());
   // Everything has left the gateway: the fast members read theirs, the slow one's socket took
   // the rest.
   BOOST_TEST_REQUIRE(eventually(
-      [&] {
-        return a.count() + b.count() + scrape_metric(gw.metrics_port, slow_sent) >= total &&
-               scrape_metric(gw.metrics_port, slow_queued) == 0;
-      },
-      20s));
-  const double to_slow = scrape_metric(gw.metrics_port, slow_sent);
+      [&] { return a.count() + b.count() + g.slow_sent() >= total && g.slow_queued() == 0; }, 20s));
+  const double to_slow = g.slow_sent();
   BOOST_TEST_MESSAGE("fast " << a.count() << " and " << b.count() << ", slow " << to_slow);
   BOOST_TEST(a.count() + b.count() + to_slow == total);
   // Round-robin gives each a third; least-queued gives the slow one what its rate and its
@@ -173,31 +182,18 @@ BOOST_AUTO_TEST_CASE(least_queued_gives_a_slow_member_less) {
 // low-water mark (0.75 s at its rate) each time it was given frames again: 43 pauses, the
 // supplier held about 80 % of the time, and what it sent in 3 s placed on members after 6.
 BOOST_AUTO_TEST_CASE(backpressure_pauses_only_when_the_whole_group_is_behind) {
-  temp_dir peers;
-  peer_receiver slow(peers, "slow", {"--rate", "500"});
-  test_consumer a, b;
-  const std::vector<std::string> members{a.endpoint(), b.endpoint(), slow.endpoint()};
-  gateway_fixture gw(
-      group_toml("billing", members, "overflow = \"backpressure\"\nqueue_capacity = 500") +
-          route_toml("t.>", {"billing"}),
-      "slow_consumer_ms = 60000");
-  BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
+  one_slow_member g("overflow = \"backpressure\"\nqueue_capacity = 500");
+  test_consumer &a = g.a, &b = g.b;
+  gateway_fixture& gw = g.gw;
   constexpr int rate = 20000, total = 60000;
   const auto t0 = std::chrono::steady_clock::now();
   daemon_process sender(peer_binary(),
                         {"send", "--to", "127.0.0.1:" + std::to_string(gw.supplier_port),
                          "--address", "t.a", "--size", "1024", "--rate", std::to_string(rate),
                          "--count", std::to_string(total), "--json"},
-                        peers.path() / "send.log");
-  const std::string slow_sent =
-      member_series("gatewayd_consumer_messages_sent_total", "billing", slow.endpoint());
-  const std::string slow_queued =
-      member_series("gatewayd_consumer_queue_depth", "billing", slow.endpoint());
+                        g.peers.path() / "send.log");
   // Everything is with a member: read by a fast one, or written or queued for the slow one.
-  const auto placed = [&] {
-    return a.count() + b.count() + scrape_metric(gw.metrics_port, slow_sent) +
-           scrape_metric(gw.metrics_port, slow_queued);
-  };
+  const auto placed = [&] { return a.count() + b.count() + g.slow_sent() + g.slow_queued(); };
   BOOST_TEST_REQUIRE(eventually([&] { return placed() >= total; }, 30s), placed());
   const auto took = std::chrono::steady_clock::now() - t0;
   BOOST_TEST_REQUIRE(sender.wait_exit(10s).value_or(-1) == 0, sender.log());
@@ -207,9 +203,8 @@ BOOST_AUTO_TEST_CASE(backpressure_pauses_only_when_the_whole_group_is_behind) {
       "placed " << total << " in "
                 << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                 << " ms: fast members " << a.count() << " and " << b.count() << ", slow "
-                << scrape_metric(gw.metrics_port, slow_sent) << " written and "
-                << scrape_metric(gw.metrics_port, slow_queued) << " queued; supplier pauses "
-                << pauses);
+                << g.slow_sent() << " written and " << g.slow_queued()
+                << " queued; supplier pauses " << pauses);
   // 3 s at the sender's rate (the slow member alone would take 120).
   BOOST_TEST(took <= std::chrono::milliseconds(1000 * total / rate + 1500));
   BOOST_TEST(pauses <= 5);
