@@ -111,6 +111,19 @@ struct two_nodes {
   }
 };
 
+// The sender's --json summary once it has exited 0, checked: every frame confirmed, none
+// rejected or left unconfirmed.
+json all_confirmed(daemon_process& sender, std::size_t frames) {
+  BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
+  const auto report = json::parse(sender.log());
+  BOOST_TEST_MESSAGE("gateway-peer send: " << report.dump());
+  BOOST_TEST(report["frames"] == frames);
+  BOOST_TEST(report["confirmed"] == frames);
+  BOOST_TEST(report["unconfirmed"] == 0);
+  BOOST_TEST(report["rejected"] == 0);
+  return report;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_sent) {
@@ -132,13 +145,7 @@ BOOST_AUTO_TEST_CASE(a_node_killed_mid_stream_loses_nothing_a_confirm_supplier_s
   BOOST_TEST_REQUIRE(n.consumers_connected({"audit"}));
   BOOST_TEST_REQUIRE(eventually([&] { return t.both_up(); }, 10s), t.haproxy->log());
 
-  BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
-  const auto report = json::parse(sender.log());
-  BOOST_TEST_MESSAGE("gateway-peer send: " << report.dump());
-  BOOST_TEST(report["frames"] == frames);
-  BOOST_TEST(report["confirmed"] == frames);
-  BOOST_TEST(report["unconfirmed"] == 0);
-  BOOST_TEST(report["rejected"] == 0);
+  const auto report = all_confirmed(sender, frames);
   BOOST_TEST(report["reconnects"] >= 1);
   BOOST_TEST(report["resent"] <= static_cast<long long>(window));
 
@@ -298,13 +305,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_group_member_loses_no_confirmed_frame) {
   BOOST_TEST(handed_over);
   BOOST_TEST(took <= bound);
 
-  BOOST_TEST_REQUIRE(sender.wait_exit(60s).value_or(-1) == 0, sender.log());
-  const auto report = json::parse(sender.log());
-  BOOST_TEST_MESSAGE("gateway-peer send: " << report.dump());
-  BOOST_TEST(report["frames"] == frames);
-  BOOST_TEST(report["confirmed"] == frames);
-  BOOST_TEST(report["rejected"] == 0);
-  BOOST_TEST(report["unconfirmed"] == 0);
+  const auto report = all_confirmed(sender, frames);
 
   // Each confirmed frame reached a member: the killed one before it hung, or one of the others.
   BOOST_TEST_REQUIRE(eventually(

@@ -288,14 +288,10 @@ BOOST_AUTO_TEST_CASE(address_keeps_each_address_on_one_member_and_moves_only_the
 // consumer_timeout_ms + 1 s of the kill.
 BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_others) {
   temp_dir peers;
-  const unsigned short port = free_port();
-  const std::string at = "127.0.0.1:" + std::to_string(port);
-  auto killed = std::make_unique<daemon_process>(
-      peer_binary(),
-      std::vector<std::string>{"recv", "--listen", at, "--ack", "--print", "--stall-after", "0.2",
-                               "--one-consumer"},
-      peers.path() / "killed.log");
-  BOOST_TEST_REQUIRE(killed->wait_for_log("listening on", 10s).has_value(), killed->log());
+  peer_receiver victim(peers, "killed",
+                       {"--ack", "--print", "--stall-after", "0.2", "--one-consumer"});
+  const std::string at = victim.endpoint();
+  auto& killed = victim.process;
   test_consumer b, c;
   b.acknowledge(true);
   c.acknowledge(true);
@@ -348,14 +344,10 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_
 // dead member held its frames (and was given new ones) until it came back.
 BOOST_AUTO_TEST_CASE(a_member_killed_while_all_are_behind_hands_over_to_the_connected_ones) {
   temp_dir peers;
-  const unsigned short port = free_port();
-  const std::string at = "127.0.0.1:" + std::to_string(port);
-  auto killed = std::make_unique<daemon_process>(
-      peer_binary(),
-      std::vector<std::string>{"recv", "--listen", at, "--ack", "--print", "--stall-after", "0.2",
-                               "--one-consumer"},
-      peers.path() / "killed.log");
-  BOOST_TEST_REQUIRE(killed->wait_for_log("listening on", 10s).has_value(), killed->log());
+  peer_receiver victim(peers, "killed",
+                       {"--ack", "--print", "--stall-after", "0.2", "--one-consumer"});
+  const std::string at = victim.endpoint();
+  auto& killed = victim.process;
   peer_receiver b(peers, "b", {"--ack", "--print", "--rate", "1000"});
   peer_receiver c(peers, "c", {"--ack", "--print", "--rate", "1000"});
   const std::vector<std::string> members{at, b.endpoint(), c.endpoint()};
@@ -412,13 +404,9 @@ BOOST_AUTO_TEST_CASE(a_member_killed_while_all_are_behind_hands_over_to_the_conn
 // rejected), the member that takes it over settles it, and every frame is confirmed.
 BOOST_AUTO_TEST_CASE(a_handover_keeps_confirm_frames_owed_and_confirms_them_all) {
   temp_dir peers;
-  const unsigned short port = free_port();
-  const std::string at = "127.0.0.1:" + std::to_string(port);
-  auto killed = std::make_unique<daemon_process>(
-      peer_binary(),
-      std::vector<std::string>{"recv", "--listen", at, "--ack", "--stall-after", "0.2"},
-      peers.path() / "killed.log");
-  BOOST_TEST_REQUIRE(killed->wait_for_log("listening on", 10s).has_value(), killed->log());
+  peer_receiver victim(peers, "killed", {"--ack", "--stall-after", "0.2"});
+  const std::string at = victim.endpoint();
+  auto& killed = victim.process;
   test_consumer b;
   b.acknowledge(true);
   const std::vector<std::string> members{at, b.endpoint()};
