@@ -82,10 +82,6 @@ void consumer_link::start(const net::endpoint& at, std::optional<consumer_tls> t
 }
 
 void consumer_link::dial() {
-  if (was_up_) {
-    stats_.reconnects.fetch_add(1, std::memory_order_relaxed);
-    was_up_ = false;
-  }
   std::error_code ec;
   const auto address = asio::ip::make_address(endpoint_.host, ec);
   if (ec) {
@@ -101,7 +97,7 @@ void consumer_link::dial() {
   state_ = state::dialing;
   dialed_at_ = std::chrono::steady_clock::now();
   const std::uint64_t dial = ++dial_;
-  dial_timed_out_ = false;
+  step_timed_out_ = false;
   if (acks_) acks_->reset();
   close_socket();
   stream_.reset();  // a handshake or write still completing holds its own
@@ -110,27 +106,25 @@ void consumer_link::dial() {
       [this, keep = owner_.lock(), dial](std::error_code e) { on_dialed(e, dial); });
   if (limits_.connect_timeout.count() <= 0) return;
   // A host that drops SYNs would otherwise hold the dial for the kernel's minutes of retries.
-  arm_deadline(limits_.connect_timeout, dial, dial_timed_out_);
+  arm_deadline(limits_.connect_timeout, dial);
 }
 
 // The socket is closed under the dial's current step (connect or handshake) if it is still at
 // that step when `after` has passed: the operation completes with operation_aborted, and
-// `timed_out` tells its handler why.
-void consumer_link::arm_deadline(std::chrono::milliseconds after, std::uint64_t dial,
-                                 bool& timed_out) {
+// step_timed_out_ tells its handler why.
+void consumer_link::arm_deadline(std::chrono::milliseconds after, std::uint64_t dial) {
   redial_timer_.expires_after(after);
-  redial_timer_.async_wait(
-      [this, keep = owner_.lock(), dial, step = state_, &timed_out](std::error_code ec) {
-        if (ec || dial != dial_ || state_ != step) return;
-        timed_out = true;
-        close_socket();
-      });
+  redial_timer_.async_wait([this, keep = owner_.lock(), dial, step = state_](std::error_code ec) {
+    if (ec || dial != dial_ || state_ != step) return;
+    step_timed_out_ = true;
+    close_socket();
+  });
 }
 
 void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::dialing) return;  // superseded
   redial_timer_.cancel();
-  if (ec) return dial_failed(dial_timed_out_ ? asio::error::timed_out : ec);
+  if (ec) return dial_failed(step_timed_out_ ? asio::error::timed_out : ec);
   std::error_code ignored;
   // Frames are written in whole batches already; Nagle would only delay the batch's tail.
   socket_.set_option(asio::ip::tcp::no_delay(true), ignored);
@@ -146,7 +140,7 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
 // failure counts as one (connect_failures, with a tls_ reason) and redials with the backoff.
 void consumer_link::handshake(std::uint64_t dial) {
   state_ = state::handshaking;
-  handshake_timed_out_ = false;
+  step_timed_out_ = false;
   std::error_code ec;
   stream_ = net::tls_channel::make(socket_, tls_->context->native_handle(),
                                    net::tls_channel::side::client, tls_->kernel_tls, ec);
@@ -162,7 +156,7 @@ void consumer_link::handshake(std::uint64_t dial) {
   });
   // A plaintext consumer never answers a ClientHello: without a deadline the dial would wait
   // for as long as the peer keeps the connection open.
-  arm_deadline(handshake_bound(), dial, handshake_timed_out_);
+  arm_deadline(handshake_bound(), dial);
 }
 
 void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
@@ -170,9 +164,9 @@ void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
   redial_timer_.cancel();
   if (!ec) return settle(dial);
   SSL* ssl = stream_->native_handle();
-  const auto failure = classify_tls_dial(ec, SSL_get_verify_result(ssl), handshake_timed_out_,
-                                         tls_->files.server_name, handshake_bound(),
-                                         SSL_get0_peer_certificate(ssl) != nullptr);
+  const auto failure =
+      classify_tls_dial(ec, SSL_get_verify_result(ssl), step_timed_out_, tls_->files.server_name,
+                        handshake_bound(), SSL_get0_peer_certificate(ssl) != nullptr);
   handshake_failed(failure.reason, failure.why);
 }
 
@@ -424,20 +418,22 @@ void consumer_link::shut() {
 void consumer_link::drop(disconnect_reason reason, std::error_code ec) {
   const std::uint64_t unacknowledged =
       failed(reason) ? net::unacknowledged_bytes(socket_.native_handle()) : 0;
-  take_down();
+  take_down(reason != disconnect_reason::closed);
   account(reason, ec, unacknowledged);
 }
 
 // Closing cancels the pending read and any write; their handlers come back with
 // operation_aborted, and the drain puts the unsent part of its batch back.
-void consumer_link::take_down() {
+void consumer_link::take_down(bool redials) {
   if (std::chrono::steady_clock::now() - up_since_ >= limits_.healthy_after) backoff_.reset();
   events_.on_link_down();
   if (stream_) stream_->close_notify();  // a TLS consumer sees our close, not a cut
   close_socket();
   stats_.connected.store(false, std::memory_order_relaxed);
   stats_.tls_records.store(0, std::memory_order_relaxed);
-  was_up_ = true;
+  // Counted at the loss rather than at the next dial: the same once per loss, with no flag
+  // carried to the dial.
+  if (redials) stats_.reconnects.fetch_add(1, std::memory_order_relaxed);
   state_ = state::waiting;
   dial_failures_ = 0;
 }

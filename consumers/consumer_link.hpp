@@ -86,7 +86,7 @@ class consumer_link {
 
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
-  void arm_deadline(std::chrono::milliseconds after, std::uint64_t dial, bool& timed_out);
+  void arm_deadline(std::chrono::milliseconds after, std::uint64_t dial);
   void handshake(std::uint64_t dial);
   void on_handshake(std::error_code ec, std::uint64_t dial);
   void handshake_failed(connect_failure reason, const std::string& why);
@@ -108,7 +108,8 @@ class consumer_link {
   // A TLS connection that was up ended other than by the consumer's close_notify.
   void count_tls_error(std::error_code ec);
   void drop(disconnect_reason reason, std::error_code ec = {});
-  void take_down();
+  // `redials`: the link will dial again (every loss but shut()'s), counted as a reconnect.
+  void take_down(bool redials = true);
   void account(disconnect_reason reason, std::error_code ec, std::uint64_t unacknowledged);
   void explain(std::error_code read_error);
 
@@ -136,15 +137,15 @@ class consumer_link {
   // This consumer's own limit for those lines: another consumer failing in the same second
   // must not hide why this one fails (the journal is where an operator looks first).
   log::rate_limit failure_log_;
-  bool was_up_ = false;          // the next dial counts as a reconnect
-  bool dial_timed_out_ = false;  // the dial's deadline closed the socket under it
+  // The current step's deadline (connect, or TLS handshake) closed the socket under it: its
+  // handler then reports a timeout, not the abort. Reset as each step begins.
+  bool step_timed_out_ = false;
   std::chrono::steady_clock::time_point dialed_at_{};  // the settle time scales with it
   std::chrono::steady_clock::time_point up_since_{};   // the backoff resets once it is old
 
   // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.
   std::optional<consumer_tls> tls_;
   std::shared_ptr<net::tls_channel> stream_;  // made anew for every connection
-  bool handshake_timed_out_ = false;          // the handshake's deadline closed the socket under it
   std::optional<unexplained_loss> unexplained_;
   // Consumers without `ack` send nothing; whatever arrives lands in discard_. Those with it send
   // acks, read by acks_ (one connection's, reset at each dial).
