@@ -77,7 +77,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
           std::memory_order_relaxed);
     }
-    if (life_ == life::closed) {
+    if (life_ >= life::closed) {
       // Only a session that routed by a table older than the one that removed this consumer, or
       // one still reading at a stop, gets here, after its drain ended: counted as its end says
       // (and still shown in /metrics); a stop leaves them unsettled.
@@ -377,7 +377,7 @@ void consumer::on_link_down() {
     // Its policy applies to what it holds from now on (the link is down already: a disconnect
     // only discards). Not once its drain has ended: what is left then is counted as the
     // close's reason.
-    if (life_ != life::closed) hold_to_limits_locked(trimmed, released);
+    if (life_ < life::closed) hold_to_limits_locked(trimmed, released);
     publish_depth_locked();
     if (limits_.policy == overflow_policy::backpressure && life_ == life::open)
       paused_.copy_waiting_locked(held);

@@ -257,10 +257,12 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::optional<consumer_tls> tls_;
   flow flow_ = flow::disconnected;
   writer writer_ = writer::idle;
-  // Where its end is, under mutex_: open ─▶ draining (drain_and_close() was called: frames
-  // routed to it by the table that still named it are taken, they are its own, but nobody is
-  // paused) ─▶ closed (the drain ended: frames are refused, counted as its ending_ says).
-  enum class life : std::uint8_t { open, draining, closed };
+  // Where its end is, under mutex_, in this order: open ─▶ draining (drain_and_close() was
+  // called: frames routed to it by the table that still named it are taken, they are its own,
+  // but nobody is paused) ─▶ closed (the drain ended: frames are refused, counted as its
+  // ending_ says; a write may still be out) ─▶ done (complete_close() counted what was left and
+  // told the callers).
+  enum class life : std::uint8_t { open, draining, closed, done };
   life life_ = life::open;
   drop_reason ending_ = drop_reason::removed;  // why it drains: removed, or shutdown (a stop)
   std::uint64_t max_unacked_bytes_;            // an `ack` consumer's limit (reloadable)
@@ -285,10 +287,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   unacked_frames unacked_;
 
   // drain_and_close, strand-only.
+  // (Its life and ending_ are above, under the lock.)
   struct closing_state {
-    bool draining = false;  // begin_drain ran
-    bool closed = false;    // complete_close ran
-    drop_reason reason = drop_reason::shutdown;
+    bool armed = false;  // begin_drain ran: the deadline is set and `done` collects callers
     std::chrono::steady_clock::time_point deadline{};
     std::vector<std::function<void(std::uint64_t)>> done;
   } close_;

@@ -23,15 +23,19 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
 // deadline forward, and every `done` is called once with the same count.
 void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
                            std::function<void(std::uint64_t)> done) {
-  if (close_.closed) {
+  bool ended = false;
+  {
+    std::lock_guard lock(mutex_);
+    ended = life_ == life::done;
+  }
+  if (ended) {
     if (done) done(0);
     return;
   }
   if (done) close_.done.push_back(std::move(done));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (!close_.draining || deadline < close_.deadline) {
-    if (!close_.draining) close_.reason = reason;
-    close_.draining = true;
+  if (!close_.armed || deadline < close_.deadline) {
+    close_.armed = true;
     close_.deadline = deadline;
     drain_timer_.expires_at(deadline);
     drain_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
@@ -54,12 +58,13 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
 // Called whenever the drain may have progressed: finishes once the queue is empty and no
 // write is out, or, after the deadline, once the write that was out has come back.
 void consumer::check_drain() {
-  if (!close_.draining || close_.closed) return;
+  if (!close_.armed) return;
   bool idle = false;
   bool empty = false;
   bool finishing = false;
   {
     std::lock_guard lock(mutex_);
+    if (life_ == life::done) return;
     idle = writer_ == writer::idle;
     // An `ack` consumer's frames are its own once acknowledged.
     empty = queue_.empty() && unacked_.empty();
@@ -75,7 +80,7 @@ void consumer::check_drain() {
 void consumer::finish_drain() {
   {
     std::lock_guard lock(mutex_);
-    if (life_ == life::closed) return;
+    if (life_ >= life::closed) return;
     life_ = life::closed;
   }
   drain_timer_.cancel();
@@ -84,27 +89,28 @@ void consumer::finish_drain() {
 }
 
 void consumer::complete_close() {
-  close_.closed = true;
   frame_counts left;
+  drop_reason why;
   {
     std::lock_guard lock(mutex_);
-    left = queue_.clear(reject_for(close_.reason));
+    life_ = life::done;
+    why = ending_;
+    left = queue_.clear(reject_for(why));
     publish_depth_locked();
     paused_.release_locked();
   }
   if (opts_.budget) opts_.budget->release(left.bytes);
   // Held, never acknowledged: counted with what was still queued.
   left.frames += unacked_.size();
-  frames_abandoned(unacked_.all(), reject_for(close_.reason));
+  frames_abandoned(unacked_.all(), reject_for(why));
   unacked_.pop_front(unacked_.size());
   publish_unacked();
   if (left.frames) {
-    stats_.dropped[static_cast<std::size_t>(close_.reason)].fetch_add(left.frames,
-                                                                      std::memory_order_relaxed);
+    stats_.dropped[static_cast<std::size_t>(why)].fetch_add(left.frames, std::memory_order_relaxed);
   }
   paused_.resume_released();
   GW_LOG(info) << "consumer " << name_ << " closed; " << left.frames << " frames undelivered ("
-               << to_string(close_.reason) << ")";
+               << to_string(why) << ")";
   auto done = std::move(close_.done);
   close_.done.clear();
   for (auto& d : done)

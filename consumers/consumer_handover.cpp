@@ -31,7 +31,7 @@ void consumer::take_over(std::span<const frame_slice> frames) {
     queue_.push_front_batch(frames);
     if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
     publish_depth_locked();
-    if (writable(flow_) && writer_ == writer::idle && life_ != life::closed) {
+    if (writable(flow_) && writer_ == writer::idle && life_ < life::closed) {
       enter_writer_locked(writer::writing);
       start = true;
     }
@@ -71,7 +71,7 @@ void consumer::hand_over_held(handover_cause cause) {
   std::vector<frame_slice> frames;
   {
     std::lock_guard lock(mutex_);
-    if (life_ == life::closed) return;
+    if (life_ >= life::closed) return;
     const bool applies = cause == handover_cause::failed ? !writable(flow_)
                          : cause == handover_cause::slow ? flow_ == flow::congested
                                                          : true;
