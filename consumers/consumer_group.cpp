@@ -21,7 +21,12 @@ void consumer_group::read_members(std::vector<member_view>& views) const noexcep
     const auto& st = members_[i]->stats();
     auto& v = views[i];
     v.connected = st.connected.load(std::memory_order_relaxed);
-    v.live = v.connected && !st.congested.load(std::memory_order_relaxed);
+    // A member behind (congested) is passed over while another keeps up: its policy would
+    // drop what it is given. Not under backpressure, which drops nothing: such a member takes
+    // its turn until its queue is at its limits (its room), or a group whose members are all
+    // loaded in turn would starve each one as it falls behind for a moment.
+    v.live = v.connected && (!st.congested.load(std::memory_order_relaxed) ||
+                             members_[i]->policy() == overflow_policy::backpressure);
     v.depth = st.queued_frames.load(std::memory_order_relaxed);
     v.room = !st.at_pause_mark.load(std::memory_order_relaxed);
     v.seed = seeds_[i];

@@ -27,7 +27,7 @@ inline std::string_view to_string(balance_policy p) noexcept {
 // One member as the choice sees it, read once per put batch from relaxed atomics.
 struct member_view {
   bool connected = false;   // its link is up
-  bool live = false;        // connected and keeping up (not congested)
+  bool live = false;        // connected and keeping up (not congested), or under backpressure
   bool room = false;        // frames put now would not pause the suppliers (below its pause mark)
   std::uint64_t depth = 0;  // frames queued, plus what this batch already gave it
   std::uint64_t seed = 0;   // hash of its endpoint: its rendezvous identity
