@@ -92,12 +92,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       a = admit(queue_, frames, limits_, opts_.budget, policy,
                 policy || flow_ == flow::refusing ? &packer_ : nullptr, refused);
       if (a.slow) slow_conn = give_up_link_locked();
-      // Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the
-      // gateway's own high-water mark, where the gateway, not the consumer, is behind. One
-      // whose socket refuses bytes is in its grace (slow_after): its queue may fill to its own
-      // limits first, so that a consumer that stalls does not stall the others fed by the same
-      // suppliers (they would wait out its grace); only a full queue (or the gateway-wide
-      // budget) pauses them, as nothing may be dropped before the grace is over.
+      // Past its pause mark (pause_mark_locked() says which and why) the suppliers pause.
       const pause_mark mark = pause_mark_locked(a.over_budget);
       if (mark != pause_mark::none) {
         result.pause_supplier = true;
@@ -141,8 +136,7 @@ void consumer::enter_locked(flow to) noexcept {
   if (to == flow::keeping_up && (from == flow::refusing || from == flow::congested))
     packer_.let_go();
   stats_.congested.store(policy_applies(to), std::memory_order_relaxed);
-  stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
-                             std::memory_order_relaxed);
+  publish_pause_mark_locked();
 }
 
 void consumer::enter_writer_locked(writer to) noexcept {
@@ -321,6 +315,12 @@ void consumer::settle_policy(const admission& a, std::uint64_t slow_conn) {
 void consumer::publish_depth_locked() noexcept {
   stats_.queued_frames.store(queue_.size(), std::memory_order_relaxed);
   stats_.queued_bytes.store(queue_.bytes(), std::memory_order_relaxed);
+  publish_pause_mark_locked();
+}
+
+// Only a group's choice reads it: a consumer of its own pays nothing for it.
+void consumer::publish_pause_mark_locked() noexcept {
+  if (!grouped_) return;
   stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
                              std::memory_order_relaxed);
 }

@@ -204,6 +204,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // refused the last put's bytes).
   enum class pause_mark : std::uint8_t { none, consumer_full, gateway_behind };
   pause_mark pause_mark_locked(bool over_budget) const noexcept;
+  void publish_pause_mark_locked() noexcept;
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
   // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
   // queue, so that its limits are what a dashboard shows. Returns the connection the disconnect

@@ -11,6 +11,7 @@ void consumer::join(std::weak_ptr<consumer_group> group) {
   std::lock_guard lock(mutex_);
   group_ = std::move(group);
   grouped_ = true;
+  publish_pause_mark_locked();
 }
 
 void consumer::leave_group(std::weak_ptr<consumer_group> group) {
