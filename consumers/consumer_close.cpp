@@ -90,7 +90,7 @@ void consumer::finish_drain() {
 
 void consumer::complete_close() {
   frame_counts left;
-  drop_reason why;
+  drop_reason why = drop_reason::shutdown;  // ending_, read under the lock
   {
     std::lock_guard lock(mutex_);
     life_ = life::done;
