@@ -39,19 +39,7 @@ consumer::put_result consumer_group::put(std::span<const frame_slice> frames,
   consumer::put_result result;
   if (frames.empty() || members_.empty()) return result;
   if (members_.size() == 1) return members_[0]->put(frames, listener, drain_here);
-  read_members(s.views);
-  if (s.by_member.size() < members_.size()) s.by_member.resize(members_.size());
-  const candidates c = pick_candidates(s.views, balance_);
-  std::uint64_t turn = balance_ == balance_policy::address
-                           ? 0
-                           : turn_.fetch_add(frames.size(), std::memory_order_relaxed);
-  for (const auto& f : frames) {
-    const std::uint64_t h =
-        balance_ == balance_policy::address ? hash_address(frame_address(f)) : 0;
-    const std::size_t i = choose_member(s.views, balance_, c, turn++, h, members_.size());
-    s.by_member[i].push_back(f);
-    ++s.views[i].depth;
-  }
+  split(frames, s, members_.size());
   for (std::size_t i = 0; i < members_.size(); ++i) {
     auto& batch = s.by_member[i];
     if (batch.empty()) continue;
@@ -71,6 +59,27 @@ consumer::put_result consumer_group::put(std::span<const frame_slice> frames,
   return result;
 }
 
+void consumer_group::split(std::span<const frame_slice> frames, group_scratch& s,
+                           std::size_t skip) {
+  read_members(s.views);
+  if (skip < members_.size()) {
+    s.views[skip].live = false;
+    s.views[skip].connected = false;
+  }
+  if (s.by_member.size() < members_.size()) s.by_member.resize(members_.size());
+  const candidates c = pick_candidates(s.views, balance_);
+  std::uint64_t turn = balance_ == balance_policy::address
+                           ? 0
+                           : turn_.fetch_add(frames.size(), std::memory_order_relaxed);
+  for (const auto& f : frames) {
+    const std::uint64_t h =
+        balance_ == balance_policy::address ? hash_address(frame_address(f)) : 0;
+    const std::size_t i = choose_member(s.views, balance_, c, turn++, h, skip);
+    s.by_member[i].push_back(f);
+    ++s.views[i].depth;
+  }
+}
+
 bool consumer_group::other_up(const consumer* from, bool keeping_up) const noexcept {
   for (const auto& m : members_) {
     if (m.get() == from || !m->stats().connected.load(std::memory_order_relaxed)) continue;
@@ -83,28 +92,14 @@ void consumer_group::hand_over(const consumer* from, std::span<const frame_slice
   if (frames.empty()) return;
   // Not the routing threads' scratch: a member's strand may run on one of them, inside nothing
   // of theirs, but a handover is rare and may allocate.
-  std::vector<member_view> views;
-  read_members(views);
+  group_scratch s;
   std::size_t skip = members_.size();
   for (std::size_t i = 0; i < members_.size(); ++i) {
-    if (members_[i].get() == from) {
-      skip = i;
-      views[i].live = false;
-      views[i].connected = false;
-    }
+    if (members_[i].get() == from) skip = i;
   }
-  const candidates c = pick_candidates(views, balance_);
-  std::vector<std::vector<frame_slice>> by_member(members_.size());
-  std::uint64_t turn = turn_.fetch_add(frames.size(), std::memory_order_relaxed);
-  for (const auto& f : frames) {
-    const std::uint64_t h =
-        balance_ == balance_policy::address ? hash_address(frame_address(f)) : 0;
-    const std::size_t i = choose_member(views, balance_, c, turn++, h, skip);
-    by_member[i].push_back(f);
-    ++views[i].depth;
-  }
+  split(frames, s, skip);
   for (std::size_t i = 0; i < members_.size(); ++i) {
-    if (!by_member[i].empty()) members_[i]->take_over(by_member[i]);
+    if (!s.by_member[i].empty()) members_[i]->take_over(s.by_member[i]);
   }
 }
 

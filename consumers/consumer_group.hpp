@@ -58,6 +58,10 @@ class consumer_group : public std::enable_shared_from_this<consumer_group> {
 
  private:
   void read_members(std::vector<member_view>& views) const noexcept;
+  // Each of `frames` to one member by the balance, into s.by_member (s.views: the members as
+  // read, with what this split gave each). `skip`: a member never chosen (the one handing its
+  // frames over), or members_.size() for none.
+  void split(std::span<const frame_slice> frames, group_scratch& s, std::size_t skip);
 
   const std::string name_;
   const balance_policy balance_;
