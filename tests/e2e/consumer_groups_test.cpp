@@ -94,6 +94,13 @@ struct union_of {
   std::size_t duplicates() const { return total - seen.size(); }
 };
 
+// The member a case SIGKILLs: it acknowledges and prints what it reads, then stops reading
+// 0.2 s after its first frame, holding what is written to it unacknowledged.
+peer_receiver stalling_ack_member(const temp_dir& peers) {
+  return peer_receiver(peers, "killed",
+                       {"--ack", "--print", "--stall-after", "0.2", "--one-consumer"});
+}
+
 }  // namespace
 
 // (1) Three members, round-robin, 300,000 frames: each member gets a third (within 10 %), none
@@ -330,8 +337,7 @@ BOOST_AUTO_TEST_CASE(address_keeps_each_address_on_one_member_and_moves_only_the
 // consumer_timeout_ms + 1 s of the kill.
 BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_others) {
   temp_dir peers;
-  peer_receiver victim(peers, "killed",
-                       {"--ack", "--print", "--stall-after", "0.2", "--one-consumer"});
+  peer_receiver victim = stalling_ack_member(peers);
   const std::string at = victim.endpoint();
   auto& killed = victim.process;
   test_consumer b, c;
@@ -386,8 +392,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_
 // dead member held its frames (and was given new ones) until it came back.
 BOOST_AUTO_TEST_CASE(a_member_killed_while_all_are_behind_hands_over_to_the_connected_ones) {
   temp_dir peers;
-  peer_receiver victim(peers, "killed",
-                       {"--ack", "--print", "--stall-after", "0.2", "--one-consumer"});
+  peer_receiver victim = stalling_ack_member(peers);
   const std::string at = victim.endpoint();
   auto& killed = victim.process;
   peer_receiver b(peers, "b", {"--ack", "--print", "--rate", "1000"});
