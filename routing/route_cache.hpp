@@ -95,12 +95,16 @@ class route_cache {
   }
   // The publish answer kept at entry `at` for `who`, asked and kept if it is not there.
   bool permitted(std::size_t at, const publish_check& who, std::string_view address) noexcept;
+  // Entry `at`'s route and publish answer; it becomes the last hit.
+  cached_answer answer_at(std::size_t at, const publish_check& who,
+                          std::string_view address) noexcept;
 
   std::unique_ptr<storage> storage_;
   std::uint64_t table_id_ = 0;
   std::uint64_t hits_ = 0;
   std::uint64_t misses_ = 0;
   std::uint32_t next_victim_ = 0;  // round-robin over the ways: no pathological cycle
+  std::size_t last_hit_ = 0;       // the entry that answered last: tried first
 };
 
 }  // namespace gatewayd::routing

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "routing/publish_permissions.hpp"
@@ -84,6 +85,37 @@ BOOST_AUTO_TEST_CASE(a_table_at_a_reused_address_still_invalidates) {
   table.reset();
   table = routing_table::build(make_config({"a", "b"}, {{"x", {"b"}}}));
   BOOST_TEST(cache.lookup(*table, "x", scratch).consumers[0] == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(addresses_one_byte_apart_never_share_an_answer) {
+  // The last hit is tried first and the bytes are compared a word at a time (the last word
+  // overlapping): an address one byte away from the last hit, at any position and any length
+  // up to the cache's limit, must get its own answer, straight after it and on a re-probe.
+  std::vector<route_def> routes;
+  std::vector<std::pair<std::string, std::string>> pairs;  // (base, one byte changed)
+  for (std::size_t n = 1; n <= route_cache::max_address_length; ++n) {
+    const std::string base(n, 'a');
+    routes.push_back({base, {"a"}});
+    for (std::size_t k = 0; k < n; ++k) {
+      std::string other = base;
+      other[k] = 'b';
+      routes.push_back({other, {"b"}});
+      pairs.emplace_back(base, other);
+    }
+  }
+  const auto table = routing_table::build(make_config({"a", "b"}, routes));
+  lookup_scratch scratch;
+  route_cache cache;
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& [base, other] : pairs) {
+      for (const std::string* address : {&base, &other, &other, &base}) {
+        const auto r = cache.lookup(*table, *address, scratch);
+        BOOST_REQUIRE(r.consumers.size() == 1u);
+        BOOST_TEST(r.consumers[0] == (address == &base ? 0u : 1u), *address);
+      }
+    }
+  }
+  BOOST_TEST(cache.hits() > cache.misses());
 }
 
 BOOST_AUTO_TEST_CASE(wide_results_and_long_addresses_bypass) {
