@@ -32,7 +32,7 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   if (pattern_hits_.size() < patterns) pattern_hits_.resize(patterns);
 }
 
-void frame_router::credit(std::span<const routing::pattern_index> patterns) noexcept {
+inline void frame_router::credit(std::span<const routing::pattern_index> patterns) noexcept {
   for (const routing::pattern_index p : patterns) {
     if (pattern_hits_[p]++ == 0) touched_patterns_.push_back(p);
   }
@@ -86,7 +86,7 @@ frame_router::outcome frame_router::route_confirmed(std::string_view address,
   return result.matched ? outcome::routed : outcome::unroutable;
 }
 
-void frame_router::fan_out(std::span<const routing::consumer_index> consumers,
+inline void frame_router::fan_out(std::span<const routing::consumer_index> consumers,
                            const protocol::frame_slice& slice) {
   if (slice.chunk != refs_chunk_) {
     hold();
