@@ -8,37 +8,6 @@
 
 namespace gatewayd::routing {
 
-namespace {
-
-// `n` bytes at a and b are equal (n at most max_address_length): whole-word loads, the last
-// word overlapping the one before. Addresses are short, and a call to memcmp cost more than
-// the rest of a hit's probe.
-bool same_bytes(const char* a, const char* b, std::size_t n) noexcept {
-  const auto word = [](const char* p) {
-    std::uint64_t w;
-    std::memcpy(&w, p, 8);
-    return w;
-  };
-  if (n >= 8) {
-    for (std::size_t i = 0; i + 8 < n; i += 8)
-      if (word(a + i) != word(b + i)) return false;
-    return word(a + n - 8) == word(b + n - 8);
-  }
-  if (n >= 4) {
-    std::uint32_t a1, a2, b1, b2;
-    std::memcpy(&a1, a, 4);
-    std::memcpy(&b1, b, 4);
-    std::memcpy(&a2, a + n - 4, 4);
-    std::memcpy(&b2, b + n - 4, 4);
-    return a1 == b1 && a2 == b2;
-  }
-  for (std::size_t i = 0; i < n; ++i)
-    if (a[i] != b[i]) return false;
-  return true;
-}
-
-}  // namespace
-
 void route_cache::clear() noexcept {
   if (storage_) *storage_ = storage{};
 }
@@ -47,9 +16,8 @@ void route_cache::forget_permissions() noexcept {
   if (storage_) std::fill(std::begin(storage_->permits), std::end(storage_->permits), 0u);
 }
 
-bool route_cache::permitted(std::size_t at, const publish_check& who,
-                            std::string_view address) noexcept {
-  if (!who.permissions) return true;
+bool route_cache::kept_permission(std::size_t at, const publish_check& who,
+                                  std::string_view address) noexcept {
   const std::uint32_t tagged = (who.rule + 1) * 2;
   std::uint32_t& kept = storage_->permits[at];
   if ((kept & ~1u) == tagged) return kept & 1u;
@@ -58,16 +26,8 @@ bool route_cache::permitted(std::size_t at, const publish_check& who,
   return answer;
 }
 
-cached_answer route_cache::answer_at(std::size_t at, const publish_check& who,
-                                     std::string_view address) noexcept {
-  last_hit_ = at;
-  const entry& e = storage_->entries[at];
-  return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
-          permitted(at, who, address)};
-}
-
-cached_answer route_cache::lookup(const routing_table& table, std::string_view address,
-                                  lookup_scratch& scratch, const publish_check& who) {
+cached_answer route_cache::probe(const routing_table& table, std::string_view address,
+                                 lookup_scratch& scratch, const publish_check& who) {
   if (address.size() > max_address_length || address.empty()) {
     ++misses_;
     return {table.lookup(address, scratch), ask(who, address)};
@@ -79,15 +39,6 @@ cached_answer route_cache::lookup(const routing_table& table, std::string_view a
     clear();
     table_id_ = table.id();
   }
-  // A supplier sends runs of one address: the entry of the last hit is tried before hashing.
-  // (An empty entry's length, 0, matches no address.)
-  if (const entry& last = storage_->entries[last_hit_];
-      last.address_length == address.size() &&
-      same_bytes(last.address, address.data(), address.size())) {
-    ++hits_;
-    return answer_at(last_hit_, who, address);
-  }
-
   const auto h = runtime::hash_bytes(address);
   const auto tag = static_cast<std::uint32_t>(h >> 32);
   const std::size_t first = (h & (entry_count / ways - 1)) * ways;
@@ -98,9 +49,9 @@ cached_answer route_cache::lookup(const routing_table& table, std::string_view a
     const entry& e = set[way];
     if (e.address_length == 0) empty_way = way;
     if (tags[way] == tag && e.address_length == address.size() &&
-        same_bytes(e.address, address.data(), address.size())) {
+        runtime::same_bytes(e.address, address.data(), address.size())) {
       ++hits_;
-      return answer_at(first + way, who, address);
+      return answer(first + way, who, address);
     }
   }
 
@@ -120,7 +71,7 @@ cached_answer route_cache::lookup(const routing_table& table, std::string_view a
   std::copy(result.consumers.begin(), result.consumers.end(), e.consumers);
   std::copy(result.patterns.begin(), result.patterns.end(), e.patterns);
   std::memcpy(e.address, address.data(), address.size());
-  return answer_at(first + victim, who, address);
+  return answer(first + victim, who, address);
 }
 
 }  // namespace gatewayd::routing

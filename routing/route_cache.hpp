@@ -9,6 +9,7 @@
 
 #include "routing/publish_permissions.hpp"
 #include "routing/routing_table.hpp"
+#include "runtime/hash.hpp"
 
 namespace gatewayd::routing {
 
@@ -18,6 +19,10 @@ namespace gatewayd::routing {
 // addresses in a 64-entry direct-mapped cache do that to about a quarter of them). The tags
 // of a set sit together, so a lookup reads one small block of tags and compares the address
 // bytes of at most the one entry whose tag matches.
+//
+// Before any hashing a lookup tries the entry that answered last, then the one that answered
+// after it last time: a run of one address costs one compare, a supplier cycling over a few
+// addresses two.
 //
 // The one cache on the routing path (the frame router's, one per thread: not thread-safe);
 // keyed by the table's id(), so publishing a new table empties it on the next lookup. Beside
@@ -63,7 +68,19 @@ class route_cache {
   // The route as above and, with one probe, whether `who` may publish to `address` (the same
   // answer as who.permissions->permitted(who.rule, address)).
   cached_answer lookup(const routing_table& table, std::string_view address,
-                       lookup_scratch& scratch, const publish_check& who);
+                       lookup_scratch& scratch, const publish_check& who) {
+    // Suppliers send runs of one address, or cycle over a few (frame i to consumer i mod n):
+    // the entry that answered last, then the one that answered after it last time, are tried
+    // here in the caller before any hashing.
+    if (storage_ && table_id_ == table.id() && !address.empty()) {
+      std::size_t at = last_hit_;
+      if (holds(at, address) || holds(at = storage_->next_hit[at], address)) {
+        ++hits_;
+        return answer(at, who, address);
+      }
+    }
+    return probe(table, address, scratch, who);
+  }
 
   void clear() noexcept;
   // The publish rules changed (a new snapshot): the routes stay, the publish answers go.
@@ -88,16 +105,37 @@ class route_cache {
     std::uint32_t tags[entry_count] = {};  // upper hash bits, set by set
     // By entry: 0 = no publish answer, else (rule + 1) * 2 + permitted (1 or 0).
     std::uint32_t permits[entry_count] = {};
+    // By entry: the entry that answered after it, last time (a cycle of addresses learns its
+    // order).
+    std::uint8_t next_hit[entry_count] = {};
     entry entries[entry_count];
   };
   static bool ask(const publish_check& who, std::string_view address) noexcept {
     return !who.permissions || who.permissions->permitted(who.rule, address);
   }
+  bool holds(std::size_t at, std::string_view address) const noexcept {
+    const entry& e = storage_->entries[at];
+    return e.address_length == address.size() &&
+           runtime::same_bytes(e.address, address.data(), address.size());
+  }
+  // Entry `at` answers: its route and publish answer; it becomes the last hit, and the one
+  // after the previous last hit.
+  cached_answer answer(std::size_t at, const publish_check& who,
+                       std::string_view address) noexcept {
+    storage_->next_hit[last_hit_] = static_cast<std::uint8_t>(at);
+    last_hit_ = at;
+    const entry& e = storage_->entries[at];
+    return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
+            permitted(at, who, address)};
+  }
   // The publish answer kept at entry `at` for `who`, asked and kept if it is not there.
-  bool permitted(std::size_t at, const publish_check& who, std::string_view address) noexcept;
-  // Entry `at`'s route and publish answer; it becomes the last hit.
-  cached_answer answer_at(std::size_t at, const publish_check& who,
-                          std::string_view address) noexcept;
+  bool permitted(std::size_t at, const publish_check& who, std::string_view address) noexcept {
+    return !who.permissions || kept_permission(at, who, address);
+  }
+  bool kept_permission(std::size_t at, const publish_check& who, std::string_view address) noexcept;
+  // lookup() past the last hit: hashes, probes the set, and on a miss asks the table.
+  cached_answer probe(const routing_table& table, std::string_view address, lookup_scratch& scratch,
+                      const publish_check& who);
 
   std::unique_ptr<storage> storage_;
   std::uint64_t table_id_ = 0;
