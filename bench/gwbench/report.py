@@ -357,21 +357,22 @@ class Report:
     def __init__(self, out_dir, stamp):
         self.out_dir = out_dir
         self.stamp = stamp
+        self.commit = commit()
+        # The sitting's files: NAME.md (and NAME-S6.png, NAME-sweep.png with gnuplot).
+        self.name = f"{stamp}-{self.commit.split()[0]}"
         self.sections = []
 
     def write(self, key, title, body):
-        path = os.path.join(self.out_dir, f"{self.stamp}-{key}.md")
-        with open(path, "w") as f:
-            f.write(f"# {title}\n\n{body}")
+        """Adds a scenario's section; summary() writes them all in one file (one file per
+        sitting: bench/results keeps sittings, not runs of a scenario)."""
         self.sections.append((title, body))
-        print(f"wrote {os.path.relpath(path, ROOT)}", flush=True)
 
     def plot(self, name, title, xlabel, ylabel, series, logx=False):
         """series: [(label, [(x, y), ...])]; writes NAME.png (and its .dat) if gnuplot exists."""
         if not shutil.which("gnuplot"):
             return None
-        dat = os.path.join(self.out_dir, f"{self.stamp}-{name}.dat")
-        png = os.path.join(self.out_dir, f"{self.stamp}-{name}.png")
+        dat = os.path.join(self.out_dir, f"{self.name}-{name}.dat")
+        png = os.path.join(self.out_dir, f"{self.name}-{name}.png")
         with open(dat, "w") as f:
             for label, pts in series:
                 f.write(f"# {label}\n" + "".join(f"{x} {y}\n" for x, y in pts) + "\n\n")
@@ -384,7 +385,8 @@ class Report:
         return os.path.relpath(png, self.out_dir)
 
     def summary(self, seconds_taken):
-        parts = [f"# gatewayd benchmark, {self.stamp}\n", "## Machine\n", machine(),
+        parts = [f"# gatewayd benchmark, {self.stamp}, at {self.commit}\n", "## Machine\n",
+                 machine(),
                  "\nCPU columns: cores used on average over the load window by gatewayd, by the "
                  "gateway-peer senders + receivers, and by everything else on the machine "
                  "(/proc/stat busy time minus the first two); the machine has %d.\n"
@@ -392,10 +394,20 @@ class Report:
                  "those made; drops by reason: gatewayd_consumer_dropped_messages_total over "
                  "the case.\n" % os.cpu_count(), "Run time: %.0f s.\n" % seconds_taken]
         parts += [f"\n## {title}\n\n{body}" for title, body in self.sections]
-        path = os.path.join(self.out_dir, f"{self.stamp}-summary.md")
+        path = os.path.join(self.out_dir, f"{self.name}.md")
         with open(path, "w") as f:
             f.write("".join(parts))
         return path
+
+
+def commit():
+    """The commit the sitting ran at ("<short sha>", "+ uncommitted changes" when the tree
+    differs from it)."""
+    def git(*a):
+        return subprocess.run(["git", "-C", ROOT, *a], capture_output=True, text=True).stdout
+    sha = git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    dirty = git("status", "--porcelain", "--untracked-files=no").strip()
+    return sha + (" + uncommitted changes" if dirty else "")
 
 
 def machine():

@@ -1,7 +1,7 @@
 """bench/run's driver: runs the scenarios it is asked for (scenarios.SCENARIOS) against the
 real gatewayd, the model comparison ("models") against every line of
 bench/model_harness/models.txt (the model harness, and gatewayd as the reference), and writes
-bench/results/<date>-<scenario>.md and a summary."""
+the sitting's one report, bench/results/<date>-<commit>.md."""
 
 import argparse
 import dataclasses
