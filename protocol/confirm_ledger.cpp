@@ -71,17 +71,23 @@ confirm_entry& confirm_ledger::entry(std::uint64_t seq) noexcept {
   return blocks_[offset / block_entries]->entries[offset % block_entries];
 }
 
+void confirm_ledger::add_block() {
+  auto* b = new confirm_block;
+  b->ledger = this;
+  holders_.fetch_add(1, std::memory_order_relaxed);
+  charge(static_cast<std::int64_t>(block_bytes));
+  blocks_.push_back(b);
+}
+
 confirm_entry* confirm_ledger::add(std::uint32_t consumers) {
   if (pending() >= capacity_) return nullptr;
-  if ((next_seq_ - base_seq_) / block_entries == blocks_.size()) {
-    auto* b = new confirm_block;
-    b->ledger = this;
-    holders_.fetch_add(1, std::memory_order_relaxed);
-    charge(static_cast<std::int64_t>(block_bytes));
-    blocks_.push_back(b);
-  }
-  confirm_entry& e = entry(next_seq_++);
-  e.block_ = blocks_.back();
+  const std::uint64_t offset = next_seq_ - base_seq_;
+  if (offset / block_entries == blocks_.size()) add_block();
+  // The next seq is always in the newest block.
+  confirm_block* const block = blocks_.back();
+  confirm_entry& e = block->entries[offset % block_entries];
+  ++next_seq_;
+  e.block_ = block;
   e.number_ = next_number_++;
   e.reason_.store(0, std::memory_order_relaxed);
   e.owing_.store(consumers, std::memory_order_relaxed);

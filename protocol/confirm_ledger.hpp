@@ -169,6 +169,8 @@ class confirm_ledger {
                  confirm_ledger_budget* budget);
   ~confirm_ledger();
   confirm_entry& entry(std::uint64_t seq) noexcept;
+  // add() at a block's first entry (once per block_entries frames: kept out of add()'s path).
+  [[gnu::noinline]] void add_block();
   // Calls on_reject, reading a void one as "done".
   template <class OnReject>
   static bool give(OnReject& on_reject, std::uint64_t number, reject_reason why);
