@@ -52,7 +52,7 @@ void consumer::start() {
       at = self->endpoint_;
       tls = self->tls_;
     }
-    self->link_.start(at, std::move(tls), self);
+    self->link_.start(at, std::move(tls));
   });
 }
 

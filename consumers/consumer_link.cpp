@@ -26,9 +26,7 @@ consumer_link::consumer_link(const runtime::strand& strand, const std::string& n
   if (acks) acks_.emplace();
 }
 
-void consumer_link::start(const net::endpoint& at, std::optional<consumer_tls> tls,
-                          std::weak_ptr<void> owner) {
-  owner_ = std::move(owner);
+void consumer_link::start(const net::endpoint& at, std::optional<consumer_tls> tls) {
   endpoint_ = at;
   tls_ = std::move(tls);
   stats_.tls.store(tls_.has_value(), std::memory_order_relaxed);

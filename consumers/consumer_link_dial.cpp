@@ -34,7 +34,7 @@ void consumer_link::dial() {
   stream_.reset();  // a handshake or write still completing holds its own
   socket_.async_connect(
       asio::ip::tcp::endpoint(address, endpoint_.port),
-      [this, keep = owner_.lock(), dial](std::error_code e) { on_dialed(e, dial); });
+      [self = events_.keep_alive(), this, dial](std::error_code e) { on_dialed(e, dial); });
   if (limits_.connect_timeout.count() <= 0) return;
   // A host that drops SYNs would otherwise hold the dial for the kernel's minutes of retries.
   arm_deadline(limits_.connect_timeout, dial);
@@ -45,11 +45,12 @@ void consumer_link::dial() {
 // step_timed_out_ tells its handler why.
 void consumer_link::arm_deadline(std::chrono::milliseconds after, std::uint64_t dial) {
   redial_timer_.expires_after(after);
-  redial_timer_.async_wait([this, keep = owner_.lock(), dial, step = state_](std::error_code ec) {
-    if (ec || dial != dial_ || state_ != step) return;
-    step_timed_out_ = true;
-    close_socket();
-  });
+  redial_timer_.async_wait(
+      [self = events_.keep_alive(), this, dial, step = state_](std::error_code ec) {
+        if (ec || dial != dial_ || state_ != step) return;
+        step_timed_out_ = true;
+        close_socket();
+      });
 }
 
 void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
@@ -82,9 +83,8 @@ void consumer_link::handshake(std::uint64_t dial) {
   }
   // The handler holds the stream: the next dial replaces stream_ while this one may still be
   // completing (aborted).
-  stream_->async_handshake([this, keep = owner_.lock(), stream = stream_, dial](std::error_code e) {
-    on_handshake(e, dial);
-  });
+  stream_->async_handshake([self = events_.keep_alive(), this, stream = stream_,
+                            dial](std::error_code e) { on_handshake(e, dial); });
   // A plaintext consumer never answers a ClientHello: without a deadline the dial would wait
   // for as long as the peer keeps the connection open.
   arm_deadline(handshake_bound(), dial);
@@ -137,7 +137,7 @@ void consumer_link::settle(std::uint64_t dial) {
   read_until_closed(conn_ + 1);
   redial_timer_.expires_after(
       std::clamp<milliseconds>(2 * took, milliseconds{20}, handshake_bound()));
-  redial_timer_.async_wait([this, keep = owner_.lock(), dial](std::error_code ec) {
+  redial_timer_.async_wait([self = events_.keep_alive(), this, dial](std::error_code ec) {
     if (!ec && dial == dial_ && state_ == state::settling) come_up(true);
   });
 }
@@ -188,7 +188,7 @@ void consumer_link::wait_to_redial() {
   const auto delay = backoff_.next();
   GW_LOG(debug) << "consumer " << name_ << " redials in " << delay.count() << " ms";
   redial_timer_.expires_after(delay);
-  redial_timer_.async_wait([this, keep = owner_.lock()](std::error_code ec) {
+  redial_timer_.async_wait([self = events_.keep_alive(), this](std::error_code ec) {
     // Cancelled: an endpoint change or the end.
     if (!ec && state_ == state::waiting) dial();
   });

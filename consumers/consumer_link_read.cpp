@@ -14,8 +14,8 @@ namespace gatewayd::consumers {
 // acks come out of the channel as on a plaintext one); it runs beside the drain's writes, both
 // on the strand.
 void consumer_link::read_until_closed(std::uint64_t conn) {
-  auto on_read = [this, keep = owner_.lock(), stream = stream_, conn](std::error_code ec,
-                                                                      std::size_t n) {
+  auto on_read = [self = events_.keep_alive(), this, stream = stream_, conn](std::error_code ec,
+                                                                             std::size_t n) {
     if (unexplained_ && unexplained_->conn == conn) return explain(ec);
     if (settling(conn)) {
       if (!ec) {
