@@ -8,6 +8,7 @@
 
 #include "config/consumer_tls_reader.hpp"
 #include "config/file_digest.hpp"
+#include "config/nearest_name.hpp"
 #include "config/toml_checker.hpp"
 #include "routing/pattern.hpp"
 
@@ -29,36 +30,6 @@ std::string in_quotes(std::string_view s) {
   out += s;
   out += '"';
   return out;
-}
-
-// The edit distance of `a` and `b` when it is at most `limit`, otherwise limit + 1. Only the
-// band |i - j| <= limit of the table can hold such a path, so the cost is (2 limit + 1) cells
-// per character instead of the product of the lengths; `cells` counts them.
-std::size_t edit_distance_within(std::string_view a, std::string_view b, std::size_t limit,
-                                 std::vector<std::size_t>& row, std::uint64_t& cells) {
-  if (a.size() > b.size()) std::swap(a, b);
-  const std::size_t too_far = limit + 1;
-  if (b.size() - a.size() > limit) return too_far;
-  row.assign(b.size() + 1, too_far);
-  for (std::size_t j = 0; j <= std::min(b.size(), limit); ++j)
-    row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    const std::size_t lo = i > limit ? i - limit : 1;
-    const std::size_t hi = std::min(b.size(), i + limit);
-    std::size_t diagonal = row[lo - 1];
-    row[lo - 1] = lo == 1 && i <= limit ? i : too_far;
-    std::size_t best_in_row = row[lo - 1];
-    for (std::size_t j = lo; j <= hi; ++j) {
-      const std::size_t above = row[j];
-      row[j] =
-          std::min({above + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1), too_far});
-      diagonal = above;
-      best_in_row = std::min(best_in_row, row[j]);
-    }
-    cells += hi - lo + 1;
-    if (best_in_row > limit) return too_far;  // every path is already too long
-  }
-  return row[b.size()];
 }
 
 // Reads one routes.toml document into `config`, reporting every problem to `check`.
@@ -122,7 +93,15 @@ class routing_reader {
     check_.reject_unknown_keys(table, path,
                                {"endpoint", "endpoints", "balance", "queue_capacity", "queue_bytes",
                                 "overflow", "tls", "ack", "max_unacked_bytes"});
-    // One endpoint, or a group of them: exactly one of the two keys.
+    read_addresses(table, path, spec);
+    read_queue(table, path, spec);
+    spec.tls = read_consumer_tls(check_, table, path, base_, creds_, spec.address.host);
+    read_acks(table, path, spec);
+    return spec;
+  }
+
+  // `endpoint`, or a group's `endpoints` and its `balance`: exactly one of the two keys.
+  void read_addresses(const toml::table& table, const std::string& path, consumer_spec& spec) {
     const bool group = table.contains("endpoints");
     if (group && table.contains("endpoint")) {
       check_.error(*table.get("endpoints"),
@@ -149,6 +128,10 @@ class routing_reader {
                      path + ".balance: only means something with endpoints = [...] (a group)");
       }
     }
+  }
+
+  // The queue's limits and what happens past them.
+  void read_queue(const toml::table& table, const std::string& path, consumer_spec& spec) {
     if (auto capacity = check_.integer(table, path, "queue_capacity", 1,
                                        std::numeric_limits<std::uint32_t>::max())) {
       spec.queue_capacity = static_cast<std::uint32_t>(*capacity);
@@ -166,7 +149,10 @@ class routing_reader {
                                                  consumers::overflow_policy_names.choices() + ")");
       }
     }
-    spec.tls = read_consumer_tls(check_, table, path, base_, creds_, spec.address.host);
+  }
+
+  // `ack = true` and the bound on what it may hold unacknowledged.
+  void read_acks(const toml::table& table, const std::string& path, consumer_spec& spec) {
     if (auto ack = check_.boolean(table, path, "ack")) spec.ack = *ack;
     // Any size works: a frame larger than the limit still goes when nothing is held.
     if (auto bytes = check_.integer(table, path, "max_unacked_bytes", 1,
@@ -177,7 +163,6 @@ class routing_reader {
                      path + ".max_unacked_bytes: only means something with ack = true");
       }
     }
-    return spec;
   }
 
   std::optional<net::endpoint> read_endpoint(const toml::node& where, const std::string& path,
@@ -343,38 +328,18 @@ class routing_reader {
   void check_known_consumer(const toml::value<std::string>& name, const std::string& path) {
     if (known_consumers_.count(name.get())) return;
     std::string message = path + ": unknown consumer " + in_quotes(name.get());
-    // A typo is the usual cause; point at the nearest name when one is close. The search is
-    // bounded for the whole file: 10,000 consumers with long names and hundreds of mistakes
-    // would otherwise cost minutes; past the budget, errors come without a suggestion.
-    const std::string* best = nullptr;
-    std::size_t best_distance = 3;
-    for (const auto& known : known_consumers_) {
-      if (best_distance == 1 || suggestion_cells_ > suggestion_budget) break;
-      const auto& wanted = name.get();
-      const std::size_t longer = std::max(known.size(), wanted.size());
-      if (longer - std::min(known.size(), wanted.size()) >= best_distance) continue;
-      const auto d =
-          edit_distance_within(known, wanted, best_distance - 1, distance_row_, suggestion_cells_);
-      // Short names are all close to each other: only suggest a clearly similar one.
-      if (d < best_distance && d * 3 <= longer) {
-        best = &known;
-        best_distance = d;
-      }
-    }
-    if (best) message += " (did you mean " + in_quotes(*best) + "?)";
+    // A typo is the usual cause; point at the nearest name when one is close.
+    if (const std::string* best = suggestion_.find(known_consumers_, name.get()))
+      message += " (did you mean " + in_quotes(*best) + "?)";
     check_.error(name, std::move(message));
   }
-
-  // Table cells the "did you mean" search may fill in one file: about 0.1 s.
-  static constexpr std::uint64_t suggestion_budget = 50'000'000;
 
   toml_checker& check_;
   std::filesystem::path base_;
   const credentials& creds_;
   routes_config config_;
   std::set<std::string, std::less<>> known_consumers_;
-  std::uint64_t suggestion_cells_ = 0;
-  std::vector<std::size_t> distance_row_;
+  nearest_name suggestion_;  // one work budget for the whole file
 };
 
 }  // namespace

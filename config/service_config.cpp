@@ -117,17 +117,40 @@ class service_reader {
     }
   }
 
-  void read_gateway(const toml::table& t) {
+  // The gateway table's keys: a removed one is reported with its replacement, not as unknown.
+  void reject_removed_and_unknown_keys(const toml::table& t) {
     std::vector<std::string_view> removed;
     for (const auto& [key, why] : removed_gateway_keys) {
       if (!t.contains(key)) continue;
-      removed.push_back(key);  // reported here with its replacement, not as an unknown key
+      removed.push_back(key);
       check_.error(*t.get(key), "[gateway] " + std::string{key} +
                                     " was removed: " + std::string{why} +
                                     "; the other models are in bench/model_harness "
                                     "(docs/benchmarks.md)");
     }
     check_.reject_unknown_keys(t, "gateway", keys_of("gateway"), removed);
+  }
+
+  // What a supplier sending CONFIRM frames may have outstanding, and for how long.
+  void read_confirms(const toml::table& t) {
+    if (auto v = check_.integer(t, "gateway", "max_unconfirmed_frames", 1, 1 << 20)) {
+      config_.max_unconfirmed_frames = static_cast<std::uint32_t>(*v);
+    }
+    milliseconds(t, "confirm_timeout_ms", 1, config_.confirm_timeout);
+    if (auto v = check_.integer(t, "gateway", "max_confirm_ledger_bytes", 0,
+                                std::numeric_limits<std::int64_t>::max())) {
+      config_.max_confirm_ledger_bytes = static_cast<std::uint64_t>(*v);
+      if (*v != 0 && *v < min_confirm_ledger_bytes) {
+        check_.error(*t.get("max_confirm_ledger_bytes"),
+                     "gateway.max_confirm_ledger_bytes: " + std::to_string(*v) +
+                         " is below 1048576 (1 MiB): every confirm-mode supplier would wait on it; "
+                         "0 = no bound");
+      }
+    }
+  }
+
+  void read_gateway(const toml::table& t) {
+    reject_removed_and_unknown_keys(t);
     if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
     if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
       config_.threads = static_cast<std::uint32_t>(*v);
@@ -162,20 +185,7 @@ class service_reader {
     milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
     milliseconds(t, "consumer_connect_timeout_ms", 1, config_.consumer_connect_timeout);
     milliseconds(t, "consumer_timeout_ms", 0, config_.consumer_timeout);
-    if (auto v = check_.integer(t, "gateway", "max_unconfirmed_frames", 1, 1 << 20)) {
-      config_.max_unconfirmed_frames = static_cast<std::uint32_t>(*v);
-    }
-    milliseconds(t, "confirm_timeout_ms", 1, config_.confirm_timeout);
-    if (auto v = check_.integer(t, "gateway", "max_confirm_ledger_bytes", 0,
-                                std::numeric_limits<std::int64_t>::max())) {
-      config_.max_confirm_ledger_bytes = static_cast<std::uint64_t>(*v);
-      if (*v != 0 && *v < min_confirm_ledger_bytes) {
-        check_.error(*t.get("max_confirm_ledger_bytes"),
-                     "gateway.max_confirm_ledger_bytes: " + std::to_string(*v) +
-                         " is below 1048576 (1 MiB): every confirm-mode supplier would wait on it; "
-                         "0 = no bound");
-      }
-    }
+    read_confirms(t);
     read_reconnect(t);
     const bool max_payload_ok = max_payload || !t.contains("max_payload");
     byte_cap(t, "max_queued_bytes", max_payload_ok, "queued", config_.max_queued_bytes);

@@ -1,3 +1,7 @@
+// The consumer's start, its hot path (put), its flow state, what its link tells it and its reload.
+// The rest of the active object, by job: consumer_writer.cpp (the writer role, the drain's
+// batches), consumer_pause.cpp (when suppliers pause and go on), consumer_acks.cpp (written and
+// acknowledged frames), consumer_handover.cpp (group members), consumer_close.cpp (its end).
 #include "consumers/consumer.hpp"
 
 #include <cassert>
@@ -48,7 +52,7 @@ void consumer::start() {
       at = self->endpoint_;
       tls = self->tls_;
     }
-    self->link_.start(at, std::move(tls), self);
+    self->link_.start(at, std::move(tls));
   });
 }
 
@@ -139,154 +143,6 @@ void consumer::enter_locked(flow to) noexcept {
   publish_pause_mark_locked();
 }
 
-void consumer::enter_writer_locked(writer to) noexcept {
-  const writer from = writer_;
-  if (from == to) return;
-  // The table in consumer.hpp; anything else is a bug.
-  [[maybe_unused]] const bool allowed =
-      (from == writer::idle && to == writer::writing) ||
-      (from == writer::writing &&
-       (to == writer::idle || to == writer::parked || to == writer::discarding)) ||
-      (from == writer::parked && (to == writer::writing || to == writer::idle)) ||
-      (from == writer::discarding && (to == writer::writing || to == writer::idle));
-  assert(allowed);
-  writer_ = to;
-}
-
-bool consumer::resume_parked_writer() {
-  {
-    std::lock_guard lock(mutex_);
-    if (writer_ != writer::parked || unacked_.bytes() >= max_unacked_bytes_) return false;
-    enter_writer_locked(writer::writing);
-  }
-  drain_.start(true);
-  return true;
-}
-
-// ---------------------------------------------------------------------------------------------
-// For the drain
-
-bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
-  bool more = false;
-  bool left_refusing = false;
-  bool parked = false;
-  {
-    std::lock_guard lock(mutex_);
-    more = take_batch_locked(batch, conn, left_refusing, parked);
-    if (below_low_water_locked()) paused_.release_locked();
-  }
-  if (left_refusing) grace_timer_.cancel();
-  // Holding max_unacked_bytes is not keeping up, as a full socket is.
-  if (parked) batch_refused();
-  // Nothing to send: a TLS connection gives its staging buffer back while it idles.
-  if (!more && link_.secure_stream()) link_.secure_stream()->release_buffers();
-  paused_.resume_released();
-  if (!more) check_drain();
-  return more;
-}
-
-bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing,
-                                 bool& parked) {
-  if (writable(flow_) && acks_) redeliver_locked();
-  if (writable(flow_) && !queue_.empty()) {
-    if (acks_ && unacked_.bytes() >= max_unacked_bytes_) {
-      enter_writer_locked(writer::parked);
-      parked = true;
-      return false;
-    }
-    // Never more than the room left under max_unacked_bytes (but one frame always goes).
-    batch.fill(queue_, acks_ ? max_unacked_bytes_ - unacked_.bytes() : write_batch::max_bytes);
-    conn = conn_;
-    publish_depth_locked();
-    return true;
-  }
-  // Caught up with everything on a live connection: from here on the consumer keeps up again.
-  if (writable(flow_)) {
-    left_refusing = flow_ == flow::refusing;
-    enter_locked(flow::keeping_up);
-  }
-  enter_writer_locked(writer::idle);
-  return false;
-}
-
-void consumer::batch_refused() {
-  {
-    std::lock_guard lock(mutex_);
-    // Already refusing (its grace runs) or behind (its policy applies), or no longer writing
-    // to this connection: nothing changes.
-    if (flow_ != flow::keeping_up) return;
-    enter_locked(flow::refusing);
-    // Suppliers paused at the high-water mark while the socket still took bytes are let go: from
-    // here on only a full queue holds them (put()).
-    if (below_low_water_locked()) paused_.release_locked();
-  }
-  paused_.resume_released();
-  grace_timer_.expires_after(opts_.slow_after);
-  grace_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-    if (!ec) self->fell_behind();
-  });
-}
-
-void consumer::fell_behind() {
-  protocol::release_batch released;  // released after the unlock
-  admission trimmed;
-  std::uint64_t slow_conn = 0;
-  std::vector<std::weak_ptr<flow_control_listener>> held;
-  {
-    std::lock_guard lock(mutex_);
-    // Caught up, or gone, meanwhile.
-    if (flow_ != flow::refusing) return;
-    enter_locked(flow::congested);
-    // What queued while it kept up meets its policy now, not only what comes next.
-    slow_conn = hold_to_limits_locked(trimmed, released);
-    // It will hold what it has for long: frames pinning mostly unused read chunks are copied
-    // out of them (what follows is copied as it comes, in put()).
-    queue_.compact(packer_);
-    drain_.compact(packer_);
-    publish_depth_locked();
-    // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
-    // one, and its overflow policy deals with it from here on (backpressure keeps its own).
-    if (below_low_water_locked()) {
-      paused_.release_locked();
-    } else if (limits_.policy == overflow_policy::backpressure) {
-      paused_.copy_waiting_locked(held);
-    }
-  }
-  settle_policy(trimmed, slow_conn);
-  paused_.resume_released();
-  tell_held(held);
-  hand_over_held(handover_cause::slow);
-}
-
-void consumer::batch_failed(write_batch& batch) {
-  frame_counts discarded;
-  protocol::release_batch released;
-  admission trimmed;
-  std::uint64_t slow_conn = 0;
-  {
-    std::lock_guard lock(mutex_);
-    if (!batch.empty()) {
-      if (writer_ == writer::discarding) {
-        discarded = batch.discard(protocol::reject_reason::dropped);
-      } else {
-        batch.return_to(queue_);  // sent whole on the next connection
-        // A congested queue stays within its limits with the batch back in it too.
-        if (policy_applies(flow_)) slow_conn = hold_to_limits_locked(trimmed, released);
-      }
-    }
-    if (writer_ == writer::discarding) enter_writer_locked(writer::writing);
-    publish_depth_locked();
-  }
-  settle_policy(trimmed, slow_conn);
-  if (discarded.frames) {
-    if (opts_.budget) opts_.budget->release(discarded.bytes);
-    stats_.dropped[static_cast<std::size_t>(drop_reason::slow_consumer)].fetch_add(
-        discarded.frames, std::memory_order_relaxed);
-  }
-  // A group member's batch back from a connection that went down follows what it handed over.
-  hand_over_held(handover_cause::failed);
-}
-
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
   a = trim(queue_, limits_, opts_.budget, released);
   return a.slow ? give_up_link_locked() : 0;
@@ -316,29 +172,6 @@ void consumer::publish_depth_locked() noexcept {
   stats_.queued_frames.store(queue_.size(), std::memory_order_relaxed);
   stats_.queued_bytes.store(queue_.bytes(), std::memory_order_relaxed);
   publish_pause_mark_locked();
-}
-
-// Only a group's choice reads it: a consumer of its own pays nothing for it.
-void consumer::publish_pause_mark_locked() noexcept {
-  if (!grouped_) return;
-  stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
-                             std::memory_order_relaxed);
-}
-
-// Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the gateway's
-// own high-water mark, where the gateway, not the consumer, is behind. One whose socket refuses
-// bytes is in its grace (slow_after): its queue may fill to its own limits first, so that a
-// consumer that stalls does not stall the others fed by the same suppliers (they would wait out
-// its grace); only a full queue (or the gateway-wide budget) pauses them, as nothing may be
-// dropped before the grace is over. A draining consumer takes what was routed to it but pauses
-// nobody: new frames go by a table that no longer names it.
-consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcept {
-  if (life_ != life::open) return pause_mark::none;
-  const bool full = at_limit(queue_, limits_) || over_budget;
-  if (limits_.policy == overflow_policy::backpressure && full) return pause_mark::consumer_full;
-  if (policy_applies(flow_)) return pause_mark::none;
-  const bool behind = flow_ == flow::refusing ? full : above_high_water(queue_, limits_);
-  return behind ? pause_mark::gateway_behind : pause_mark::none;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -413,37 +246,6 @@ void consumer::reconfigure(const consumer_spec& spec) {
     self->resume_if_below_low_water();
     self->resume_parked_writer();
   });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Backpressure
-
-bool consumer::below_low_water_locked() const noexcept {
-  // Suppliers paused on this consumer are released when it stops taking frames (closing);
-  // when the gateway had caught up with it, or it stopped keeping up (then its policy
-  // applies); and, under backpressure, once the queue is down to half its limits.
-  if (life_ != life::open) return true;
-  // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
-  // (put()); they go on once it is down to half its limits.
-  const bool caught_up =
-      policy_applies(flow_) || (flow_ == flow::refusing ? below_half_limits(queue_, limits_)
-                                                        : below_low_water(queue_, limits_));
-  if (limits_.policy != overflow_policy::backpressure) return caught_up;
-  return caught_up && below_half_limits(queue_, limits_);
-}
-
-void consumer::tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held) {
-  for (const auto& w : held) {
-    if (auto l = w.lock()) l->held_by_stalled_consumer();
-  }
-}
-
-void consumer::resume_if_below_low_water() {
-  {
-    std::lock_guard lock(mutex_);
-    if (below_low_water_locked()) paused_.release_locked();
-  }
-  paused_.resume_released();
 }
 
 }  // namespace gatewayd::consumers

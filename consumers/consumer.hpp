@@ -169,6 +169,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void on_link_up(std::uint64_t conn) override;
   void on_link_down() override;
   ack_error on_ack(std::uint64_t conn, std::uint64_t n) override;
+  // For both parts (link_events and batch_source): their handlers hold the consumer.
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
 
   // batch_source, for the drain (strand).
   bool take_batch(write_batch& batch, std::uint64_t& conn) override;
@@ -178,7 +180,6 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void batch_refused() override;
   // The unsent rest goes back to the queue, or away if the disconnect policy fired meanwhile.
   void batch_failed(write_batch& rest) override;
-  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
 
   // Under mutex_: the next batch, or false after giving up the writer role. `left_refusing`:
   // the queue emptied while the socket was refusing. `parked`: an `ack` consumer holds

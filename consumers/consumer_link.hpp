@@ -35,6 +35,9 @@ class link_events {
   // An `ack = true` consumer acknowledged the first `n` frames written on `conn` (up): whether
   // that is a number it may send (none), or why not. Only a link made with `acks` calls it.
   virtual ack_error on_ack(std::uint64_t /*conn*/, std::uint64_t /*n*/) { return ack_error::none; }
+  // The owner (its shared_from_this()): every handler the link has out holds it, so that the
+  // link, a part of it, outlives its operations.
+  virtual std::shared_ptr<void> keep_alive() = 0;
 
  protected:
   ~link_events() = default;
@@ -59,9 +62,8 @@ class consumer_link {
   consumer_link(const runtime::strand& strand, const std::string& name, consumer_stats& stats,
                 backoff redial, link_limits limits, link_events& events, bool acks = false);
 
-  // Dials `at`, with TLS when `tls` is set. `owner` is kept alive by every operation the link
-  // has out.
-  void start(const net::endpoint& at, std::optional<consumer_tls> tls, std::weak_ptr<void> owner);
+  // Dials `at`, with TLS when `tls` is set.
+  void start(const net::endpoint& at, std::optional<consumer_tls> tls);
   // A reload moved the consumer or changed its TLS settings: drop the current connection (if
   // any) and dial `at` at once.
   void move_to(const net::endpoint& at, std::optional<consumer_tls> tls);
@@ -123,8 +125,7 @@ class consumer_link {
 
   const std::string& name_;
   consumer_stats& stats_;
-  link_events& events_;
-  std::weak_ptr<void> owner_;
+  link_events& events_;  // the owner: what the link tells it, and what keeps it alive
   asio::ip::tcp::socket socket_;
   asio::steady_timer redial_timer_;  // the dial's deadline while dialing, else the redial delay
   backoff backoff_;

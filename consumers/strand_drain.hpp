@@ -29,7 +29,8 @@ class batch_source {
   virtual void batch_refused() = 0;
   // The write ended (the connection broke, or went away under it) with `rest` unsent.
   virtual void batch_failed(write_batch& rest) = 0;
-  // Kept alive by every operation the writer has out.
+  // The owner (its shared_from_this()): every operation the writer has out holds it, so that
+  // the writer, a part of it, outlives its operations.
   virtual std::shared_ptr<void> keep_alive() = 0;
 
  protected:

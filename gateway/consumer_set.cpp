@@ -36,50 +36,66 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
       routes.suppliers, routes.suppliers_default, not_permitted_);
 
   running_map next;
-  std::map<std::string, std::shared_ptr<consumers::consumer_group>> groups;
-  const auto keep_or_start = [&](const consumers::consumer_spec& spec) {
-    std::shared_ptr<consumers::consumer> c;
-    auto it = running_.find({spec.name, spec.member});
-    // Acknowledgements change what a frame written to it means (held or let go): such a
-    // consumer is replaced, the old one retired (drains, then lets go of what it holds).
-    if (it != running_.end() && it->second->acks() != spec.ack) {
-      it->second->join({});  // a replaced member drains to its own endpoint
-      retirement_.retire(it->second, settings_.drain_timeout);
-      it = running_.end();
-    }
-    if (it != running_.end()) {
-      c = it->second;
-      c->reconfigure(spec);
-    } else {
-      c = std::make_shared<consumers::consumer>(executor_, spec, consumer_options());
-      c->start();
-    }
-    snapshot->consumers.push_back(c);
-    snapshot->specs.push_back(spec);
-    next.emplace(std::pair{spec.name, spec.member}, c);
-    return c;
-  };
-  for (const auto& spec : routes.consumers) {
-    if (spec.endpoints.empty()) {
-      snapshot->targets.push_back({keep_or_start(spec).get(), nullptr});
-      continue;
-    }
-    // A group: one consumer per endpoint, named by the group, told apart by `member`.
-    std::vector<std::shared_ptr<consumers::consumer>> members;
-    for (const auto& at : spec.endpoints) {
-      consumers::consumer_spec one = spec;
-      one.endpoints.clear();
-      one.address = at;
-      one.member = at.to_string();
-      members.push_back(keep_or_start(one));
-    }
-    auto group =
-        std::make_shared<consumers::consumer_group>(spec.name, spec.balance, std::move(members));
-    group->adopt();
-    snapshot->targets.push_back({nullptr, group.get()});
-    snapshot->groups.push_back(group);
-    groups.emplace(spec.name, std::move(group));
+  group_map groups;
+  for (const auto& spec : routes.consumers)
+    add_target(spec, *snapshot, next, groups);
+  retire_removed(next, groups);
+  snapshot->retired = retirement_.to_export(snapshot->consumers);
+  // Publish first: passes that begin from here on route by the new table; the removed consumers
+  // drain once the passes that began earlier are over, so what those route to them is theirs.
+  retirement_.published(routes_.publish(std::move(snapshot)));
+  running_ = std::move(next);
+}
+
+std::shared_ptr<consumers::consumer> consumer_set::keep_or_start(
+    const consumers::consumer_spec& spec, suppliers::route_snapshot& snapshot, running_map& next) {
+  std::shared_ptr<consumers::consumer> c;
+  auto it = running_.find({spec.name, spec.member});
+  // Acknowledgements change what a frame written to it means (held or let go): such a
+  // consumer is replaced, the old one retired (drains, then lets go of what it holds).
+  if (it != running_.end() && it->second->acks() != spec.ack) {
+    it->second->join({});  // a replaced member drains to its own endpoint
+    retirement_.retire(it->second, settings_.drain_timeout);
+    it = running_.end();
   }
+  if (it != running_.end()) {
+    c = it->second;
+    c->reconfigure(spec);
+  } else {
+    c = std::make_shared<consumers::consumer>(executor_, spec, consumer_options());
+    c->start();
+  }
+  snapshot.consumers.push_back(c);
+  snapshot.specs.push_back(spec);
+  next.emplace(std::pair{spec.name, spec.member}, c);
+  return c;
+}
+
+void consumer_set::add_target(const consumers::consumer_spec& spec,
+                              suppliers::route_snapshot& snapshot, running_map& next,
+                              group_map& groups) {
+  if (spec.endpoints.empty()) {
+    snapshot.targets.push_back({keep_or_start(spec, snapshot, next).get(), nullptr});
+    return;
+  }
+  // A group: one consumer per endpoint, named by the group, told apart by `member`.
+  std::vector<std::shared_ptr<consumers::consumer>> members;
+  for (const auto& at : spec.endpoints) {
+    consumers::consumer_spec one = spec;
+    one.endpoints.clear();
+    one.address = at;
+    one.member = at.to_string();
+    members.push_back(keep_or_start(one, snapshot, next));
+  }
+  auto group =
+      std::make_shared<consumers::consumer_group>(spec.name, spec.balance, std::move(members));
+  group->adopt();
+  snapshot.targets.push_back({nullptr, group.get()});
+  snapshot.groups.push_back(group);
+  groups.emplace(spec.name, std::move(group));
+}
+
+void consumer_set::retire_removed(const running_map& next, const group_map& groups) {
   for (auto& [key, c] : running_) {
     if (next.count(key)) continue;
     // A member removed from a group that stays: what it queued goes on to the other members.
@@ -91,11 +107,6 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
     }
     retirement_.retire(c, settings_.drain_timeout);
   }
-  snapshot->retired = retirement_.to_export(snapshot->consumers);
-  // Publish first: passes that begin from here on route by the new table; the removed consumers
-  // drain once the passes that began earlier are over, so what those route to them is theirs.
-  retirement_.published(routes_.publish(std::move(snapshot)));
-  running_ = std::move(next);
 }
 
 void consumer_set::drain(std::chrono::milliseconds within,

@@ -66,7 +66,23 @@ class consumer_set {
   const consumers::queue_budget& budget() const noexcept { return budget_; }
 
  private:
+  // By (name, member): a group's members share its name; a single consumer's member is empty.
+  using running_map =
+      std::map<std::pair<std::string, std::string>, std::shared_ptr<consumers::consumer>>;
+  using group_map = std::map<std::string, std::shared_ptr<consumers::consumer_group>>;
+
   consumers::consumer::options consumer_options();
+  // apply()'s steps. The consumer `spec` names, kept (reconfigured) or started (a replaced one
+  // retired), added to `snapshot` and `next`.
+  std::shared_ptr<consumers::consumer> keep_or_start(const consumers::consumer_spec& spec,
+                                                     suppliers::route_snapshot& snapshot,
+                                                     running_map& next);
+  // The snapshot's target for `spec`: its consumer, or a group over one consumer per endpoint.
+  void add_target(const consumers::consumer_spec& spec, suppliers::route_snapshot& snapshot,
+                  running_map& next, group_map& groups);
+  // The running consumers `next` no longer names leave their group (to `groups`' one of the same
+  // name, if any) and are retired.
+  void retire_removed(const running_map& next, const group_map& groups);
 
   runtime::executor executor_;
   runtime::strand& control_;
@@ -76,9 +92,6 @@ class consumer_set {
   // back here.
   consumers::queue_budget budget_;
   suppliers::route_snapshot_holder routes_;
-  // By (name, member): a group's members share its name; a single consumer's member is empty.
-  using running_map =
-      std::map<std::pair<std::string, std::string>, std::shared_ptr<consumers::consumer>>;
   running_map running_;
   consumer_retirement retirement_;
 };

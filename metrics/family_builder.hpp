@@ -17,6 +17,14 @@ namespace gatewayd::metrics {
 
 using labels = std::initializer_list<std::pair<const char*, std::string>>;
 
+// A counter or a flag read at scrape time, as a sample's value.
+inline double value(const std::atomic<std::uint64_t>& a) {
+  return static_cast<double>(a.load(std::memory_order_relaxed));
+}
+inline double flag(const std::atomic<bool>& b) {
+  return b.load(std::memory_order_relaxed) ? 1 : 0;
+}
+
 prometheus::MetricFamily family(std::string name, std::string help, prometheus::MetricType type);
 void add_sample(prometheus::MetricFamily& f, double value, labels l = {});
 // A family of one unlabelled sample: most of the gateway's counters and gauges.

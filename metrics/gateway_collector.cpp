@@ -10,51 +10,6 @@ using prometheus::MetricType;
 
 namespace {
 
-double value(const std::atomic<std::uint64_t>& a) {
-  return static_cast<double>(a.load(std::memory_order_relaxed));
-}
-double flag(const std::atomic<bool>& b) {
-  return b.load(std::memory_order_relaxed) ? 1 : 0;
-}
-
-// A per-consumer series with the consumer label alone: a line here is all a new one needs.
-struct consumer_series {
-  const char* name;
-  const char* help;
-  MetricType type;
-  double (*read)(const consumers::consumer&);
-};
-
-const consumer_series per_consumer[] = {
-    {"gatewayd_consumer_queue_depth", "Frames queued for the consumer.", MetricType::Gauge,
-     [](const consumers::consumer& c) { return value(c.stats().queued_frames); }},
-    {"gatewayd_consumer_queue_bytes", "Bytes queued for the consumer.", MetricType::Gauge,
-     [](const consumers::consumer& c) { return value(c.stats().queued_bytes); }},
-    {"gatewayd_consumer_queue_capacity",
-     "Frames the consumer's queue holds before its overflow policy applies.", MetricType::Gauge,
-     [](const consumers::consumer& c) { return static_cast<double>(c.capacity()); }},
-    {"gatewayd_consumer_connected", "1 while the gateway has a connection to the consumer, else 0.",
-     MetricType::Gauge, [](const consumers::consumer& c) { return flag(c.stats().connected); }},
-    {"gatewayd_consumer_congested",
-     "1 while the consumer is not connected or has not caught up for slow_consumer_ms: its "
-     "overflow policy applies. 0 while it takes what it is given (the gateway then pauses "
-     "suppliers rather than drop).",
-     MetricType::Gauge, [](const consumers::consumer& c) { return flag(c.stats().congested); }},
-    {"gatewayd_consumer_messages_sent_total", "Frames written whole to the consumer's connection.",
-     MetricType::Counter,
-     [](const consumers::consumer& c) { return value(c.stats().sent_frames); }},
-    {"gatewayd_consumer_bytes_sent_total", "Bytes written to the consumer's connection.",
-     MetricType::Counter, [](const consumers::consumer& c) { return value(c.stats().sent_bytes); }},
-    {"gatewayd_consumer_reconnects_total",
-     "Times the gateway dialled the consumer again after losing it.", MetricType::Counter,
-     [](const consumers::consumer& c) { return value(c.stats().reconnects); }},
-    {"gatewayd_consumer_unacknowledged_bytes_total",
-     "Bytes counted as sent that the consumer's host had not acknowledged when its connection "
-     "failed: not delivered.",
-     MetricType::Counter,
-     [](const consumers::consumer& c) { return value(c.stats().unacknowledged_bytes); }},
-};
-
 // Open supplier sessions by state (supplier_session's states; a closed one is counted in none).
 prometheus::MetricFamily sessions_by_state(const suppliers::supplier_stats& st) {
   auto f = family("gatewayd_supplier_sessions",
@@ -71,6 +26,21 @@ prometheus::MetricFamily sessions_by_state(const suppliers::supplier_stats& st) 
   return f;
 }
 
+// Frames the suppliers' publish permissions dropped, by the rule they fell under.
+prometheus::MetricFamily dropped_by_supplier(const suppliers::supplier_stats& st) {
+  auto not_permitted = family(
+      "gatewayd_supplier_dropped_messages_total",
+      "Frames from suppliers that were dropped, by supplier (the routes.toml [suppliers.NAME] "
+      "rule they fell under, or default) and reason: not_permitted (the rule does not let them "
+      "publish to the address).",
+      MetricType::Counter);
+  for (auto& [supplier, count] : st.not_permitted->values()) {
+    add_sample(not_permitted, static_cast<double>(count),
+               {{"supplier", std::move(supplier)}, {"reason", "not_permitted"}});
+  }
+  return not_permitted;
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
@@ -82,124 +52,6 @@ std::vector<prometheus::MetricFamily> gateway_collector::Collect() const {
   collect_runtime(out);
   collect_config(out);
   return out;
-}
-
-template <class F>
-void gateway_collector::for_each_consumer(F&& f) const {
-  // Consumers a reload removed are exported until the reload after they closed, beside the live
-  // ones (route_snapshot::retired): their drain's outcome, reason="removed", stays visible.
-  const auto snap = s_.routes.load();
-  if (!snap) return;
-  for (const auto* list : {&snap->consumers, &snap->retired}) {
-    for (const auto& c : *list)
-      f(*c);
-  }
-}
-
-void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>& out) const {
-  const std::size_t first = out.size();
-  for (const auto& s : per_consumer)
-    out.push_back(family(s.name, s.help, s.type));
-  auto dropped =
-      family("gatewayd_consumer_dropped_messages_total",
-             "Frames for the consumer that were never sent, by reason.", MetricType::Counter);
-  auto disconnects = family("gatewayd_consumer_disconnects_total",
-                            "Consumer connections that ended, by reason.", MetricType::Counter);
-  auto connect_failures =
-      family("gatewayd_consumer_connect_failures_total",
-             "Dials to the consumer that failed, by reason.", MetricType::Counter);
-  auto unacked_frames =
-      family("gatewayd_consumer_unacked_frames",
-             "Frames written to an ack = true consumer and not acknowledged yet (held for it).",
-             MetricType::Gauge);
-  auto unacked_bytes =
-      family("gatewayd_consumer_unacked_bytes",
-             "Bytes of those frames (bounded by its max_unacked_bytes, give or take one frame).",
-             MetricType::Gauge);
-  auto redelivered = family("gatewayd_consumer_redelivered_frames_total",
-                            "Frames an ack = true consumer had not acknowledged when its "
-                            "connection ended, put back to go first to its next connection.",
-                            MetricType::Counter);
-  auto protocol_errors =
-      family("gatewayd_consumer_protocol_errors_total",
-             "Connections to an ack = true consumer closed because it sent something other than "
-             "well-formed acks, by reason.",
-             MetricType::Counter);
-  auto blocked = family("gatewayd_consumer_blocked_seconds_total",
-                        "Thread time spent waiting for the consumer's queue lock, counted only "
-                        "when contended (cause=lock).",
-                        MetricType::Counter);
-  auto handovers = family("gatewayd_consumer_handovers_total",
-                          "Times a group member failed, fell behind or left and handed what it "
-                          "held to the other members.",
-                          MetricType::Counter);
-  auto handover_frames = family("gatewayd_consumer_handover_frames_total",
-                                "Frames a group member handed to the others (direction=given) "
-                                "or took over from them (direction=taken).",
-                                MetricType::Counter);
-  std::vector<prometheus::MetricFamily*> labelled{
-      &dropped,       &disconnects, &connect_failures, &unacked_frames,
-      &unacked_bytes, &redelivered, &protocol_errors,  &blocked};
-  for (std::size_t i = first; i < out.size(); ++i)
-    labelled.push_back(&out[i]);
-  std::vector<std::size_t> before(labelled.size());
-  for_each_consumer([&](const consumers::consumer& c) {
-    const auto& st = c.stats();
-    const std::string& n = c.name();
-    for (std::size_t i = 0; i < labelled.size(); ++i)
-      before[i] = labelled[i]->metric.size();
-    for (std::size_t i = 0; i < std::size(per_consumer); ++i)
-      add_sample(out[first + i], per_consumer[i].read(c), {{"consumer", n}});
-    add_sample(blocked, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
-    add_by_reason<consumers::drop_reason>(dropped, st.dropped, n);
-    add_by_reason<consumers::disconnect_reason>(disconnects, st.disconnects, n);
-    // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.
-    add_by_reason<consumers::connect_failure>(
-        connect_failures, st.connect_failures, n, 0,
-        st.tls.load(std::memory_order_relaxed)
-            ? consumers::connect_failure_count
-            : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
-    // The ack series only for ack = true consumers.
-    if (c.acks()) {
-      add_sample(unacked_frames, value(st.unacked_frames), {{"consumer", n}});
-      add_sample(unacked_bytes, value(st.unacked_bytes), {{"consumer", n}});
-      add_sample(redelivered, value(st.redelivered_frames), {{"consumer", n}});
-      add_by_reason<consumers::ack_error>(protocol_errors, st.protocol_errors, n, 1);
-    }
-    // A group member: the group's series (consumer=NAME) told apart by its endpoint.
-    const std::string& m = c.member();
-    if (m.empty()) return;
-    for (std::size_t i = 0; i < labelled.size(); ++i) {
-      auto& metrics = labelled[i]->metric;
-      for (std::size_t k = before[i]; k < metrics.size(); ++k)
-        metrics[k].label.push_back({"member", m});
-    }
-    add_sample(handovers, value(st.handovers), {{"consumer", n}, {"member", m}});
-    add_sample(handover_frames, value(st.handed_over_frames),
-               {{"consumer", n}, {"member", m}, {"direction", "given"}});
-    add_sample(handover_frames, value(st.taken_over_frames),
-               {{"consumer", n}, {"member", m}, {"direction", "taken"}});
-  });
-  // The bound unacked_bytes runs against (routes.toml max_unacked_bytes, changed in place by a
-  // reload), for each ack = true consumer of the table: a dashboard and an alert need both.
-  auto max_unacked = family("gatewayd_consumer_max_unacked_bytes",
-                            "The max_unacked_bytes of an ack = true consumer: what it may hold "
-                            "written and not acknowledged.",
-                            MetricType::Gauge);
-  if (const auto snap = s_.routes.load()) {
-    for (std::size_t i = 0; i < snap->consumers.size() && i < snap->specs.size(); ++i) {
-      if (snap->consumers[i]->acks()) {
-        add_sample(max_unacked, static_cast<double>(snap->specs[i].max_unacked_bytes),
-                   {{"consumer", snap->consumers[i]->name()}});
-        if (!snap->specs[i].member.empty())
-          max_unacked.metric.back().label.push_back({"member", snap->specs[i].member});
-      }
-    }
-  }
-  for (auto* f :
-       {&dropped, &disconnects, &connect_failures, &unacked_frames, &unacked_bytes, &max_unacked,
-        &redelivered, &protocol_errors, &blocked, &handovers, &handover_frames})
-    out.push_back(std::move(*f));
 }
 
 void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>& out) const {
@@ -245,17 +97,7 @@ void gateway_collector::collect_suppliers(std::vector<prometheus::MetricFamily>&
                        MetricType::Counter);
   add_by_reason<protocol::frame_error>(errors, st.protocol_errors, {}, 1);  // 0 is "none"
   out.push_back(std::move(errors));
-  auto not_permitted = family(
-      "gatewayd_supplier_dropped_messages_total",
-      "Frames from suppliers that were dropped, by supplier (the routes.toml [suppliers.NAME] "
-      "rule they fell under, or default) and reason: not_permitted (the rule does not let them "
-      "publish to the address).",
-      MetricType::Counter);
-  for (auto& [supplier, count] : st.not_permitted->values()) {
-    add_sample(not_permitted, static_cast<double>(count),
-               {{"supplier", std::move(supplier)}, {"reason", "not_permitted"}});
-  }
-  out.push_back(std::move(not_permitted));
+  out.push_back(dropped_by_supplier(st));
   out.push_back(family_of_one(
       "gatewayd_supplier_backpressure_pauses_total",
       "Times a supplier stopped being read: a backpressure consumer was full, or a consumer "

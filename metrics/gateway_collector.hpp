@@ -42,9 +42,19 @@ class gateway_collector : public prometheus::Collectable {
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
-  // Calls f(const consumers::consumer&) for every consumer of the snapshot and every retired one.
+  // Calls f(const consumers::consumer&) for every consumer of the snapshot and every retired one:
+  // consumers a reload removed are exported until the reload after they closed, beside the live
+  // ones (route_snapshot::retired), so their drain's outcome, reason="removed", stays visible.
   template <class F>
-  void for_each_consumer(F&& f) const;
+  void for_each_consumer(F&& f) const {
+    const auto snap = s_.routes.load();
+    if (!snap) return;
+    for (const auto* list : {&snap->consumers, &snap->retired}) {
+      for (const auto& c : *list)
+        f(*c);
+    }
+  }
+  // The per-consumer families (consumer_families.cpp).
   void collect_consumers(std::vector<prometheus::MetricFamily>& out) const;
   void collect_suppliers(std::vector<prometheus::MetricFamily>& out) const;
   // The supplier leg of confirms: CONFIRM frames confirmed, rejected by reason, pending.

@@ -100,6 +100,38 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
   };
 }
 
+// One supplier connection as /connz lists it, copied out of the session.
+struct supplier_row {
+  std::string peer;
+  clock::time_point since;
+  std::uint64_t frames, bytes;
+  bool paused;
+  std::optional<clock::time_point> paused_since;  // behind a full consumer
+  bool awaiting_confirms;
+  std::optional<clock::time_point> waiting_since;  // paused or awaiting confirms
+  std::uint8_t tls_records;
+  std::uint64_t confirmed, pending;  // CONFIRM frames
+};
+
+json supplier_json(const supplier_row& r, clock::time_point now) {
+  return {{"peer", r.peer},
+          {"since", timestamp(r.since)},
+          {"frames", r.frames},
+          {"bytes", r.bytes},
+          {"paused", r.paused},
+          {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)},
+          {"awaiting_confirms", r.awaiting_confirms},
+          {"waiting_since", r.waiting_since ? json(timestamp(*r.waiting_since)) : json(nullptr)},
+          {"waiting_ms",
+           r.waiting_since
+               ? json(std::chrono::duration_cast<std::chrono::milliseconds>(now - *r.waiting_since)
+                          .count())
+               : json(nullptr)},
+          {"tls_records", records_json(r.tls_records)},
+          {"confirmed", r.confirmed},
+          {"pending", r.pending}};
+}
+
 }  // namespace
 
 void operator_api::serve_on(metrics_server& server) const {
@@ -132,17 +164,6 @@ metrics_server::response operator_api::readyz() const {
 }
 
 metrics_server::response operator_api::connz(std::string_view query) const {
-  struct supplier_row {
-    std::string peer;
-    clock::time_point since;
-    std::uint64_t frames, bytes;
-    bool paused;
-    std::optional<clock::time_point> paused_since;  // behind a full consumer
-    bool awaiting_confirms;
-    std::optional<clock::time_point> waiting_since;  // paused or awaiting confirms
-    std::uint8_t tls_records;
-    std::uint64_t confirmed, pending;  // CONFIRM frames
-  };
   std::vector<supplier_row> rows;
   // The pause began on the steady clock (what the connection cap compares); shown on the wall
   // clock, as long ago as it is now. A session may begin to wait while the list is walked, after
@@ -170,24 +191,7 @@ metrics_server::response operator_api::connz(std::string_view query) const {
   const std::size_t listed = limit == 0 ? rows.size() : std::min(limit, rows.size());
   json connections = json::array();
   for (std::size_t i = 0; i < listed; ++i) {
-    const auto& r = rows[i];
-    connections.push_back(
-        {{"peer", r.peer},
-         {"since", timestamp(r.since)},
-         {"frames", r.frames},
-         {"bytes", r.bytes},
-         {"paused", r.paused},
-         {"paused_since", r.paused_since ? json(timestamp(*r.paused_since)) : json(nullptr)},
-         {"awaiting_confirms", r.awaiting_confirms},
-         {"waiting_since", r.waiting_since ? json(timestamp(*r.waiting_since)) : json(nullptr)},
-         {"waiting_ms",
-          r.waiting_since
-              ? json(std::chrono::duration_cast<std::chrono::milliseconds>(now - *r.waiting_since)
-                         .count())
-              : json(nullptr)},
-         {"tls_records", records_json(r.tls_records)},
-         {"confirmed", r.confirmed},
-         {"pending", r.pending}});
+    connections.push_back(supplier_json(rows[i], now));
   }
   json consumers_out = json::array();
   if (const auto snap = s_.routes.load()) {

@@ -30,6 +30,7 @@ struct link_fixture : gc::link_events {
     ++ups;
   }
   void on_link_down() override { ++downs; }
+  std::shared_ptr<void> keep_alive() override { return owner; }
 
   template <class F>
   void on_strand(F f) {
@@ -52,7 +53,7 @@ struct link_fixture : gc::link_events {
 
 BOOST_FIXTURE_TEST_CASE(dials_and_reports_the_connection_up, link_fixture) {
   peer p;
-  on_strand([&] { link.start(p.address(), std::nullopt, owner); });
+  on_strand([&] { link.start(p.address(), std::nullopt); });
   auto r = p.accept(2s);
   BOOST_REQUIRE(r);
   BOOST_REQUIRE(wait_until([&] { return ups.load() == 1; }, 2s));
@@ -65,7 +66,7 @@ BOOST_FIXTURE_TEST_CASE(dials_and_reports_the_connection_up, link_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(redials_until_something_listens, link_fixture) {
   const auto at = unused_endpoint();
-  on_strand([&] { link.start(at, std::nullopt, owner); });
+  on_strand([&] { link.start(at, std::nullopt); });
   // Refused at least twice: it goes on dialing after a failure.
   BOOST_REQUIRE(wait_until(
       [&] {
@@ -81,7 +82,7 @@ BOOST_FIXTURE_TEST_CASE(redials_until_something_listens, link_fixture) {
 
 BOOST_FIXTURE_TEST_CASE(redials_when_the_peer_leaves, link_fixture) {
   peer p;
-  on_strand([&] { link.start(p.address(), std::nullopt, owner); });
+  on_strand([&] { link.start(p.address(), std::nullopt); });
   auto first = p.accept(2s);
   BOOST_REQUIRE(first);
   BOOST_REQUIRE(wait_until([&] { return ups.load() == 1; }, 2s));
@@ -100,7 +101,7 @@ BOOST_FIXTURE_TEST_CASE(redials_when_the_peer_leaves, link_fixture) {
 BOOST_FIXTURE_TEST_CASE(moves_to_a_new_endpoint, link_fixture) {
   peer old_peer;
   peer new_peer;
-  on_strand([&] { link.start(old_peer.address(), std::nullopt, owner); });
+  on_strand([&] { link.start(old_peer.address(), std::nullopt); });
   auto r = old_peer.accept(2s);
   BOOST_REQUIRE(r);
   BOOST_REQUIRE(wait_until([&] { return ups.load() == 1; }, 2s));

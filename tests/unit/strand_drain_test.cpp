@@ -23,7 +23,7 @@ class fake_source : public gc::batch_source, private gc::link_events {
 
   void start(const gatewayd::net::endpoint& at, const std::shared_ptr<void>& owner) {
     owner_ = owner;
-    asio::post(strand_, [this, at] { link_.start(at, std::nullopt, owner_); });
+    asio::post(strand_, [this, at] { link_.start(at, std::nullopt); });
   }
   // Queues the frames and, like consumer::put(), takes the writer role if nobody has it.
   void put(const std::vector<std::vector<gs::frame_slice>>& groups) {

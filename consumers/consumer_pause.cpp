@@ -1,0 +1,58 @@
+// When the suppliers feeding a consumer pause (its pause mark), and when they go on (its
+// low-water mark): the backpressure rule, under the consumer's lock; resumed outside it.
+#include "consumers/consumer.hpp"
+
+namespace gatewayd::consumers {
+
+// Only a group's choice reads it: a consumer of its own pays nothing for it.
+void consumer::publish_pause_mark_locked() noexcept {
+  if (!grouped_) return;
+  stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
+                             std::memory_order_relaxed);
+}
+
+// Backpressure pauses at the queue's limits; any consumer that keeps up pauses at the gateway's
+// own high-water mark, where the gateway, not the consumer, is behind. One whose socket refuses
+// bytes is in its grace (slow_after): its queue may fill to its own limits first, so that a
+// consumer that stalls does not stall the others fed by the same suppliers (they would wait out
+// its grace); only a full queue (or the gateway-wide budget) pauses them, as nothing may be
+// dropped before the grace is over. A draining consumer takes what was routed to it but pauses
+// nobody: new frames go by a table that no longer names it.
+consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcept {
+  if (life_ != life::open) return pause_mark::none;
+  const bool full = at_limit(queue_, limits_) || over_budget;
+  if (limits_.policy == overflow_policy::backpressure && full) return pause_mark::consumer_full;
+  if (policy_applies(flow_)) return pause_mark::none;
+  const bool behind = flow_ == flow::refusing ? full : above_high_water(queue_, limits_);
+  return behind ? pause_mark::gateway_behind : pause_mark::none;
+}
+
+bool consumer::below_low_water_locked() const noexcept {
+  // Suppliers paused on this consumer are released when it stops taking frames (closing);
+  // when the gateway had caught up with it, or it stopped keeping up (then its policy
+  // applies); and, under backpressure, once the queue is down to half its limits.
+  if (life_ != life::open) return true;
+  // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
+  // (put()); they go on once it is down to half its limits.
+  const bool caught_up =
+      policy_applies(flow_) || (flow_ == flow::refusing ? below_half_limits(queue_, limits_)
+                                                        : below_low_water(queue_, limits_));
+  if (limits_.policy != overflow_policy::backpressure) return caught_up;
+  return caught_up && below_half_limits(queue_, limits_);
+}
+
+void consumer::tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held) {
+  for (const auto& w : held) {
+    if (auto l = w.lock()) l->held_by_stalled_consumer();
+  }
+}
+
+void consumer::resume_if_below_low_water() {
+  {
+    std::lock_guard lock(mutex_);
+    if (below_low_water_locked()) paused_.release_locked();
+  }
+  paused_.resume_released();
+}
+
+}  // namespace gatewayd::consumers

@@ -1,0 +1,205 @@
+// The per-consumer families of /metrics: one sample per consumer (live, or retired by a reload
+// until the reload after it closed), and a `member` label on a group member's.
+#include <iterator>
+#include <vector>
+
+#include "consumers/consumer.hpp"
+#include "metrics/family_builder.hpp"
+#include "metrics/gateway_collector.hpp"
+
+namespace gatewayd::metrics {
+
+using prometheus::MetricType;
+
+namespace {
+
+// A per-consumer series with the consumer label alone: a line here is all a new one needs.
+struct consumer_series {
+  const char* name;
+  const char* help;
+  MetricType type;
+  double (*read)(const consumers::consumer&);
+};
+
+const consumer_series per_consumer[] = {
+    {"gatewayd_consumer_queue_depth", "Frames queued for the consumer.", MetricType::Gauge,
+     [](const consumers::consumer& c) { return value(c.stats().queued_frames); }},
+    {"gatewayd_consumer_queue_bytes", "Bytes queued for the consumer.", MetricType::Gauge,
+     [](const consumers::consumer& c) { return value(c.stats().queued_bytes); }},
+    {"gatewayd_consumer_queue_capacity",
+     "Frames the consumer's queue holds before its overflow policy applies.", MetricType::Gauge,
+     [](const consumers::consumer& c) { return static_cast<double>(c.capacity()); }},
+    {"gatewayd_consumer_connected", "1 while the gateway has a connection to the consumer, else 0.",
+     MetricType::Gauge, [](const consumers::consumer& c) { return flag(c.stats().connected); }},
+    {"gatewayd_consumer_congested",
+     "1 while the consumer is not connected or has not caught up for slow_consumer_ms: its "
+     "overflow policy applies. 0 while it takes what it is given (the gateway then pauses "
+     "suppliers rather than drop).",
+     MetricType::Gauge, [](const consumers::consumer& c) { return flag(c.stats().congested); }},
+    {"gatewayd_consumer_messages_sent_total", "Frames written whole to the consumer's connection.",
+     MetricType::Counter,
+     [](const consumers::consumer& c) { return value(c.stats().sent_frames); }},
+    {"gatewayd_consumer_bytes_sent_total", "Bytes written to the consumer's connection.",
+     MetricType::Counter, [](const consumers::consumer& c) { return value(c.stats().sent_bytes); }},
+    {"gatewayd_consumer_reconnects_total",
+     "Times the gateway dialled the consumer again after losing it.", MetricType::Counter,
+     [](const consumers::consumer& c) { return value(c.stats().reconnects); }},
+    {"gatewayd_consumer_unacknowledged_bytes_total",
+     "Bytes counted as sent that the consumer's host had not acknowledged when its connection "
+     "failed: not delivered.",
+     MetricType::Counter,
+     [](const consumers::consumer& c) { return value(c.stats().unacknowledged_bytes); }},
+};
+
+// The families of one scrape with a consumer label beyond the table above, filled consumer by
+// consumer; a group member's samples get its `member` label as they are added.
+class consumer_families {
+ public:
+  consumer_families() {
+    for (const auto& s : per_consumer)
+      plain_.push_back(family(s.name, s.help, s.type));
+  }
+
+  void add(const consumers::consumer& c) {
+    auto labelled = member_labelled();
+    before_.resize(labelled.size());
+    for (std::size_t i = 0; i < labelled.size(); ++i)
+      before_[i] = labelled[i]->metric.size();
+    add_plain(c);
+    if (c.acks()) add_acks(c);
+    // A group member: the group's series (consumer=NAME) told apart by its endpoint.
+    const std::string& m = c.member();
+    if (m.empty()) return;
+    for (std::size_t i = 0; i < labelled.size(); ++i) {
+      auto& metrics = labelled[i]->metric;
+      for (std::size_t k = before_[i]; k < metrics.size(); ++k)
+        metrics[k].label.push_back({"member", m});
+    }
+    const auto& st = c.stats();
+    const std::string& n = c.name();
+    add_sample(handovers_, value(st.handovers), {{"consumer", n}, {"member", m}});
+    add_sample(handover_frames_, value(st.handed_over_frames),
+               {{"consumer", n}, {"member", m}, {"direction", "given"}});
+    add_sample(handover_frames_, value(st.taken_over_frames),
+               {{"consumer", n}, {"member", m}, {"direction", "taken"}});
+  }
+
+  // The bound unacked_bytes runs against (routes.toml max_unacked_bytes, changed in place by a
+  // reload), for each ack = true consumer of the table: a dashboard and an alert need both.
+  void add_limits(const suppliers::route_snapshot& snap) {
+    for (std::size_t i = 0; i < snap.consumers.size() && i < snap.specs.size(); ++i) {
+      if (!snap.consumers[i]->acks()) continue;
+      add_sample(max_unacked_, static_cast<double>(snap.specs[i].max_unacked_bytes),
+                 {{"consumer", snap.consumers[i]->name()}});
+      if (!snap.specs[i].member.empty())
+        max_unacked_.metric.back().label.push_back({"member", snap.specs[i].member});
+    }
+  }
+
+  void move_to(std::vector<prometheus::MetricFamily>& out) {
+    std::move(plain_.begin(), plain_.end(), std::back_inserter(out));
+    for (auto* f : {&dropped_, &disconnects_, &connect_failures_, &unacked_frames_, &unacked_bytes_,
+                    &max_unacked_, &redelivered_, &protocol_errors_, &blocked_, &handovers_,
+                    &handover_frames_})
+      out.push_back(std::move(*f));
+  }
+
+ private:
+  // Every family but the handovers' (labelled by member already) and the limits' (from the
+  // table's specs).
+  std::vector<prometheus::MetricFamily*> member_labelled() {
+    std::vector<prometheus::MetricFamily*> labelled{
+        &dropped_,       &disconnects_, &connect_failures_, &unacked_frames_,
+        &unacked_bytes_, &redelivered_, &protocol_errors_,  &blocked_};
+    for (auto& f : plain_)
+      labelled.push_back(&f);
+    return labelled;
+  }
+
+  void add_plain(const consumers::consumer& c) {
+    const auto& st = c.stats();
+    const std::string& n = c.name();
+    for (std::size_t i = 0; i < std::size(per_consumer); ++i)
+      add_sample(plain_[i], per_consumer[i].read(c), {{"consumer", n}});
+    add_sample(blocked_, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
+    add_by_reason<consumers::drop_reason>(dropped_, st.dropped, n);
+    add_by_reason<consumers::disconnect_reason>(disconnects_, st.disconnects, n);
+    // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.
+    add_by_reason<consumers::connect_failure>(
+        connect_failures_, st.connect_failures, n, 0,
+        st.tls.load(std::memory_order_relaxed)
+            ? consumers::connect_failure_count
+            : static_cast<std::size_t>(consumers::connect_failure::tls_timeout));
+  }
+
+  // The ack series only for ack = true consumers.
+  void add_acks(const consumers::consumer& c) {
+    const auto& st = c.stats();
+    const std::string& n = c.name();
+    add_sample(unacked_frames_, value(st.unacked_frames), {{"consumer", n}});
+    add_sample(unacked_bytes_, value(st.unacked_bytes), {{"consumer", n}});
+    add_sample(redelivered_, value(st.redelivered_frames), {{"consumer", n}});
+    add_by_reason<consumers::ack_error>(protocol_errors_, st.protocol_errors, n, 1);
+  }
+
+  std::vector<prometheus::MetricFamily> plain_;  // per_consumer's, in its order
+  prometheus::MetricFamily dropped_ =
+      family("gatewayd_consumer_dropped_messages_total",
+             "Frames for the consumer that were never sent, by reason.", MetricType::Counter);
+  prometheus::MetricFamily disconnects_ =
+      family("gatewayd_consumer_disconnects_total", "Consumer connections that ended, by reason.",
+             MetricType::Counter);
+  prometheus::MetricFamily connect_failures_ =
+      family("gatewayd_consumer_connect_failures_total",
+             "Dials to the consumer that failed, by reason.", MetricType::Counter);
+  prometheus::MetricFamily unacked_frames_ =
+      family("gatewayd_consumer_unacked_frames",
+             "Frames written to an ack = true consumer and not acknowledged yet (held for it).",
+             MetricType::Gauge);
+  prometheus::MetricFamily unacked_bytes_ =
+      family("gatewayd_consumer_unacked_bytes",
+             "Bytes of those frames (bounded by its max_unacked_bytes, give or take one frame).",
+             MetricType::Gauge);
+  prometheus::MetricFamily max_unacked_ =
+      family("gatewayd_consumer_max_unacked_bytes",
+             "The max_unacked_bytes of an ack = true consumer: what it may hold "
+             "written and not acknowledged.",
+             MetricType::Gauge);
+  prometheus::MetricFamily redelivered_ =
+      family("gatewayd_consumer_redelivered_frames_total",
+             "Frames an ack = true consumer had not acknowledged when its "
+             "connection ended, put back to go first to its next connection.",
+             MetricType::Counter);
+  prometheus::MetricFamily protocol_errors_ =
+      family("gatewayd_consumer_protocol_errors_total",
+             "Connections to an ack = true consumer closed because it sent something other than "
+             "well-formed acks, by reason.",
+             MetricType::Counter);
+  prometheus::MetricFamily blocked_ =
+      family("gatewayd_consumer_blocked_seconds_total",
+             "Thread time spent waiting for the consumer's queue lock, counted only "
+             "when contended (cause=lock).",
+             MetricType::Counter);
+  prometheus::MetricFamily handovers_ =
+      family("gatewayd_consumer_handovers_total",
+             "Times a group member failed, fell behind or left and handed what it "
+             "held to the other members.",
+             MetricType::Counter);
+  prometheus::MetricFamily handover_frames_ =
+      family("gatewayd_consumer_handover_frames_total",
+             "Frames a group member handed to the others (direction=given) "
+             "or took over from them (direction=taken).",
+             MetricType::Counter);
+  std::vector<std::size_t> before_;  // per labelled family: its samples before this consumer's
+};
+
+}  // namespace
+
+void gateway_collector::collect_consumers(std::vector<prometheus::MetricFamily>& out) const {
+  consumer_families families;
+  for_each_consumer([&](const consumers::consumer& c) { families.add(c); });
+  if (const auto snap = s_.routes.load()) families.add_limits(*snap);
+  families.move_to(out);
+}
+
+}  // namespace gatewayd::metrics
