@@ -2,6 +2,8 @@
 
 #include <poll.h>
 
+#include <cassert>
+
 #include "runtime/lf_pool.hpp"
 #include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
@@ -17,7 +19,8 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
       handshake_deadline_(socket_.get_executor()),
       send_deadline_(socket_.get_executor()),
       ctx_(ctx),
-      stream_(ctx.max_payload, ctx.partial_budget, protocol::supplier_frames) {
+      stream_(ctx.max_payload, ctx.partial_budget, protocol::supplier_frames),
+      state_(ctx.tls ? state::handshaking : state::reading) {
   std::error_code ec;
   const auto ep = peer ? *peer : socket_.remote_endpoint(ec);
   const std::string host =
@@ -397,7 +400,31 @@ void supplier_session::set_paused_by_consumer(bool on) noexcept {
 // The one place the state changes. Leaving a consumer's pause ends the wait the connection cap
 // counts (set_paused_by_consumer); the timers and the socket are the business of the states'
 // own handlers, which see the state they run in.
+bool supplier_session::may_enter(state from, state to) noexcept {
+  switch (from) {
+    case state::handshaking:
+      return to == state::reading || to == state::held || to == state::closed;
+    case state::reading:
+      return to == state::paused || to == state::confirming || to == state::held ||
+             to == state::closed;
+    case state::paused:
+      return to == state::reading || to == state::confirming || to == state::departing ||
+             to == state::held || to == state::closed;
+    case state::departing:
+      return to == state::held || to == state::closed;
+    case state::confirming:
+      return to == state::reading || to == state::held || to == state::closed;
+    case state::held:
+      return to == state::closed;
+    case state::closed:
+      return false;
+  }
+  return false;
+}
+
 void supplier_session::enter(state next) noexcept {
+  // The table in supplier_session.hpp; anything else is a bug.
+  assert(may_enter(state_.load(std::memory_order_relaxed), next));
   const state was = state_.exchange(next, std::memory_order_relaxed);
   count_in(was, -1);
   count_in(next, 1);

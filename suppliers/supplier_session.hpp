@@ -133,19 +133,22 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
 
  private:
   // Where the connection is. Every change goes through enter(), the one place that says what
-  // leaving and entering a state does. The transitions:
+  // leaving and entering a state does; may_enter() holds this table, and enter() asserts it:
+  //   (start)     -> handshaking (TLS) | reading (plaintext)
   //   handshaking -> reading (handshake done) | held | closed
-  //   reading     -> paused (a consumer is full) | held | closed
-  //   paused      -> reading (resume_reading) | held | departing (its peer left) | closed
+  //   reading     -> paused (a consumer is full) | confirming (its unconfirmed CONFIRM frames
+  //                  reached max_unconfirmed) | held | closed
+  //   paused      -> reading (resume_reading) | confirming (resumed with its unconfirmed frames
+  //                  at the bound) | departing (its peer left) | held | closed
   //   departing   -> held (then closed at once: its peer has left) | closed
-  //   held        -> closed
-  //   reading     -> confirming (its unconfirmed CONFIRM frames reached max_unconfirmed)
   //   confirming  -> reading (confirms made room) | held | closed (also when its peer left)
+  //   held        -> closed
   // Written on the strand only; atomic so /connz may read paused() from its own thread.
   // (session_state, in supplier_stats.hpp, says what each state means; every open session is
   // counted in the one it is in.)
   using state = session_state;
   bool in(state s) const noexcept { return state_.load(std::memory_order_relaxed) == s; }
+  static bool may_enter(state from, state to) noexcept;
   void enter(state next) noexcept;
   void count_in(state s, std::int64_t n) noexcept {
     if (s != state::closed)
@@ -267,7 +270,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   asio::ip::address peer_address_;
   std::chrono::steady_clock::time_point last_progress_;
   session_stats stats_;
-  std::atomic<state> state_{state::reading};
+  std::atomic<state> state_;
   bool waiting_ = false;  // an async_wait (or a read posted in its place) is pending
   // While paused by a stalled backpressure consumer (state::paused only): since when,
   // steady-clock ticks, for the connection cap to reclaim the one paused longest (the registry
