@@ -24,7 +24,7 @@ frame_router::outcome supplier_session::route_confirmed(frame_router& router,
   s.chunk->data()[s.offset + 3] = static_cast<char>(protocol::frame_flags::data);
   bool numbered = true;
   const auto outcome = router.route_confirmed(f.address, s, replies_->ledger(), numbered);
-  if (!numbered) r.unnumbered = true;
+  if (!numbered) r.end = pass_end::unnumbered;
   return outcome;
 }
 

@@ -174,32 +174,38 @@ void supplier_session::on_readable(std::error_code ec) {
   read_and_route();
 }
 
-supplier_session::routed supplier_session::route_frames(frame_router& router) {
+void supplier_session::route_frames(frame_router& router, routed& r) {
+  std::uint64_t frames = 0;
   std::uint64_t unroutable = 0;
   std::uint64_t denied = 0;
   std::string_view first_denied;  // valid while the chunk is: logged below, before any read
-  routed r;
   router.supplier(identity_);
-  r.error = stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
-    ++r.frames;
-    const auto outcome = f.flags == protocol::frame_flags::confirm
-                             ? route_confirmed(router, f, s, r)
-                             : router.route(f.address, s);
-    switch (outcome) {
-      case frame_router::outcome::routed:
-        break;
-      case frame_router::outcome::unroutable:
-        ++unroutable;
-        break;
-      case frame_router::outcome::not_permitted:
-        if (!denied++) first_denied = f.address;
-        break;
-    }
-  });
+  const auto error =
+      stream_.parse([&](const protocol::frame_view& f, const protocol::frame_slice& s) {
+        ++frames;
+        const auto outcome = f.flags == protocol::frame_flags::confirm
+                                 ? route_confirmed(router, f, s, r)
+                                 : router.route(f.address, s);
+        switch (outcome) {
+          case frame_router::outcome::routed:
+            break;
+          case frame_router::outcome::unroutable:
+            ++unroutable;
+            break;
+          case frame_router::outcome::not_permitted:
+            if (!denied++) first_denied = f.address;
+            break;
+        }
+      });
   router.hold();
-  if (r.frames) {
-    ctx_.stats.frames_received.fetch_add(r.frames, std::memory_order_relaxed);
-    stats_.frames.fetch_add(r.frames, std::memory_order_relaxed);
+  if (error) {
+    r.error = error;
+    r.end = pass_end::bad_frame;
+  }
+  if (frames) {
+    r.frames += frames;
+    ctx_.stats.frames_received.fetch_add(frames, std::memory_order_relaxed);
+    stats_.frames.fetch_add(frames, std::memory_order_relaxed);
   }
   if (unroutable) ctx_.stats.unroutable.fetch_add(unroutable, std::memory_order_relaxed);
   if (denied) {
@@ -210,7 +216,6 @@ supplier_session::routed supplier_session::route_frames(frame_router& router) {
         << " frame(s) to addresses it may not publish to, the first " << first_denied
         << "; dropped (not_permitted)";
   }
-  return r;
 }
 
 void supplier_session::flush(frame_router& router, bool busy, routed& r) {
@@ -221,9 +226,14 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   // low load, this thread writes (one hop, nobody woken).
   const bool write_here = !(busy && runtime::lf_pool::idle_thread_waiting());
   const auto flushed = router.flush(listener, write_here);
-  r.pause = r.pause || flushed.pause;
-  r.paused_by_consumer = r.paused_by_consumer || flushed.paused_by_consumer;
   r.handed_off = flushed.handed_off;
+  // A consumer's pause outranks how the reads ended, but not a close; a departing session
+  // reads to its peer's end and never pauses again.
+  const bool pausable =
+      r.end == pass_end::drained || r.end == pass_end::budget || r.end == pass_end::confirms_full;
+  if (flushed.pause && pausable && in(state::reading)) {
+    r.end = flushed.paused_by_consumer ? pass_end::stalled_consumer : pass_end::consumer_paused;
+  }
 }
 
 // The thread that saw the event reads and routes until the
@@ -236,56 +246,51 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
 void supplier_session::read_and_route() {
   routed all;
   for (std::size_t pass = 1;; ++pass) {
-    const pass_end end = read_pass(all);
-    if ((end == pass_end::peer_gone || end == pass_end::refused) && !all.error) {
+    read_pass(all);
+    if (all.end == pass_end::peer_gone || all.end == pass_end::refused) {
       if (all.frames) last_progress_ = std::chrono::steady_clock::now();
-      return end == pass_end::peer_gone ? closed_by_peer(all.read_error) : refuse_growth();
+      return all.end == pass_end::peer_gone ? closed_by_peer(all.read_error) : refuse_growth();
     }
-    if (end != pass_end::budget || !all.handed_off || all.pause || all.error ||
-        pass == max_passes) {
+    if (all.end != pass_end::budget || !all.handed_off || pass == max_passes) {
       return after_routing(all);
     }
   }
 }
 
-supplier_session::pass_end supplier_session::read_pass(routed& all) {
+void supplier_session::read_pass(routed& all) {
   auto& router = frame_router::begin_pass(ctx_.routes);
   std::size_t total = 0;
   std::size_t reads = 0;
-  pass_end end = pass_end::budget;
+  all.end = pass_end::budget;
   while (total < read_budget) {
     const auto buf = stream_.prepare();
     if (buf.size == 0) {
-      end = pass_end::refused;
+      all.end = pass_end::refused;
       break;
     }
     std::error_code ec;
     const std::size_t n = read_some(asio::buffer(buf.data, buf.size), ec);
     if (ec == asio::error::would_block || ec == asio::error::try_again) {
-      end = pass_end::drained;
+      all.end = pass_end::drained;
       break;
     }
     if (ec) {
-      end = pass_end::peer_gone;
+      all.end = pass_end::peer_gone;
       all.read_error = ec;
       break;
     }
     stream_.commit(n);
     total += n;
     ++reads;
-    const routed r = route_frames(router);
-    all.frames += r.frames;
-    all.error = r.error;
-    all.unnumbered = all.unnumbered || r.unnumbered;
-    if (r.error || r.unnumbered) break;
+    route_frames(router, all);
+    if (all.end != pass_end::budget) break;  // bad_frame or unnumbered
     // The bound is checked between reads: one read's frames always find their numbers.
     if (replies_ && replies_->full()) {
-      all.confirms_full = true;
-      end = pass_end::confirms_full;
+      all.end = pass_end::confirms_full;
       break;
     }
     if (n < buf.size && !tls_) {  // a short read means the socket is drained (TLS: a record)
-      end = pass_end::drained;
+      all.end = pass_end::drained;
       break;
     }
   }
@@ -297,29 +302,33 @@ supplier_session::pass_end supplier_session::read_pass(routed& all) {
     ctx_.stats.bytes_received.fetch_add(total, std::memory_order_relaxed);
     stats_.bytes.fetch_add(total, std::memory_order_relaxed);
   }
-  return end;
 }
 
 void supplier_session::after_routing(const routed& r) {
   if (r.frames) last_progress_ = std::chrono::steady_clock::now();
-  if (r.error) return fail_protocol(r.error);
-  if (r.unnumbered) {
-    GW_LOG_LIMITED(error, "supplier confirm ledger overruns")
-        << "supplier " << peer_
-        << ": a CONFIRM frame found no room in its ledger; closing the connection";
-    return close(not_a_frame);
-  }
-  if (r.pause && in(state::reading)) {
-    ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
-    // Behind a stalled backpressure consumer it waits for as long as that consumer stalls: the
-    // connection cap may reclaim it. Other pauses end in moments, or within slow_consumer_ms.
-    if (r.paused_by_consumer) set_paused_by_consumer(true);
-    return pause(state::paused);
+  switch (r.end) {
+    case pass_end::bad_frame:
+      return fail_protocol(r.error);
+    case pass_end::unnumbered:
+      GW_LOG_LIMITED(error, "supplier confirm ledger overruns")
+          << "supplier " << peer_
+          << ": a CONFIRM frame found no room in its ledger; closing the connection";
+      return close(not_a_frame);
+    case pass_end::stalled_consumer:
+    case pass_end::consumer_paused:
+      ctx_.stats.backpressure_pauses.fetch_add(1, std::memory_order_relaxed);
+      // Behind a stalled backpressure consumer it waits for as long as that consumer stalls:
+      // the connection cap may reclaim it. Other pauses end in moments, or within
+      // slow_consumer_ms.
+      if (r.end == pass_end::stalled_consumer) set_paused_by_consumer(true);
+      return pause(state::paused);
+    default:
+      break;
   }
   if (paused()) return;  // held by the gateway (drain) meanwhile
   stream_.release_if_idle();
   // The confirms flushed at the end of the pass may have made room already.
-  if (r.confirms_full && replies_->full()) {
+  if (r.end == pass_end::confirms_full && replies_->full()) {
     if (in(state::reading)) return wait_for_confirms();
     // Its peer left: nobody will read the confirms, and it resends what they would have
     // covered (reading on could only overrun the ledger).

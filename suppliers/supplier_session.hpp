@@ -155,19 +155,26 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
       ctx_.stats.sessions[static_cast<std::size_t>(s)].fetch_add(n, std::memory_order_relaxed);
   }
 
+  // Why a read pass ended: what the session does next follows from it alone.
+  enum class pass_end : std::uint8_t {
+    drained,           // the socket holds nothing more for now: wait for it
+    budget,            // read_budget read, more may wait: another pass, or wait
+    consumer_paused,   // a consumer asked it to stop reading (not while departing)
+    stalled_consumer,  // the same, by a stalled backpressure consumer: reclaimable at the cap
+    confirms_full,     // its unconfirmed CONFIRM frames reached the bound
+    peer_gone,         // the peer closed, or the read failed (read_error)
+    refused,           // the frame arriving cannot grow within max_partial_frame_bytes
+    bad_frame,         // a protocol error (error); the whole frames before it were routed
+    unnumbered,        // a CONFIRM frame found no room in the ledger (a bug)
+  };
   // What routing the bytes of one or more reads came to.
   struct routed {
     std::uint64_t frames = 0;
-    bool pause = false;               // a consumer asked us to stop reading
-    bool paused_by_consumer = false;  // a stalled backpressure consumer (reclaimable at the cap)
-    bool handed_off = false;          // another thread writes what the pass routed
-    bool confirms_full = false;       // its unconfirmed frames reached the bound
-    bool unnumbered = false;          // a CONFIRM frame found no room in the ledger (a bug)
-    protocol::frame_stream::stream_error error;
-    std::error_code read_error;  // what ended the pass if it was not the socket (TLS)
+    pass_end end = pass_end::drained;
+    bool handed_off = false;                     // another thread writes what the last pass routed
+    protocol::frame_stream::stream_error error;  // end == bad_frame
+    std::error_code read_error;                  // end == peer_gone: what ended the read
   };
-  // How a read pass ended besides what it routed.
-  enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused, confirms_full };
 
   // TLS (supplier_handshake.cpp): the handshake before the first read.
   void do_handshake();
@@ -206,12 +213,14 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
-  pass_end read_pass(routed& all);
+  void read_pass(routed& all);
   // Parses every whole frame the stream holds and routes it into `router` (on the session's
   // strand), holding the chunk references the frames need. Counts frames and unroutable ones.
-  routed route_frames(frame_router& router);
-  // Hands the consumers what was routed; `busy`: more was waiting than one read took. Sets
-  // r.pause when a consumer asks us to pause, r.handed_off as the router says.
+  // Adds them to r.frames; r.end is bad_frame or unnumbered when one of those ended the parse.
+  void route_frames(frame_router& router, routed& r);
+  // Hands the consumers what was routed; `busy`: more was waiting than one read took. A
+  // consumer's pause ends the pass (r.end) unless a close does, or the session departs;
+  // r.handed_off as the router says.
   void flush(frame_router& router, bool busy, routed& r);
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
