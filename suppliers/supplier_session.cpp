@@ -381,9 +381,8 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   handshake_deadline_.cancel();
   send_deadline_.cancel();
   end_handshake();
-  if (replies_) replies_->deadline.cancel();
-  replies_.reset();                // what consumers still owe settles into a ledger nobody reads
-  if (tls_) tls_->close_notify();  // the supplier sees our close, not a cut
+  if (replies_) replies_->close();  // what consumers still owe settles into a ledger nobody reads
+  if (tls_) tls_->close_notify();   // the supplier sees our close, not a cut
   socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
   if (partial) count_partial(*partial);

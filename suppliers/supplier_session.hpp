@@ -53,7 +53,8 @@ struct session_context {
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
                          public consumers::flow_control_listener,
-                         private protocol::confirm_owner {
+                         private protocol::confirm_owner,
+                         private confirm_replies_owner {
  public:
   // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
@@ -252,11 +253,13 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
                                         const protocol::frame_slice& s, routed& r);
   // Any thread: a consumer settled the last owing frame; the flush is posted to the strand.
   void confirms_settled() noexcept override;
-  // Strand: what settled goes back to the supplier in one non-blocking write; reading resumes
-  // if it waited for room.
+  // Strand: what settled goes back to the supplier (the replies write it); then as below.
   void flush_confirms();
-  void write_confirms();
-  void on_confirm_deadline(std::error_code ec);
+  // confirm_replies_owner. The replies wrote: the wait for confirms may end, reading may resume
+  // if it waited for room, and a session held by the gateway's stop closes once it owes nothing.
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
+  void confirms_written() override;
+  void confirms_unread(std::size_t waiting) override;
   void arm_idle_timer(std::chrono::steady_clock::duration after);
   void on_idle_timer(std::error_code ec);
   // While paused or held: asks the kernel every pause_check whether the peer has left.
