@@ -1,9 +1,8 @@
 #include "suppliers/supplier_session.hpp"
 
-#include <poll.h>
-
 #include <cassert>
 
+#include "net/tcp_liveness.hpp"
 #include "runtime/lf_pool.hpp"
 #include "runtime/log.hpp"
 #include "suppliers/frame_router.hpp"
@@ -480,8 +479,7 @@ void supplier_session::depart() {
 }
 
 bool supplier_session::peer_left() {
-  pollfd p{socket_.native_handle(), POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  return net::peer_has_left(socket_.native_handle());
 }
 
 void supplier_session::arm_pause_check() {
