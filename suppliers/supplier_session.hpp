@@ -1,5 +1,7 @@
 // One supplier connection: waits for readability, reads big chunks, decodes every whole GWP/1
 // frame and routes it; the only thread touching the connection is the one its strand admits.
+// (supplier_session.cpp reads and routes; supplier_pause.cpp, supplier_close.cpp,
+// supplier_confirms.cpp and supplier_handshake.cpp hold its other parts.)
 #pragma once
 
 #include <asio.hpp>
@@ -18,6 +20,7 @@
 #include "protocol/frame_stream.hpp"
 #include "suppliers/confirm_replies.hpp"
 #include "suppliers/frame_router.hpp"
+#include "suppliers/idle_clock.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
@@ -54,7 +57,8 @@ struct session_context {
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
                          public consumers::flow_control_listener,
                          private protocol::confirm_owner,
-                         private confirm_replies_owner {
+                         private confirm_replies_owner,
+                         private idle_clock_owner {
  public:
   // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
@@ -115,9 +119,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // it (a close would only make its supplier resend what the gateway holds already), and its idle
   // time counts from the end of the wait. Any thread.
   std::optional<std::chrono::steady_clock::time_point> waiting_since() const noexcept {
-    const auto at = waiting_at_.load(std::memory_order_relaxed);
-    if (at == not_paused) return std::nullopt;
-    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
+    return idle_.waiting_since();
   }
   // Since when it waits for a stalled backpressure consumer (paused by one that had fallen
   // behind, or told that the one that paused it has since), on the steady clock; nothing when it
@@ -225,9 +227,16 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void flush(frame_router& router, bool busy, routed& r);
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
-  // `ec`: what ended the read if it was not an orderly end (TLS: counted as a TLS error).
-  void closed_by_peer(const std::error_code& ec = {});
-  // Stops reading (`why`: paused or held), watching for the peer to leave meanwhile.
+  // After a change of state or of the frames owed a confirm: starts or ends the wait
+  // (waiting_since); its end restarts the idle clock.
+  void update_waiting() noexcept {
+    idle_.set_waiting(!in(state::closed) && (paused() || awaiting_confirms()));
+  }
+  // Kept alive by what its parts (the idle clock, the confirm replies) have out.
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
+
+  // Not reading (supplier_pause.cpp). Stops reading (`why`: paused, held or confirming),
+  // watching for the peer to leave meanwhile.
   void pause(state why);
   // Reads no more until its unconfirmed frames (or all ledgers: max_confirm_ledger_bytes) leave
   // room; the ledger bound's wait is logged.
@@ -235,18 +244,25 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   bool peer_left();
   // The peer left while paused: read what it sent to the end, then close.
   void depart();
+  void set_paused_by_consumer(bool on) noexcept;
+  // While paused or held: asks the kernel every pause_check whether the peer has left.
+  void arm_pause_check();
+  void on_pause_check(std::error_code ec);
+
+  // Its end (supplier_close.cpp). `ec`: what ended the read if it was not an orderly end (TLS:
+  // counted as a TLS error).
+  void closed_by_peer(const std::error_code& ec = {});
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   // The frame being received cannot grow within max_partial_frame_bytes: close and count.
   void refuse_growth();
+  // idle_clock_owner: idle_timeout passed without a whole frame: closed, counted and logged.
+  void idle_expired(std::chrono::steady_clock::duration idle) override;
   // `partial`: why a frame received in part is thrown away with the connection, to count it by;
   // not_a_frame when what the stream holds is no frame (after a protocol error, or before any).
   static constexpr std::optional<partial_discard> not_a_frame = std::nullopt;
   void close(std::optional<partial_discard> partial);
   void count_partial(partial_discard why) noexcept;
-  void set_paused_by_consumer(bool on) noexcept;
-  // After a change of state or of the frames owed a confirm: starts or ends the wait
-  // (waiting_since); its end restarts the idle clock.
-  void update_waiting() noexcept;
+
   // CONFIRM frames (supplier_confirms.cpp). Numbers one and routes it (refused or routed to
   // no consumer, it is rejected at once); makes the replies on the first.
   frame_router::outcome route_confirmed(frame_router& router, const protocol::frame_view& f,
@@ -257,30 +273,23 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void flush_confirms();
   // confirm_replies_owner. The replies wrote: the wait for confirms may end, reading may resume
   // if it waited for room, and a session held by the gateway's stop closes once it owes nothing.
-  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
   void confirms_written() override;
   void confirms_unread(std::size_t waiting) override;
-  void arm_idle_timer(std::chrono::steady_clock::duration after);
-  void on_idle_timer(std::error_code ec);
-  // While paused or held: asks the kernel every pause_check whether the peer has left.
-  void arm_pause_check();
-  void on_pause_check(std::error_code ec);
 
   asio::ip::tcp::socket socket_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with
   std::shared_ptr<net::tls_channel> tls_;            // null = plaintext
   std::string identity_;
-  // One timer per purpose. None is armed per read: the idle timer is re-armed for the remainder
-  // when it expires, the others once per handshake, pause or wait for room to send.
-  asio::steady_timer idle_timer_;          // idle_timeout without a whole frame: closes
-  asio::steady_timer pause_timer_;         // while paused or held: has the peer left?
+  // One timer per purpose. None is armed per read: the idle clock's is re-armed for the
+  // remainder when it expires, the others once per handshake, pause or wait for room to send.
+  idle_clock idle_;                 // idle_timeout without a whole frame, outside a wait: closes
+  asio::steady_timer pause_timer_;  // while paused or held: has the peer left?
   asio::steady_timer handshake_deadline_;  // TLS: the handshake takes at most handshake_timeout
   asio::steady_timer send_deadline_;       // TLS: while a wait is for room to send
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;
   asio::ip::address peer_address_;
-  std::chrono::steady_clock::time_point last_progress_;
   session_stats stats_;
   std::atomic<state> state_;
   bool waiting_ = false;  // an async_wait (or a read posted in its place) is pending
@@ -290,8 +299,6 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::chrono::steady_clock::rep not_paused =
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
-  // Since when it waits (paused, or confirms owed), steady-clock ticks; written on the strand.
-  std::atomic<std::chrono::steady_clock::rep> waiting_at_{not_paused};
   bool tls_drained_ = true;             // TLS: the last read ended in "would block"
   std::uint64_t handshake_ticket_ = 0;  // TLS: in the registry's handshakes while not 0
   asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait
