@@ -26,7 +26,7 @@ void idle_clock::arm(clock::duration after) {
 }
 
 void idle_clock::on_timer(std::error_code ec) {
-  if (ec) return;
+  if (ec || timer_.expiry() == clock::time_point::min()) return;  // stopped
   // A session that waits, paused or for confirms, is not idle: closing it would only make its
   // supplier resend what the gateway holds already. A peer that is gone is TCP liveness's to
   // find, and a full connection cap reclaims the session paused longest.

@@ -36,7 +36,8 @@ class idle_clock {
 
   // Counts from now.
   void start();
-  void stop() noexcept { timer_.cancel(); }
+  // For good: a wait already done does not re-arm it (the session closed).
+  void stop() noexcept { timer_.expires_at(clock::time_point::min()); }
   // A whole frame came in.
   void progress() noexcept { last_progress_ = clock::now(); }
   // The session begins or ends a wait; its end counts as progress.
