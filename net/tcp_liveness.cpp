@@ -3,6 +3,7 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 
@@ -50,6 +51,11 @@ std::uint64_t unacknowledged_bytes(int fd) noexcept {
   int queued = 0;
   if (::ioctl(fd, SIOCOUTQ, &queued) != 0 || queued < 0) return 0;
   return static_cast<std::uint64_t>(queued);
+}
+
+bool peer_has_left(int fd) noexcept {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 }  // namespace gatewayd::net

@@ -18,4 +18,9 @@ std::error_code set_liveness(int fd, std::chrono::milliseconds limit);
 // failed connection's end, what was counted as sent but never arrived. 0 if unknown.
 std::uint64_t unacknowledged_bytes(int fd) noexcept;
 
+// The peer has ended its side (its FIN, a reset, or an error on the connection), even with
+// what it sent before still unread: asked of the kernel (POLLRDHUP) without reading or
+// waiting. For an owner that is not reading (paused) and would otherwise not notice.
+bool peer_has_left(int fd) noexcept;
+
 }  // namespace gatewayd::net

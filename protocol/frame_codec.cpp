@@ -61,6 +61,10 @@ parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
   return r;
 }
 
+void clear_confirm_flag(char* frame) noexcept {
+  frame[flags_offset] = static_cast<char>(frame_flags::data);
+}
+
 std::string_view frame_address(std::string_view frame) noexcept {
   if (frame.size() < header_size) return {};
   const auto* p = reinterpret_cast<const unsigned char*>(frame.data());

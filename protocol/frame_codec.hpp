@@ -57,6 +57,13 @@ struct flag_policy {
                                            : false;
   }
 };
+// The byte of a frame's header that holds its flags.
+inline constexpr std::size_t flags_offset = 3;
+// A CONFIRM frame is forwarded as the data frame it also is: its flags byte becomes 0x00 in
+// place (consumers always receive flags 0x00). `frame`: a frame's first byte, header_size
+// writable bytes.
+void clear_confirm_flag(char* frame) noexcept;
+
 // What a supplier may send the gateway, and what a consumer receives from it.
 inline constexpr flag_policy supplier_frames{true, true, false};
 inline constexpr flag_policy data_frames{true, false, false};

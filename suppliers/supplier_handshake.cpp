@@ -16,7 +16,7 @@ void supplier_session::do_handshake() {
       net::tls_channel::make(socket_, tls_context_->native_handle(), net::tls_channel::side::server,
                              ctx_.kernel_tls.load(std::memory_order_relaxed), ec);
   if (!tls_) return fail_handshake(net::tls_failure::protocol, ec);
-  enter(state::handshaking);
+  // (The session started in state handshaking: a stop may hold it meanwhile.)
   arm_handshake_deadline();
   tls_->async_handshake([self = shared_from_this()](std::error_code e) { self->on_handshake(e); });
 }

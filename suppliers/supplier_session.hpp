@@ -1,5 +1,7 @@
 // One supplier connection: waits for readability, reads big chunks, decodes every whole GWP/1
 // frame and routes it; the only thread touching the connection is the one its strand admits.
+// (supplier_session.cpp reads and routes; supplier_pause.cpp, supplier_close.cpp,
+// supplier_confirms.cpp and supplier_handshake.cpp hold its other parts.)
 #pragma once
 
 #include <asio.hpp>
@@ -18,6 +20,7 @@
 #include "protocol/frame_stream.hpp"
 #include "suppliers/confirm_replies.hpp"
 #include "suppliers/frame_router.hpp"
+#include "suppliers/idle_clock.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
@@ -53,7 +56,9 @@ struct session_context {
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,
                          public consumers::flow_control_listener,
-                         private protocol::confirm_owner {
+                         private protocol::confirm_owner,
+                         private confirm_replies_owner,
+                         private idle_clock_owner {
  public:
   // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
@@ -114,9 +119,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // it (a close would only make its supplier resend what the gateway holds already), and its idle
   // time counts from the end of the wait. Any thread.
   std::optional<std::chrono::steady_clock::time_point> waiting_since() const noexcept {
-    const auto at = waiting_at_.load(std::memory_order_relaxed);
-    if (at == not_paused) return std::nullopt;
-    return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(at));
+    return idle_.waiting_since();
   }
   // Since when it waits for a stalled backpressure consumer (paused by one that had fallen
   // behind, or told that the one that paused it has since), on the steady clock; nothing when it
@@ -133,38 +136,48 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
 
  private:
   // Where the connection is. Every change goes through enter(), the one place that says what
-  // leaving and entering a state does. The transitions:
+  // leaving and entering a state does; may_enter() holds this table, and enter() asserts it:
+  //   (start)     -> handshaking (TLS) | reading (plaintext)
   //   handshaking -> reading (handshake done) | held | closed
-  //   reading     -> paused (a consumer is full) | held | closed
-  //   paused      -> reading (resume_reading) | held | departing (its peer left) | closed
+  //   reading     -> paused (a consumer is full) | confirming (its unconfirmed CONFIRM frames
+  //                  reached max_unconfirmed) | held | closed
+  //   paused      -> reading (resume_reading) | confirming (resumed with its unconfirmed frames
+  //                  at the bound) | departing (its peer left) | held | closed
   //   departing   -> held (then closed at once: its peer has left) | closed
-  //   held        -> closed
-  //   reading     -> confirming (its unconfirmed CONFIRM frames reached max_unconfirmed)
   //   confirming  -> reading (confirms made room) | held | closed (also when its peer left)
+  //   held        -> closed
   // Written on the strand only; atomic so /connz may read paused() from its own thread.
   // (session_state, in supplier_stats.hpp, says what each state means; every open session is
   // counted in the one it is in.)
   using state = session_state;
   bool in(state s) const noexcept { return state_.load(std::memory_order_relaxed) == s; }
+  static bool may_enter(state from, state to) noexcept;
   void enter(state next) noexcept;
   void count_in(state s, std::int64_t n) noexcept {
     if (s != state::closed)
       ctx_.stats.sessions[static_cast<std::size_t>(s)].fetch_add(n, std::memory_order_relaxed);
   }
 
+  // Why a read pass ended: what the session does next follows from it alone.
+  enum class pass_end : std::uint8_t {
+    drained,           // the socket holds nothing more for now: wait for it
+    budget,            // read_budget read, more may wait: another pass, or wait
+    consumer_paused,   // a consumer asked it to stop reading (not while departing)
+    stalled_consumer,  // the same, by a stalled backpressure consumer: reclaimable at the cap
+    confirms_full,     // its unconfirmed CONFIRM frames reached the bound
+    peer_gone,         // the peer closed, or the read failed (read_error)
+    refused,           // the frame arriving cannot grow within max_partial_frame_bytes
+    bad_frame,         // a protocol error (error); the whole frames before it were routed
+    unnumbered,        // a CONFIRM frame found no room in the ledger (a bug)
+  };
   // What routing the bytes of one or more reads came to.
   struct routed {
     std::uint64_t frames = 0;
-    bool pause = false;               // a consumer asked us to stop reading
-    bool paused_by_consumer = false;  // a stalled backpressure consumer (reclaimable at the cap)
-    bool handed_off = false;          // another thread writes what the pass routed
-    bool confirms_full = false;       // its unconfirmed frames reached the bound
-    bool unnumbered = false;          // a CONFIRM frame found no room in the ledger (a bug)
-    protocol::frame_stream::stream_error error;
-    std::error_code read_error;  // what ended the pass if it was not the socket (TLS)
+    pass_end end = pass_end::drained;
+    bool handed_off = false;                     // another thread writes what the last pass routed
+    protocol::frame_stream::stream_error error;  // end == bad_frame
+    std::error_code read_error;                  // end == peer_gone: what ended the read
   };
-  // How a read pass ended besides what it routed.
-  enum class pass_end : std::uint8_t { drained, budget, peer_gone, refused, confirms_full };
 
   // TLS (supplier_handshake.cpp): the handshake before the first read.
   void do_handshake();
@@ -203,18 +216,27 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
-  pass_end read_pass(routed& all);
+  void read_pass(routed& all);
   // Parses every whole frame the stream holds and routes it into `router` (on the session's
   // strand), holding the chunk references the frames need. Counts frames and unroutable ones.
-  routed route_frames(frame_router& router);
-  // Hands the consumers what was routed; `busy`: more was waiting than one read took. Sets
-  // r.pause when a consumer asks us to pause, r.handed_off as the router says.
+  // Adds them to r.frames; r.end is bad_frame or unnumbered when one of those ended the parse.
+  void route_frames(frame_router& router, routed& r);
+  // Hands the consumers what was routed; `busy`: more was waiting than one read took. A
+  // consumer's pause ends the pass (r.end) unless a close does, or the session departs;
+  // r.handed_off as the router says.
   void flush(frame_router& router, bool busy, routed& r);
   // On the strand, after the bytes of an event were routed: fail, pause, or wait again.
   void after_routing(const routed& r);
-  // `ec`: what ended the read if it was not an orderly end (TLS: counted as a TLS error).
-  void closed_by_peer(const std::error_code& ec = {});
-  // Stops reading (`why`: paused or held), watching for the peer to leave meanwhile.
+  // After a change of state or of the frames owed a confirm: starts or ends the wait
+  // (waiting_since); its end restarts the idle clock.
+  void update_waiting() noexcept {
+    idle_.set_waiting(!in(state::closed) && (paused() || awaiting_confirms()));
+  }
+  // Kept alive by what its parts (the idle clock, the confirm replies) have out.
+  std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
+
+  // Not reading (supplier_pause.cpp). Stops reading (`why`: paused, held or confirming),
+  // watching for the peer to leave meanwhile.
   void pause(state why);
   // Reads no more until its unconfirmed frames (or all ledgers: max_confirm_ledger_bytes) leave
   // room; the ledger bound's wait is logged.
@@ -222,52 +244,54 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   bool peer_left();
   // The peer left while paused: read what it sent to the end, then close.
   void depart();
+  void set_paused_by_consumer(bool on) noexcept;
+  // While paused or held: asks the kernel every pause_check whether the peer has left.
+  void arm_pause_check();
+  void on_pause_check(std::error_code ec);
+
+  // Its end (supplier_close.cpp). `ec`: what ended the read if it was not an orderly end (TLS:
+  // counted as a TLS error).
+  void closed_by_peer(const std::error_code& ec = {});
   void fail_protocol(const protocol::frame_stream::stream_error& e);
   // The frame being received cannot grow within max_partial_frame_bytes: close and count.
   void refuse_growth();
+  // idle_clock_owner: idle_timeout passed without a whole frame: closed, counted and logged.
+  void idle_expired(std::chrono::steady_clock::duration idle) override;
   // `partial`: why a frame received in part is thrown away with the connection, to count it by;
   // not_a_frame when what the stream holds is no frame (after a protocol error, or before any).
   static constexpr std::optional<partial_discard> not_a_frame = std::nullopt;
   void close(std::optional<partial_discard> partial);
   void count_partial(partial_discard why) noexcept;
-  void set_paused_by_consumer(bool on) noexcept;
-  // After a change of state or of the frames owed a confirm: starts or ends the wait
-  // (waiting_since); its end restarts the idle clock.
-  void update_waiting() noexcept;
+
   // CONFIRM frames (supplier_confirms.cpp). Numbers one and routes it (refused or routed to
   // no consumer, it is rejected at once); makes the replies on the first.
   frame_router::outcome route_confirmed(frame_router& router, const protocol::frame_view& f,
                                         const protocol::frame_slice& s, routed& r);
   // Any thread: a consumer settled the last owing frame; the flush is posted to the strand.
   void confirms_settled() noexcept override;
-  // Strand: what settled goes back to the supplier in one non-blocking write; reading resumes
-  // if it waited for room.
+  // Strand: what settled goes back to the supplier (the replies write it); then as below.
   void flush_confirms();
-  void write_confirms();
-  void on_confirm_deadline(std::error_code ec);
-  void arm_idle_timer(std::chrono::steady_clock::duration after);
-  void on_idle_timer(std::error_code ec);
-  // While paused or held: asks the kernel every pause_check whether the peer has left.
-  void arm_pause_check();
-  void on_pause_check(std::error_code ec);
+  // confirm_replies_owner. The replies wrote: the wait for confirms may end, reading may resume
+  // if it waited for room, and a session held by the gateway's stop closes once it owes nothing.
+  void confirms_written() override;
+  void confirms_unread(std::size_t waiting) override;
 
   asio::ip::tcp::socket socket_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with
   std::shared_ptr<net::tls_channel> tls_;            // null = plaintext
   std::string identity_;
-  // One timer per purpose. None is armed per read: the idle timer is re-armed for the remainder
-  // when it expires, the others once per handshake, pause or wait for room to send.
-  asio::steady_timer idle_timer_;          // idle_timeout without a whole frame: closes
-  asio::steady_timer pause_timer_;         // while paused or held: has the peer left?
+  // One timer per purpose. None is armed per read: the idle clock's is re-armed for the
+  // remainder when it expires, the others once per handshake, pause or wait for room to send.
+  idle_clock idle_;                 // idle_timeout without a whole frame, outside a wait: closes
+  asio::steady_timer pause_timer_;  // while paused or held: has the peer left?
   asio::steady_timer handshake_deadline_;  // TLS: the handshake takes at most handshake_timeout
   asio::steady_timer send_deadline_;       // TLS: while a wait is for room to send
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;
   asio::ip::address peer_address_;
-  std::chrono::steady_clock::time_point last_progress_;
   session_stats stats_;
-  std::atomic<state> state_{state::reading};
+  std::atomic<state> state_;
   bool waiting_ = false;  // an async_wait (or a read posted in its place) is pending
   // While paused by a stalled backpressure consumer (state::paused only): since when,
   // steady-clock ticks, for the connection cap to reclaim the one paused longest (the registry
@@ -275,8 +299,6 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::chrono::steady_clock::rep not_paused =
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
-  // Since when it waits (paused, or confirms owed), steady-clock ticks; written on the strand.
-  std::atomic<std::chrono::steady_clock::rep> waiting_at_{not_paused};
   bool tls_drained_ = true;             // TLS: the last read ended in "would block"
   std::uint64_t handshake_ticket_ = 0;  // TLS: in the registry's handshakes while not 0
   asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait

@@ -145,3 +145,14 @@ BOOST_AUTO_TEST_CASE(each_reader_accepts_only_its_flags) {
     }
   }
 }
+
+// A CONFIRM frame is forwarded as a data frame: the bit is cleared in place, and every other
+// byte stays the supplier's.
+BOOST_AUTO_TEST_CASE(a_confirm_frame_with_its_flag_cleared_is_the_data_frame) {
+  std::string frame = encode_frame("a.b", "payload", frame_flags::confirm);
+  clear_confirm_flag(frame.data());
+  BOOST_TEST(frame == encode_frame("a.b", "payload"));
+  const auto r = parse_frame(frame, default_max_payload, data_frames);
+  BOOST_TEST(int(r.state) == int(status::frame));
+  BOOST_TEST(r.frame.flags == frame_flags::data);
+}

@@ -2,6 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <array>
+#include <asio.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -9,7 +11,9 @@
 #include "net/cidr_block.hpp"
 #include "net/endpoint.hpp"
 #include "net/kernel_tls_probe.hpp"
+#include "net/tcp_liveness.hpp"
 #include "net/tls_channel.hpp"
+#include "tests/support/wait_until.hpp"
 
 using namespace gatewayd::net;
 
@@ -148,4 +152,21 @@ BOOST_AUTO_TEST_CASE(the_kernel_tls_probe_agrees_with_proc) {
   BOOST_TEST(
       (probed == (kernel_tls_loaded() ? kernel_tls_state::loaded : kernel_tls_state::not_loaded)));
   BOOST_TEST(to_string(kernel_tls_state::not_loaded) == "not loaded");
+}
+
+// A paused supplier session reads nothing, yet must learn that its peer left: the kernel tells
+// at once, with what the peer sent before its FIN still unread, and not before.
+BOOST_AUTO_TEST_CASE(a_peer_that_left_is_seen_with_its_data_unread) {
+  asio::io_context io;
+  asio::ip::tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"), 0});
+  asio::ip::tcp::socket client(io);
+  client.connect(acceptor.local_endpoint());
+  asio::ip::tcp::socket server = acceptor.accept();
+  BOOST_TEST(!peer_has_left(server.native_handle()));
+  asio::write(client, asio::buffer(std::string("unread bytes")));
+  BOOST_TEST(!peer_has_left(server.native_handle()));  // data alone is no leaving
+  client.shutdown(asio::ip::tcp::socket::shutdown_send);
+  BOOST_TEST(gatewayd::test::wait_until([&] { return peer_has_left(server.native_handle()); },
+                                        std::chrono::seconds(5)));
+  BOOST_TEST(server.available() == std::string("unread bytes").size());
 }
