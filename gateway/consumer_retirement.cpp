@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "runtime/log.hpp"
-#include "suppliers/route_readers.hpp"
 
 namespace gatewayd::gateway {
 
@@ -29,7 +28,7 @@ void consumer_retirement::published(std::uint64_t version) {
 
 void consumer_retirement::check_readers() {
   for (auto& r : retired_) {
-    if (!r->draining && r->version && suppliers::route_readers::all_past(r->version))
+    if (!r->draining && r->version && readers_.all_past(r->version))
       start_drain(r, r->drain_timeout);
   }
   const bool waiting =

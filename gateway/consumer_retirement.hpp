@@ -12,6 +12,7 @@
 
 #include "consumers/consumer.hpp"
 #include "runtime/executor.hpp"
+#include "suppliers/route_readers.hpp"
 
 namespace gatewayd::gateway {
 
@@ -37,6 +38,10 @@ class consumer_retirement {
   // The stop: drains not started yet start now, and with `cut_short` every drain ends now.
   void stop(bool cut_short);
 
+  // Where the frame routers announce their passes (any thread): what a retired consumer's
+  // drain waits on. Outlives the routers.
+  suppliers::route_readers& readers() noexcept { return readers_; }
+
  private:
   struct retiring {
     std::shared_ptr<consumers::consumer> consumer;
@@ -50,6 +55,7 @@ class consumer_retirement {
   void start_drain(const std::shared_ptr<retiring>& r, std::chrono::milliseconds timeout);
 
   runtime::strand& control_;
+  suppliers::route_readers readers_;
   asio::steady_timer poll_;  // while some pass still routes by an older table
   bool polling_ = false;
   std::vector<std::shared_ptr<retiring>> retired_;

@@ -64,6 +64,8 @@ class consumer_set {
 
   const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
   const consumers::queue_budget& budget() const noexcept { return budget_; }
+  // What the frame routers announce their read passes in (consumer_retirement).
+  suppliers::route_readers& readers() noexcept { return retirement_.readers(); }
 
  private:
   // By (name, member): a group's members share its name; a single consumer's member is empty.

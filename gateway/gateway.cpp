@@ -35,7 +35,8 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
   listener_ = std::make_unique<supplier_listener>(
       executor_, service_,
-      supplier_listener::shared{consumers_.routes(), supplier_stats_, partial_budget_});
+      supplier_listener::shared{consumers_.routes(), supplier_stats_, partial_budget_,
+                                consumers_.readers(), &pool_});
   log_kernel_tls(routes);
   signals_.take();
   reloader_ = std::make_unique<reloader>(executor_, control_,

@@ -7,9 +7,12 @@ namespace gatewayd::gateway {
 supplier_listener::supplier_listener(const runtime::executor& ex,
                                      const config::service_config& settings, shared with)
     : allow_(settings.allow),
+      routers_(with.readers, with.pool),
       session_ctx_{with.routes, with.stats, sessions_, settings.max_payload,
                    settings.idle_timeout} {
   session_ctx_.partial_budget = &with.partial_budget;
+  session_ctx_.routers = &routers_;
+  if (with.pool) session_ctx_.idle_threads = runtime::idle_thread_probe(*with.pool);
   session_ctx_.max_unconfirmed = settings.max_unconfirmed_frames;
   session_ctx_.confirm_timeout = settings.confirm_timeout;
   with.stats.confirm_ledger.set_limit(settings.max_confirm_ledger_bytes);

@@ -12,7 +12,9 @@
 #include "net/tls_context.hpp"
 #include "protocol/partial_frame_budget.hpp"
 #include "runtime/executor.hpp"
+#include "runtime/lf_pool.hpp"
 #include "suppliers/allow_list.hpp"
+#include "suppliers/frame_routers.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
@@ -28,6 +30,8 @@ class supplier_listener {
     const suppliers::route_snapshot_holder& routes;
     suppliers::supplier_stats& stats;
     protocol::partial_frame_budget& partial_budget;
+    suppliers::route_readers& readers;       // where the routers announce their passes
+    const runtime::lf_pool* pool = nullptr;  // the threads the sessions run on (none: a test's)
   };
 
   // Loads the [tls] context `settings` names and binds the listener; throws on either error.
@@ -60,6 +64,7 @@ class supplier_listener {
   suppliers::session_registry sessions_;
   suppliers::allow_list allow_;  // gateway.allow, read by the acceptor's threads
   net::tls_context_holder tls_;
+  suppliers::frame_routers routers_;  // one per pool thread, shared by the sessions
   suppliers::session_context session_ctx_;
   std::shared_ptr<suppliers::supplier_acceptor> acceptor_;
 };

@@ -35,7 +35,7 @@ lf_pool::~lf_pool() {
 void lf_pool::start() {
   threads_.reserve(thread_count_);
   for (unsigned i = 0; i < thread_count_; ++i)
-    threads_.emplace_back([this] { run_thread(); });
+    threads_.emplace_back([this, i] { run_thread(i); });
 }
 
 void lf_pool::stop() {
@@ -97,8 +97,9 @@ void lf_pool::take_back_leadership() {
   promotion_latency_.observe(std::chrono::steady_clock::now() - promoted->promoted_at);
 }
 
-void lf_pool::run_thread() {
+void lf_pool::run_thread(unsigned index) {
   member me;
+  me.index = index;
   this_pool = this;
   this_member = &me;
   std::unique_lock lock(mutex_);
@@ -184,9 +185,12 @@ void lf_pool::run_stranded_continuations() {
   }
 }
 
-bool lf_pool::idle_thread_waiting() noexcept {
-  const lf_pool* pool = this_pool;
-  return pool && pool->processing_.load(std::memory_order_relaxed) < pool->thread_count_;
+bool lf_pool::idle_thread_waiting() const noexcept {
+  return this_pool == this && processing_.load(std::memory_order_relaxed) < thread_count_;
+}
+
+unsigned lf_pool::member_index() const noexcept {
+  return this_pool == this ? static_cast<const member*>(this_member)->index : not_a_member;
 }
 
 bool lf_pool::this_thread_leads() noexcept {

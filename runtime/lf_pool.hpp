@@ -47,9 +47,15 @@ class lf_pool {
   // True while the calling thread is the leader of its pool: inside a handler this must be
   // false (tests check it per handler kind).
   static bool this_thread_leads() noexcept;
-  // True when a thread of the calling thread's pool is idle (leading or following): work
-  // posted now starts at once, beside the caller. False outside a pool. No lock.
-  static bool idle_thread_waiting() noexcept;
+  // True when the calling thread is one of this pool's and another of its threads is idle
+  // (leading or following): work posted now starts at once, beside the caller. False on any
+  // other thread. No lock. (What the supplier sessions ask it through: idle_thread_probe.)
+  bool idle_thread_waiting() const noexcept;
+  // The calling thread's place in this pool, 0 .. size() - 1, fixed for the thread's life;
+  // not_a_member on any other thread. No lock: what a part that keeps one of something per
+  // thread (suppliers::frame_routers) finds the calling thread's by.
+  static constexpr unsigned not_a_member = ~0u;
+  unsigned member_index() const noexcept;
 
   role_counts roles() const;
   unsigned size() const noexcept { return thread_count_; }
@@ -65,10 +71,11 @@ class lf_pool {
     std::atomic<bool> promoted{false};  // set under mutex_; read spinning without it
     bool parked = false;                // asleep on `wake` (under mutex_): needs a notify
     bool leading = false;               // touched only by the member's own thread
+    unsigned index = 0;                 // member_index()
     std::chrono::steady_clock::time_point promoted_at{};
   };
 
-  void run_thread();
+  void run_thread(unsigned index);
   // Follower: waits until promoted (true) or the pool ends (false). Called and returns with
   // `lock` held.
   bool await_promotion(member& me, std::unique_lock<std::mutex>& lock);

@@ -4,14 +4,13 @@
 
 namespace gatewayd::suppliers {
 
-frame_router& frame_router::begin_pass(const route_snapshot_holder& routes) {
-  thread_local frame_router router;
+void frame_router::begin_pass(const route_snapshot_holder& routes) {
   // Announce the table first, then check it is still the newest: a reload that published a
   // newer one either is seen here or sees this pass in route_readers::all_past.
   for (;;) {
-    if (router.holder_ != &routes || router.version_ != routes.version()) router.refresh(routes);
-    router.reading_.enter(router.version_);
-    if (routes.version() == router.version_) return router;
+    if (holder_ != &routes || version_ != routes.version()) refresh(routes);
+    reading_.enter(version_);
+    if (routes.version() == version_) return;
   }
 }
 

@@ -16,14 +16,20 @@
 
 namespace gatewayd::suppliers {
 
-// One per thread: a session's read is routed and flushed inside one handler on one thread,
-// so the scratch space (batches, lookup cache) is shared by all sessions of that thread
-// instead of costing every idle connection its own.
+// One per routing thread (frame_routers keeps them): a session's read is routed and flushed
+// inside one handler on one thread, so the scratch space (batches, lookup cache) is shared by
+// all sessions of that thread instead of costing every idle connection its own. Used by one
+// thread at a time.
 class frame_router {
  public:
-  // Starts a pass on the calling thread's router, by the newest table in `routes`; flush()
-  // ends it. While a pass is open a reload does not close the consumers its table names.
-  static frame_router& begin_pass(const route_snapshot_holder& routes);
+  // Its passes are announced in `readers` (their owner retires consumers by them).
+  explicit frame_router(route_readers& readers) : reading_(readers) {}
+  frame_router(const frame_router&) = delete;
+  frame_router& operator=(const frame_router&) = delete;
+
+  // Starts a pass by the newest table in `routes`; flush() ends it. While a pass is open a
+  // reload does not close the consumers its table names.
+  void begin_pass(const route_snapshot_holder& routes);
 
   enum class outcome : std::uint8_t {
     routed,         // queued for every consumer a route of its address names

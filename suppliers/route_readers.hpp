@@ -9,13 +9,15 @@
 
 namespace gatewayd::suppliers {
 
-// One slot per thread that routes (its frame_router owns it), written only by that thread: two
-// plain stores per read pass, on a line nobody else writes. A reload reads them all, rarely.
+// Owned by whoever retires consumers (the gateway's consumer_retirement), which asks all_past();
+// each router's slot registers with it. One slot per router, written only by the thread routing
+// through it: two plain stores per read pass, on a line nobody else writes. A reload reads them
+// all, rarely. Outlives its slots.
 class route_readers {
  public:
   class slot {
    public:
-    slot();
+    explicit slot(route_readers& readers);
     ~slot();
     slot(const slot&) = delete;
     slot& operator=(const slot&) = delete;
@@ -31,16 +33,20 @@ class route_readers {
     friend class route_readers;
     static constexpr std::uint64_t idle = 0;
     alignas(64) std::atomic<std::uint64_t> version_{idle};
+    route_readers& readers_;  // read only when the slot goes
   };
 
-  // True once no thread is inside a pass that routes by a table older than `version` (table
+  route_readers() = default;
+  ~route_readers();
+  route_readers(const route_readers&) = delete;
+  route_readers& operator=(const route_readers&) = delete;
+
+  // True once no slot is inside a pass that routes by a table older than `version` (table
   // versions are unique and increasing across the process, route_snapshot.hpp).
-  static bool all_past(std::uint64_t version);
+  bool all_past(std::uint64_t version) const;
 
  private:
-  static route_readers& instance();
-
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::vector<const slot*> slots_;
 };
 

@@ -141,7 +141,7 @@ void supplier_session::flush(frame_router& router, bool busy, routed& r) {
   // A busy pass leaves the writes to an idle thread, if the pool has one, and reads on (the
   // session's next pass): reading and writing then run on two cores. Otherwise, and always at
   // low load, this thread writes (one hop, nobody woken).
-  const bool write_here = !(busy && runtime::lf_pool::idle_thread_waiting());
+  const bool write_here = !(busy && ctx_.idle_threads.any_waiting());
   const auto flushed = router.flush(listener, write_here);
   r.handed_off = flushed.handed_off;
   // A consumer's pause outranks how the reads ended, but not a close; a departing session
@@ -175,7 +175,7 @@ void supplier_session::read_and_route() {
 }
 
 void supplier_session::read_pass(routed& all) {
-  auto& router = frame_router::begin_pass(ctx_.routes);
+  auto& router = ctx_.routers->begin_pass(ctx_.routes);
   std::size_t total = 0;
   std::size_t reads = 0;
   all.end = pass_end::budget;

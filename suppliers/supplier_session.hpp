@@ -18,9 +18,11 @@
 #include "net/tls_context.hpp"
 #include "protocol/confirm_ledger.hpp"
 #include "protocol/frame_stream.hpp"
+#include "runtime/idle_thread_probe.hpp"
 #include "suppliers/confirm_replies.hpp"
 #include "suppliers/frame_router.hpp"
 #include "suppliers/idle_clock.hpp"
+#include "suppliers/frame_routers.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
@@ -52,6 +54,12 @@ struct session_context {
   // (confirm_timeout_ms).
   std::size_t max_unconfirmed = 16384;
   std::chrono::milliseconds confirm_timeout{10000};
+  // The routers read passes route through, one per thread (owned beside this context). Must be
+  // set before the first session reads.
+  frame_routers* routers = nullptr;
+  // Whether a busy read pass may leave its writes to another thread: the gateway's pool says
+  // whether one is idle; the default (no pool: unit tests, tools) says none is.
+  runtime::idle_thread_probe idle_threads{};
 };
 
 class supplier_session : public std::enable_shared_from_this<supplier_session>,

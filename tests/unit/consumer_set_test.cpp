@@ -185,7 +185,7 @@ BOOST_FIXTURE_TEST_CASE(a_removed_consumer_drains_only_after_the_passes_on_older
   BOOST_REQUIRE(rb);
   const auto b = named("b");
 
-  gatewayd::suppliers::route_readers::slot pass;  // this thread, routing by the first table
+  gatewayd::suppliers::route_readers::slot pass(set.readers());  // routing by the first table
   pass.enter(snapshot()->version);
   apply(parse({{"a", pa.address()}}));
   BOOST_TEST(names(snapshot()->retired) == std::vector<std::string>{"b"});

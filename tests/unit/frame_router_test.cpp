@@ -4,12 +4,18 @@
 #define BOOST_TEST_MODULE frame_router
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
+#include "runtime/latency_histogram.hpp"
+#include "runtime/lf_pool.hpp"
 #include "suppliers/frame_router.hpp"
+#include "suppliers/frame_routers.hpp"
 #include "suppliers/route_readers.hpp"
 #include "tests/support/consumer_harness.hpp"
 #include "tests/support/routing_rules.hpp"
@@ -84,25 +90,27 @@ BOOST_FIXTURE_TEST_CASE(a_pass_routes_by_one_table_and_holds_back_the_removal, i
   su::route_snapshot_holder holder;
   const auto v1 = holder.publish(table_to(a));
   frame_source src(100, "t.seq", 0);  // the router takes the references
+  su::route_readers readers;
+  su::frame_routers routers(readers);
   routing_thread t;
 
   su::frame_router* router = nullptr;
   t.run([&] {
-    router = &su::frame_router::begin_pass(holder);
+    router = &routers.begin_pass(holder);
     route_all(*router, src.make(10));
   });
-  BOOST_TEST(su::route_readers::all_past(v1));
+  BOOST_TEST(readers.all_past(v1));
   const auto v2 = holder.publish(table_to(b));
   BOOST_TEST(v2 > v1);
   // The pass that began by v1 is still open: the reload must not close `a` yet.
-  BOOST_TEST(!su::route_readers::all_past(v2));
+  BOOST_TEST(!readers.all_past(v2));
   t.run([&] { router->flush(nullptr); });
-  BOOST_TEST(su::route_readers::all_past(v2));
+  BOOST_TEST(readers.all_past(v2));
   BOOST_TEST(ra->wait_frames(10, 2s));
 
   // The next pass routes by v2, from its first frame: all five reach b, none a.
   t.run([&] {
-    auto& r = su::frame_router::begin_pass(holder);
+    auto& r = routers.begin_pass(holder);
     route_all(r, src.make(5));
     r.flush(nullptr);
   });
@@ -113,25 +121,100 @@ BOOST_FIXTURE_TEST_CASE(a_pass_routes_by_one_table_and_holds_back_the_removal, i
 }
 
 // A thread that routed once and then sat idle holds an old table but no pass: it must not hold
-// back a reload. Nor must a thread that has gone.
-BOOST_FIXTURE_TEST_CASE(idle_and_finished_threads_do_not_hold_back_a_reload, io_fixture) {
+// back a reload. Nor must a router that has gone.
+BOOST_FIXTURE_TEST_CASE(idle_and_finished_routers_do_not_hold_back_a_reload, io_fixture) {
   auto a = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_newest));
   su::route_snapshot_holder holder;
   holder.publish(table_to(a));
   frame_source src(100, "t.seq", 0);
+  su::route_readers readers;
+  su::frame_routers routers(readers);
   routing_thread idle;
   idle.run([&] {
-    auto& r = su::frame_router::begin_pass(holder);
+    auto& r = routers.begin_pass(holder);
     route_all(r, src.make(3));
     r.flush(nullptr);
   });
   {
-    routing_thread gone;
-    gone.run([&] { su::frame_router::begin_pass(holder); });  // a pass its thread never ended
+    su::frame_router gone(readers);
+    routing_thread t;
+    t.run([&] { gone.begin_pass(holder); });  // a pass never ended
   }
   const auto v2 = holder.publish(table_to(a));
-  BOOST_TEST(su::route_readers::all_past(v2));
+  BOOST_TEST(readers.all_past(v2));
   BOOST_TEST(close_consumer(*a, 200ms) == 3u);
+}
+
+// The routers of a pool: a pass on a pool thread takes that thread's router, the same one every
+// time, and two passes open at once on two threads are on two routers; a thread outside the
+// pool gets one of its own. Each announces its passes to the readers it was made with.
+BOOST_FIXTURE_TEST_CASE(each_thread_routes_through_a_router_of_its_own, io_fixture) {
+  auto a = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_newest));
+  su::route_snapshot_holder holder;
+  holder.publish(table_to(a));
+  asio::io_context pool_ioc;
+  gatewayd::runtime::latency_histogram latency;
+  gatewayd::runtime::lf_pool pool(pool_ioc, 2, latency);
+  su::route_readers readers;
+  su::frame_routers routers(readers, &pool);
+  std::mutex mutex;
+  std::map<unsigned, std::set<const su::frame_router*>> by_place;
+  std::atomic<int> open{0};
+  std::atomic<bool> release{false};
+  std::atomic<int> done{0};
+  auto pass = [&](bool wait_for_both) {
+    gatewayd::runtime::lf_pool::promote_new_leader();
+    auto& r = routers.begin_pass(holder);
+    {
+      std::lock_guard lock(mutex);
+      by_place[pool.member_index()].insert(&r);
+    }
+    ++open;
+    if (wait_for_both) (void)wait_until([&] { return release.load(); }, 5s);
+    r.flush(nullptr);
+    ++done;
+  };
+  auto work = asio::make_work_guard(pool_ioc);
+  asio::post(pool_ioc, [&] { pass(true); });
+  asio::post(pool_ioc, [&] { pass(true); });
+  pool.start();
+  BOOST_TEST(wait_until([&] { return open.load() == 2; }, 5s));
+  const auto v2 = holder.publish(table_to(a));
+  BOOST_TEST(!readers.all_past(v2));  // both passes began by the older table
+  release = true;
+  BOOST_TEST(wait_until([&] { return done.load() == 2; }, 5s));
+  BOOST_TEST(readers.all_past(v2));
+  for (int i = 0; i < 20; ++i)
+    asio::post(pool_ioc, [&] { pass(false); });
+  BOOST_TEST(wait_until([&] { return done.load() == 22; }, 5s));
+  work.reset();
+  pool.join();
+
+  BOOST_TEST(by_place.size() == 2u);  // only places 0 and 1: never not_a_member
+  BOOST_TEST(by_place.count(0) == 1u);
+  BOOST_TEST(by_place.count(1) == 1u);
+  std::set<const su::frame_router*> pool_routers;
+  for (const auto& [place, used] : by_place) {
+    BOOST_TEST(used.size() == 1u);  // the same router every time
+    pool_routers.insert(used.begin(), used.end());
+  }
+  BOOST_TEST(pool_routers.size() == 2u);
+
+  // This thread, and another, are no pool's: each gets a router of its own, and keeps it.
+  auto& mine = routers.begin_pass(holder);
+  mine.flush(nullptr);
+  BOOST_TEST(&routers.begin_pass(holder) == &mine);
+  mine.flush(nullptr);
+  BOOST_TEST(pool_routers.count(&mine) == 0u);
+  const su::frame_router* theirs = nullptr;
+  std::thread([&] {
+    auto& r = routers.begin_pass(holder);
+    theirs = &r;
+    r.flush(nullptr);
+  }).join();
+  BOOST_TEST(theirs != &mine);
+  BOOST_TEST(pool_routers.count(theirs) == 0u);
+  BOOST_TEST(close_consumer(*a, 200ms) == 0u);
 }
 
 // Frames that interleave addresses (each to the next consumer in turn) are answered from the
@@ -180,9 +263,11 @@ BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_ev
   // 30 frames over m.0..m.2, then 61 over m.0..m.5 (the last to m.0, which the cache then
   // holds), then one nobody routes.
   std::vector<std::size_t> expected(n + 1, 0);
+  su::route_readers readers;
+  su::frame_routers routers(readers);
   routing_thread t;
   t.run([&] {
-    auto& r = su::frame_router::begin_pass(holder);
+    auto& r = routers.begin_pass(holder);
     std::size_t k = 0;
     for (const auto& group : src.make(91)) {
       for (const auto& f : group) {
@@ -213,7 +298,7 @@ BOOST_FIXTURE_TEST_CASE(interleaved_addresses_reach_their_consumers_and_count_ev
   // The new table swaps m.0 and m.1: the cache's answers for them are the old table's.
   holder.publish(table(true));
   t.run([&] {
-    auto& r = su::frame_router::begin_pass(holder);
+    auto& r = routers.begin_pass(holder);
     for (const auto& group : src.make(4)) {
       for (const auto& f : group)
         BOOST_TEST((r.route(addresses[0], f) == su::frame_router::outcome::routed));

@@ -6,13 +6,16 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "runtime/idle_thread_probe.hpp"
 #include "runtime/lf_pool.hpp"
 #include "tests/support/wait_until.hpp"
 
+using gatewayd::runtime::idle_thread_probe;
 using gatewayd::runtime::lf_pool;
 using gatewayd::test::wait_until;
 using namespace std::chrono_literals;
@@ -246,21 +249,24 @@ BOOST_AUTO_TEST_CASE(pool_leaves_when_the_io_context_runs_out_of_work) {
   BOOST_TEST(ran.load() == 1);
 }
 
+// Asked through the probe the gateway gives the supplier sessions, as they ask it.
 BOOST_AUTO_TEST_CASE(idle_thread_waiting_tells_whether_a_posted_handler_would_start_at_once) {
-  BOOST_TEST(!lf_pool::idle_thread_waiting());  // not a pool thread
+  BOOST_TEST(!idle_thread_probe{}.any_waiting());  // no pool: never
   asio::io_context ioc;
   gatewayd::runtime::latency_histogram latency;
   lf_pool pool(ioc, 2, latency);
+  const idle_thread_probe probe(pool);
+  BOOST_TEST(!probe.any_waiting());  // not a thread of the pool
   auto work = asio::make_work_guard(ioc);
   std::atomic<int> alone{-1};  // seen by the first handler, while the other thread leads
   std::atomic<int> both{-1};   // seen by the second, while the first one still runs
   std::atomic<bool> release{false};
   asio::post(ioc, [&] {
     lf_pool::promote_new_leader();
-    alone = lf_pool::idle_thread_waiting() ? 1 : 0;
+    alone = probe.any_waiting() ? 1 : 0;
     asio::post(ioc, [&] {
       lf_pool::promote_new_leader();
-      both = lf_pool::idle_thread_waiting() ? 1 : 0;
+      both = probe.any_waiting() ? 1 : 0;
       release = true;
     });
     (void)wait_until([&] { return release.load(); }, 5s);
@@ -271,6 +277,47 @@ BOOST_AUTO_TEST_CASE(idle_thread_waiting_tells_whether_a_posted_handler_would_st
   pool.join();
   BOOST_TEST(alone.load() == 1);
   BOOST_TEST(both.load() == 0);
+}
+
+// Each thread of a pool has its own place in it, 0 .. size() - 1, the same for its whole life
+// (what suppliers::frame_routers finds a thread's router by); no other thread has one.
+BOOST_AUTO_TEST_CASE(every_pool_thread_has_a_place_of_its_own) {
+  asio::io_context ioc;
+  gatewayd::runtime::latency_histogram latency;
+  lf_pool pool(ioc, 3, latency);
+  BOOST_TEST(pool.member_index() == lf_pool::not_a_member);
+  auto work = asio::make_work_guard(ioc);
+  std::mutex mutex;
+  std::map<std::thread::id, std::set<unsigned>> seen;  // by thread: the places it was told
+  std::atomic<unsigned> started{0};
+  constexpr unsigned rounds = 5;
+  for (unsigned round = 0; round < rounds; ++round) {
+    started = 0;
+    // Three handlers that wait for each other: one on each thread.
+    for (int i = 0; i < 3; ++i) {
+      asio::post(ioc, [&] {
+        lf_pool::promote_new_leader();
+        {
+          std::lock_guard lock(mutex);
+          seen[std::this_thread::get_id()].insert(pool.member_index());
+        }
+        ++started;
+        (void)wait_until([&] { return started.load() >= 3; }, 5s);
+      });
+    }
+    if (round == 0) pool.start();
+    BOOST_TEST(wait_until([&] { return started.load() == 3; }, 5s));
+    BOOST_TEST(wait_until([&] { return pool.roles().processing == 0; }, 5s));
+  }
+  work.reset();
+  pool.join();
+  std::set<unsigned> places;
+  for (const auto& [thread, told] : seen) {
+    BOOST_TEST(told.size() == 1u);  // the same every time
+    places.insert(told.begin(), told.end());
+  }
+  BOOST_TEST(seen.size() == 3u);
+  BOOST_TEST((places == std::set<unsigned>{0, 1, 2}));
 }
 
 // idle_poll: the same guarantees (one leader, every event handled, promotions) while threads

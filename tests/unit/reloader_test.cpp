@@ -77,7 +77,7 @@ struct reload_fixture : io_fixture {
                        std::make_shared<gatewayd::routing::publish_drop_counters>()};
   gatewayd::suppliers::supplier_stats stats;
   gatewayd::protocol::partial_frame_budget partial{1 << 20};
-  gw::supplier_listener listener{ex, loaded.service, {set.routes(), stats, partial}};
+  gw::supplier_listener listener{ex, loaded.service, {set.routes(), stats, partial, set.readers()}};
   gw::systemd_notify notify{ex};
   gw::reloader reloader{
       ex, control, {loaded.service, set, listener, notify}, loaded.routing.consumers};

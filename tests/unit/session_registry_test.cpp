@@ -68,7 +68,10 @@ BOOST_FIXTURE_TEST_CASE(the_session_paused_longest_gives_up_its_place, io_fixtur
   }
   su::supplier_stats stats;
   su::session_registry registry;
+  su::route_readers readers;
+  su::frame_routers routers(readers);
   su::session_context ctx{routes, stats, registry, gs::default_max_payload, 0ms};
+  ctx.routers = &routers;
   tcp::acceptor acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
 
   // `older` connects first but is paused last; `longest` is paused first.

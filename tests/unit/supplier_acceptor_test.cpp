@@ -32,6 +32,8 @@ struct gateway_side {
   su::route_snapshot_holder routes;
   su::supplier_stats stats;
   su::session_registry registry;
+  su::route_readers readers;
+  su::frame_routers routers{readers};  // this test's io_context threads are not a pool's
   su::session_context ctx;
   std::shared_ptr<su::supplier_acceptor> acceptor;
 
@@ -39,6 +41,7 @@ struct gateway_side {
                std::size_t max_connections, su::supplier_acceptor::admission allow = {},
                su::supplier_acceptor::proxy_options proxy = {}, std::size_t max_handshakes = 256)
       : ctx{routes, stats, registry, gs::default_max_payload, 0ms} {
+    ctx.routers = &routers;
     auto snap = std::make_shared<su::route_snapshot>();
     snap->table =
         gatewayd::routing::routing_table::build(make_config({c->name()}, {{"t.>", {c->name()}}}));

@@ -21,6 +21,8 @@ struct gateway_side {
   su::route_snapshot_holder routes;
   su::supplier_stats stats;
   su::session_registry registry;
+  su::route_readers readers;
+  su::frame_routers routers{readers};  // this test's io_context threads are not a pool's
   su::session_context ctx;
   tcp::acceptor acceptor;
 
@@ -28,6 +30,7 @@ struct gateway_side {
                std::chrono::milliseconds idle_timeout = 0ms)
       : ctx{routes, stats, registry, gs::default_max_payload, idle_timeout},
         acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    ctx.routers = &routers;
     auto snap = std::make_shared<su::route_snapshot>();
     snap->table =
         gatewayd::routing::routing_table::build(make_config({c->name()}, {{"t.>", {c->name()}}}));
