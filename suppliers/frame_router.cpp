@@ -86,7 +86,7 @@ frame_router::outcome frame_router::route_confirmed(std::string_view address,
 }
 
 inline void frame_router::fan_out(std::span<const routing::consumer_index> consumers,
-                           const protocol::frame_slice& slice) {
+                                  const protocol::frame_slice& slice) {
   if (slice.chunk != refs_chunk_) {
     hold();
     refs_chunk_ = slice.chunk;

@@ -21,8 +21,8 @@
 #include "runtime/idle_thread_probe.hpp"
 #include "suppliers/confirm_replies.hpp"
 #include "suppliers/frame_router.hpp"
-#include "suppliers/idle_clock.hpp"
 #include "suppliers/frame_routers.hpp"
+#include "suppliers/idle_clock.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
 
