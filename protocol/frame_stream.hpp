@@ -9,6 +9,7 @@
 #include "protocol/frame_chunk.hpp"
 #include "protocol/frame_codec.hpp"
 #include "protocol/partial_frame_budget.hpp"
+#include "runtime/hash.hpp"
 
 namespace gatewayd::protocol {
 
@@ -102,7 +103,8 @@ inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) 
                                 (std::uint32_t{u[8]} << 8) | std::uint32_t{u[9]};
   if (payload > max_payload_) return 0;
   const std::size_t size = header_size + a + payload;
-  if (n < size || std::memcmp(p + header_size, known_address_, a) != 0) return 0;
+  // Word compares inline: a memcmp call would cost more than the rest of this check.
+  if (n < size || !runtime::same_bytes(p + header_size, known_address_, a)) return 0;
   return size;
 }
 
