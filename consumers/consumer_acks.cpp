@@ -4,9 +4,10 @@
 
 namespace gatewayd::consumers {
 
-void consumer::batch_sent(std::span<const frame_slice> frames) {
+void consumer::batch_sent(const write_batch::written_frames& written) {
+  const auto frames = written.slices;
   if (frames.empty()) return;
-  const frame_counts sent = count(frames);
+  const frame_counts sent = written.counts();
   // Held frames leave the queue budget: max_unacked_bytes bounds them.
   if (opts_.budget) opts_.budget->release(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);

@@ -24,7 +24,7 @@ class batch_source {
   virtual bool take_batch(write_batch& batch, std::uint64_t& conn) = 0;
   // The socket took these frames whole: they are the source's now, with the reference each
   // owns (to let go of, or to hold until the consumer acknowledges them).
-  virtual void batch_sent(std::span<const frame_slice> sent) = 0;
+  virtual void batch_sent(const write_batch::written_frames& sent) = 0;
   // The socket took less than it was offered: it is full.
   virtual void batch_refused() = 0;
   // The write ended (the connection broke, or went away under it) with `rest` unsent.

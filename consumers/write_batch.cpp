@@ -31,23 +31,23 @@ std::span<const iovec> write_batch::unwritten() {
   return buffers_;
 }
 
-std::span<const frame_slice> write_batch::take_written(std::size_t n) {
+write_batch::written_frames write_batch::take_written(std::size_t n) {
   written_ += n;
-  std::uint64_t left = n + cut_;
+  const std::uint64_t reached = n + cut_;  // bytes from the start of the first frame not whole
+  std::uint64_t left = reached;
   const std::size_t first = next_;
   while (next_ < frames_.size() && frames_[next_].size <= left) {
     left -= frames_[next_].size;
     ++next_;
   }
   cut_ = static_cast<std::uint32_t>(left);
-  return std::span<const frame_slice>(frames_).subspan(first, next_ - first);
+  return {std::span<const frame_slice>(frames_).subspan(first, next_ - first), reached - left};
 }
 
 frame_counts write_batch::written(std::size_t n) {
   const auto done = take_written(n);
-  const frame_counts counts = count(done);
-  protocol::deliver_slices(done);
-  return counts;
+  protocol::deliver_slices(done.slices);
+  return done.counts();
 }
 
 frame_counts write_batch::return_to(frame_queue& queue) {

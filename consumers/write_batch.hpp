@@ -42,9 +42,15 @@ class write_batch {
   // What is left to write, neighbouring slices of one chunk merged into one iovec (a
   // supplier's read, routed here in a row, is one buffer). Valid until the batch changes.
   std::span<const iovec> unwritten();
+  // Frames written whole, and their bytes (known without walking them again).
+  struct written_frames {
+    std::span<const frame_slice> slices;
+    std::uint64_t bytes = 0;
+    frame_counts counts() const noexcept { return {slices.size(), bytes}; }
+  };
   // The socket took `n` more bytes: the frames now written whole, with the reference each
   // owns, are the caller's (valid until the batch changes).
-  std::span<const frame_slice> take_written(std::size_t n);
+  written_frames take_written(std::size_t n);
   // The same, delivered at once (settled and released: protocol::deliver_slices); what they
   // were (to be counted as sent and their budget given back).
   frame_counts written(std::size_t n);

@@ -129,10 +129,10 @@ BOOST_AUTO_TEST_CASE(a_write_hands_its_frames_over_and_a_discard_rejects_the_res
   write_batch batch;
   batch.fill(q);
   const auto done = batch.take_written(250);  // two whole frames, the third cut
-  BOOST_TEST(done.size() == 2u);
+  BOOST_TEST(done.slices.size() == 2u);
   std::map<std::uint64_t, reject_reason> rejects;
-  BOOST_TEST(f.settle(rejects) == 0u);  // handed over, not yet settled
-  protocol::deliver_slices(done);       // what consumer::frames_delivered() does
+  BOOST_TEST(f.settle(rejects) == 0u);    // handed over, not yet settled
+  protocol::deliver_slices(done.slices);  // what consumer::frames_delivered() does
   BOOST_TEST(f.settle(rejects) == 2u);
   batch.discard(reject_reason::dropped);  // the disconnect policy fired during the write
   BOOST_TEST(f.settle(rejects) == 5u);

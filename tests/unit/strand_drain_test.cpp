@@ -63,9 +63,9 @@ class fake_source : public gc::batch_source, private gc::link_events {
     ++batches;
     return true;
   }
-  void batch_sent(std::span<const gatewayd::protocol::frame_slice> sent) noexcept override {
-    sent_frames += sent.size();
-    gatewayd::protocol::deliver_slices(sent);
+  void batch_sent(const gc::write_batch::written_frames& sent) noexcept override {
+    sent_frames += sent.slices.size();
+    gatewayd::protocol::deliver_slices(sent.slices);
   }
   void batch_refused() override { ++refused; }
   void batch_failed(gc::write_batch& rest) override {

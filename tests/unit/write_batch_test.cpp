@@ -71,9 +71,10 @@ BOOST_AUTO_TEST_CASE(take_written_hands_over_whole_frames_and_continues_a_cut_on
   batch.fill(q.queue);
   BOOST_TEST(q.a->refs() == 6u);  // ours + one per frame
   const auto done = batch.take_written(250);
-  BOOST_TEST(done.size() == 2u);
-  BOOST_TEST(q.a->refs() == 6u);  // handed over with their references, not released
-  gatewayd::protocol::deliver_slices(done);
+  BOOST_TEST(done.slices.size() == 2u);
+  BOOST_TEST(done.bytes == 200u);  // the third frame's 50 written bytes are not yet its own
+  BOOST_TEST(q.a->refs() == 6u);   // handed over with their references, not released
+  gatewayd::protocol::deliver_slices(done.slices);
   BOOST_TEST(q.a->refs() == 4u);
   const auto iov = batch.unwritten();
   BOOST_REQUIRE(iov.size() == 1u);
@@ -85,6 +86,7 @@ BOOST_AUTO_TEST_CASE(take_written_hands_over_whole_frames_and_continues_a_cut_on
   BOOST_TEST(cut.bytes == 100u);
   const auto last = batch.written(200);
   BOOST_TEST(last.frames == 2u);
+  BOOST_TEST(last.bytes == 200u);
   BOOST_TEST(batch.empty());
   BOOST_TEST(q.a->refs() == 1u);
 }
