@@ -30,8 +30,8 @@ void confirm_entry::settle() noexcept {
   }
 }
 
-void confirm_block::release() noexcept {
-  if (holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+void confirm_block::release(std::uint32_t n) noexcept {
+  if (holders.fetch_sub(n, std::memory_order_acq_rel) != n) return;
   confirm_ledger* const l = ledger;
   delete this;
   l->charge(-static_cast<std::int64_t>(confirm_ledger::block_bytes));
@@ -90,9 +90,8 @@ confirm_entry* confirm_ledger::add(std::uint32_t consumers) {
   e.block_ = block;
   e.number_ = next_number_++;
   e.reason_.store(0, std::memory_order_relaxed);
+  // The entry holds its block (a hold taken with the block) until its last consumer settled it.
   e.owing_.store(consumers, std::memory_order_relaxed);
-  // The entry holds its block until its last consumer settled it.
-  e.block_->holders.fetch_add(1, std::memory_order_relaxed);
   return &e;
 }
 
@@ -130,8 +129,13 @@ void confirm_ledger::close() noexcept {
   std::vector<reject_run>().swap(runs_);
   charge(-static_cast<std::int64_t>(runs_charged_ * sizeof(reject_run)));
   runs_charged_ = 0;
-  for (confirm_block* b : blocks)
-    b->release();
+  // Only the newest block can have entries never numbered: their holds go with the list's.
+  const std::uint64_t numbered_in_newest =
+      next_seq_ - base_seq_ - (blocks.empty() ? 0 : (blocks.size() - 1) * block_entries);
+  for (confirm_block* b : blocks) {
+    const bool newest = b == blocks.back();
+    b->release(1 + (newest ? static_cast<std::uint32_t>(block_entries - numbered_in_newest) : 0));
+  }
   release();
 }
 

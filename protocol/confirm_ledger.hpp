@@ -104,13 +104,15 @@ using confirm_ledger_ptr = std::unique_ptr<confirm_ledger, confirm_ledger_releas
 inline constexpr std::size_t confirm_block_entries = 64;
 
 // Each block holds its ledger (one of its holders) and is held by the ledger's list while the
-// owner has it, and by each of its entries still owed: the last holder frees it.
+// owner has it, and by each of its entries still owed: the last holder frees it. The entries'
+// holds are all taken when the block is made, so numbering a frame costs no atomic operation;
+// the holds of entries never numbered go with the list's (confirm_ledger::close()).
 struct confirm_block {
   confirm_ledger* ledger = nullptr;
-  std::atomic<std::uint32_t> holders{1};
+  std::atomic<std::uint32_t> holders{1 + confirm_block_entries};
   confirm_entry entries[confirm_block_entries];
 
-  void release() noexcept;
+  void release(std::uint32_t n = 1) noexcept;
 };
 
 class confirm_ledger {
