@@ -6,28 +6,32 @@ void confirm_ledger_release::operator()(confirm_ledger* l) const noexcept {
   l->close();
 }
 
-void confirm_entry::rejected(reject_reason why) noexcept {
+void confirm_entry::mark_rejected(reject_reason why) noexcept {
   std::uint8_t none = 0;
   // The first reason stands: a frame dropped for one consumer and removed for another is
   // rejected once, as dropped.
   reason_.compare_exchange_strong(none, static_cast<std::uint8_t>(why), std::memory_order_relaxed);
-  settle();
 }
 
-void confirm_entry::left_unsettled() noexcept {
+void confirm_entry::mark_unsettled() noexcept {
   // Whatever another consumer said: one that did not settle it keeps it from every confirm.
   reason_.fetch_or(unsettled_bit, std::memory_order_relaxed);
-  settle();
 }
 
 void confirm_entry::settle() noexcept {
-  // Read before the decrement: once it reaches zero the owner may move past this entry, and
-  // only this settler's hold keeps the block (and through it the ledger) alive.
-  confirm_block* const block = block_;
-  if (owing_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  if (confirm_block* const block = settle_one()) {
     block->ledger->entry_settled();
     block->release();
   }
+}
+
+void confirm_settlements::flush() noexcept {
+  if (!block_) return;
+  // The holds not yet given back keep the block, and through it the ledger, alive until here.
+  block_->ledger->entry_settled();
+  block_->release(count_);
+  block_ = nullptr;
+  count_ = 0;
 }
 
 void confirm_block::release(std::uint32_t n) noexcept {

@@ -74,14 +74,32 @@ class confirm_entry {
   // leaves it unsettled (the gateway stops). The last consumer to settle lets the ledger know.
   // Any thread; each consumer settles once.
   void delivered() noexcept { settle(); }
-  void rejected(reject_reason why) noexcept;
-  void left_unsettled() noexcept;
+  void rejected(reject_reason why) noexcept {
+    mark_rejected(why);
+    settle();
+  }
+  void left_unsettled() noexcept {
+    mark_unsettled();
+    settle();
+  }
   void given_up(give_up why) noexcept { why ? rejected(*why) : left_unsettled(); }
 
  private:
   friend class confirm_ledger;
+  friend class confirm_settlements;
   // Beside the first reason: a consumer left it unsettled, so no confirm may ever cover it.
   static constexpr std::uint8_t unsettled_bit = 0x80;
+  void mark_rejected(reject_reason why) noexcept;
+  void mark_unsettled() noexcept;
+  void mark(give_up why) noexcept { why ? mark_rejected(*why) : mark_unsettled(); }
+  // One consumer less owes it: its block, whose hold the caller now has to give back after
+  // telling the ledger, when that was the last; null otherwise.
+  confirm_block* settle_one() noexcept {
+    // Read before the decrement: once it reaches zero the owner may move past this entry, and
+    // only this settler's hold keeps the block (and through it the ledger) alive.
+    confirm_block* const block = block_;
+    return owing_.fetch_sub(1, std::memory_order_acq_rel) == 1 ? block : nullptr;
+  }
   void settle() noexcept;
 
   confirm_block* block_ = nullptr;
@@ -113,6 +131,37 @@ struct confirm_block {
   confirm_entry entries[confirm_block_entries];
 
   void release(std::uint32_t n = 1) noexcept;
+};
+
+// Settles the entries of a run of slices (one consumer's written batch) and tells their ledgers
+// and gives back their blocks' holds by runs: consecutive entries of one block cost one wake-up
+// check and one atomic release, not one each. Flushed when destroyed. One thread.
+class confirm_settlements {
+ public:
+  confirm_settlements() = default;
+  confirm_settlements(const confirm_settlements&) = delete;
+  confirm_settlements& operator=(const confirm_settlements&) = delete;
+  ~confirm_settlements() { flush(); }
+
+  void delivered(confirm_entry& e) noexcept { add(e.settle_one()); }
+  void given_up(confirm_entry& e, give_up why) noexcept {
+    e.mark(why);
+    add(e.settle_one());
+  }
+  void flush() noexcept;
+
+ private:
+  void add(confirm_block* settled) noexcept {
+    if (!settled) return;
+    if (settled != block_) {
+      flush();
+      block_ = settled;
+    }
+    ++count_;
+  }
+
+  confirm_block* block_ = nullptr;  // whose last owing entries were settled here, count_ of them
+  std::uint32_t count_ = 0;
 };
 
 class confirm_ledger {
@@ -158,6 +207,7 @@ class confirm_ledger {
 
  private:
   friend class confirm_entry;
+  friend class confirm_settlements;
   friend struct confirm_block;
   friend struct confirm_ledger_release;
   // Numbers rejected at read whose reject is not given out yet: `count` numbers from `first`.

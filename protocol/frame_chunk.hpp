@@ -131,31 +131,37 @@ class release_batch {
 
   void add(frame_chunk* chunk) noexcept {
     if (chunk != chunk_) {
-      flush();
+      flush_refs();
       chunk_ = chunk;
     }
     ++count_;
   }
   // The consumer has the frame (handed whole to its socket, or acknowledged).
   void delivered(const frame_slice& s) noexcept {
-    if (s.confirm) s.confirm->delivered();
+    if (s.confirm) settled_.delivered(*s.confirm);
     add(s.chunk);
   }
   // The consumer will never have it: dropped by its policy, or removed with it (`why`); or,
   // with no reason, the gateway stops and leaves it unsettled (its supplier resends it).
   void rejected(const frame_slice& s, give_up why) noexcept {
-    if (s.confirm) s.confirm->given_up(why);
+    if (s.confirm) settled_.given_up(*s.confirm, why);
     add(s.chunk);
   }
   void flush() noexcept {
+    flush_refs();
+    settled_.flush();
+  }
+
+ private:
+  void flush_refs() noexcept {
     if (chunk_) chunk_->release(count_);
     chunk_ = nullptr;
     count_ = 0;
   }
 
- private:
   frame_chunk* chunk_ = nullptr;
   std::uint32_t count_ = 0;
+  confirm_settlements settled_;  // CONFIRM frames' entries, settled here by runs
 };
 
 // Gives back the one reference each slice owns, in runs, settling each as delivered.

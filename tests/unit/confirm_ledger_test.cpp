@@ -241,9 +241,10 @@ BOOST_AUTO_TEST_CASE(numbers_cross_blocks_and_blocks_are_given_back) {
   BOOST_TEST(f.rejects.front().first == n + 1);
 }
 
-// Consumers settle on their own threads, in any order; the owner advances whenever it is woken
-// (as the session does on its strand). Every frame ends up confirmed once, none is lost, and a
-// wake-up is never missed: the last advance after the threads are done finds nothing left.
+// Consumers settle on their own threads, in any order, one by one or by runs (as a written
+// batch is: confirm_settlements); the owner advances only when it is woken (as the session does
+// on its strand). Every frame ends up confirmed once, none is lost, and a wake-up is never
+// missed: a missed one leaves the owner waiting until the deadline, short of the last frame.
 BOOST_AUTO_TEST_CASE(threads_settling_at_once_lose_no_frame_and_no_wake_up) {
   constexpr int frames = 200'000;
   constexpr int consumers = 3;
@@ -272,9 +273,14 @@ BOOST_AUTO_TEST_CASE(threads_settling_at_once_lose_no_frame_and_no_wake_up) {
       // Mostly in order (as a consumer's queue is), with local shuffles.
       for (int i = 0; i + 8 < frames; i += 8)
         std::shuffle(order.begin() + i, order.begin() + i + 8, rng);
+      confirm_settlements run;  // consumer 2 settles by runs of 16
+      int in_run = 0;
       for (const int i : order) {
         if (c == 0 && i % 97 == 0) {
           entries[i]->rejected(reject_reason::dropped);
+        } else if (c == 2) {
+          run.delivered(*entries[i]);
+          if (++in_run % 16 == 0) run.flush();
         } else {
           entries[i]->delivered();
         }
@@ -287,7 +293,7 @@ BOOST_AUTO_TEST_CASE(threads_settling_at_once_lose_no_frame_and_no_wake_up) {
   while (confirmed < frames && std::chrono::steady_clock::now() < until) {
     {
       std::unique_lock lock(o->m);
-      o->cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return o->due; });
+      if (!o->cv.wait_until(lock, until, [&] { return o->due; })) break;
       o->due = false;
     }
     if (const auto n = ledger->advance([&](std::uint64_t, reject_reason) { ++rejects; }))
@@ -297,6 +303,37 @@ BOOST_AUTO_TEST_CASE(threads_settling_at_once_lose_no_frame_and_no_wake_up) {
     t.join();
   BOOST_TEST(confirmed == std::uint64_t{frames});
   BOOST_TEST(rejects == (frames + 96) / 97);
+}
+
+// Settled by runs (a written batch), the entries of a block give its holds back at once when the
+// run moves on or is flushed: until then those holds keep the block, and the ledger, alive
+// after the owner let go; rejects keep their reasons; the owner is woken.
+BOOST_AUTO_TEST_CASE(a_run_of_settlements_holds_its_block_until_it_is_flushed) {
+  confirm_ledger_budget budget;
+  fixture f;
+  f.ledger = confirm_ledger::make(f.o, 1u << 20, &budget);
+  std::vector<confirm_entry*> e;
+  for (std::size_t i = 0; i < 3 * confirm_ledger::block_entries + 10; ++i)
+    e.push_back(f.ledger->add(1));
+  {
+    confirm_settlements run;
+    for (std::size_t i = 0; i < e.size(); ++i) {
+      if (i == 70) {
+        run.given_up(*e[i], reject_reason::dropped);
+      } else {
+        run.delivered(*e[i]);
+      }
+    }
+    BOOST_TEST(f.o->wakes.load() >= 1);  // the first three blocks' runs are flushed
+    const auto upto = f.advance();
+    BOOST_TEST(upto.has_value());
+    BOOST_TEST(f.rejects.size() == 1u);
+    BOOST_TEST(f.rejects.at(0).first == 71u);
+    BOOST_TEST((f.rejects.at(0).second == reject_reason::dropped));
+    f.ledger.reset();  // the connection closes with the last run not yet flushed
+    BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes() + confirm_ledger::block_bytes);
+  }
+  BOOST_TEST(budget.used() == 0u);  // the flush freed the last block, and with it the ledger
 }
 
 // The owner may go first (its connection closed): the consumers still settle what they hold,
