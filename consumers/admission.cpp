@@ -51,6 +51,14 @@ class admitter {
     ++a_.queued;
   }
 
+  // Uncongested, with the batch's bytes reserved, every frame is kept as it is (offer() would
+  // find nothing to check): a run of one chunk then goes in at once.
+  bool keeps_whole_runs(bool congested) const noexcept { return !congested && batch_reserved_; }
+  void keep_run(std::span<const frame_slice> run, std::uint64_t bytes) {
+    queue_.push_back_run(run, bytes);
+    a_.queued += static_cast<std::uint32_t>(run.size());
+  }
+
  private:
   bool fits_frames() const noexcept { return queue_.size() < limits_.capacity; }
   bool fits_bytes(const frame_slice& f) const noexcept {
@@ -168,8 +176,12 @@ admission admit(frame_queue& queue, std::span<const frame_slice> frames, const q
       run_bytes += frames[end++].size;
     frame_packer* const pack_into =
         packer && frame_packer::sparse(run_bytes, frames[run].chunk->capacity()) ? packer : nullptr;
-    for (std::size_t i = run; i < end; ++i)
-      a.offer(frames[i], congested, pack_into);
+    if (!pack_into && a.keeps_whole_runs(congested)) {
+      a.keep_run(frames.subspan(run, end - run), run_bytes);
+    } else {
+      for (std::size_t i = run; i < end; ++i)
+        a.offer(frames[i], congested, pack_into);
+    }
     run = end;
   }
   return a.result();

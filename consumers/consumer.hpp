@@ -174,7 +174,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
 
   // batch_source, for the drain (strand).
   bool take_batch(write_batch& batch, std::uint64_t& conn) override;
-  void batch_sent(const write_batch::written_frames& sent) override;
+  void batch_sent(write_batch& batch, std::size_t n) override;
   // Unless the consumer catches up (its queue empties) within options::slow_after, it is slow,
   // and its overflow policy applies.
   void batch_refused() override;

@@ -4,17 +4,21 @@
 
 namespace gatewayd::consumers {
 
-void consumer::batch_sent(const write_batch::written_frames& written) {
-  const auto frames = written.slices;
-  if (frames.empty()) return;
-  const frame_counts sent = written.counts();
+void consumer::batch_sent(write_batch& batch, std::size_t n) {
+  frame_counts sent;
+  if (!acks_) {
+    sent = batch.written(n);  // delivered in the same walk that finds them
+  } else {
+    const auto written = batch.take_written(n);
+    sent = written.counts();
+    if (sent.frames) unacked_.push_back(written.slices);
+  }
+  if (!sent.frames) return;
   // Held frames leave the queue budget: max_unacked_bytes bounds them.
   if (opts_.budget) opts_.budget->release(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
   stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
-  if (!acks_) return frames_delivered(frames);
-  unacked_.push_back(frames);
-  publish_unacked();
+  if (acks_) publish_unacked();
 }
 
 ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {

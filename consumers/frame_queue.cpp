@@ -18,6 +18,20 @@ std::uint64_t chunk_bytes(const frame_slice& f) noexcept {
 }
 }  // namespace
 
+void frame_queue::push_back_run(std::span<const frame_slice> run, std::uint64_t bytes) {
+  if (run.empty()) return;
+  grow_to_fit(size_ + run.size());
+  if (size_ == 0 || ring_[index(size_ - 1)].chunk != run.front().chunk)
+    pinned_ += chunk_bytes(run.front());
+  // At most two copies: up to the ring's end, then from its start.
+  const std::size_t at = index(size_);
+  const std::size_t first = std::min(run.size(), slots_ - at);
+  std::copy_n(run.data(), first, ring_.get() + at);
+  std::copy_n(run.data() + first, run.size() - first, ring_.get());
+  size_ += run.size();
+  bytes_ += bytes;
+}
+
 void frame_queue::push_back(const frame_slice& f) {
   grow_to_fit(size_ + 1);
   if (size_ == 0 || ring_[index(size_ - 1)].chunk != f.chunk) pinned_ += chunk_bytes(f);
@@ -56,18 +70,23 @@ frame_counts frame_queue::take(std::size_t max_frames, std::uint64_t max_bytes,
                                std::vector<frame_slice>& out) {
   frame_counts moved;
   const std::size_t limit = std::min(max_frames, size_);
+  const frame_slice* const ring = ring_.get();
+  std::size_t at = head_;
   while (moved.frames < limit) {
-    const frame_slice& f = ring_[index(moved.frames)];
+    const frame_slice& f = ring[at];
     if (moved.frames > 0 && moved.bytes + f.size > max_bytes) break;
-    out.push_back(f);
+    // A run leaves the count when its last frame leaves the queue: here, when the next frame
+    // (taken too, or staying) is of another chunk, or there is none.
+    const std::size_t next = at + 1 == slots_ ? 0 : at + 1;
+    if (moved.frames + 1 == size_ || ring[next].chunk != f.chunk) pinned_ -= chunk_bytes(f);
     moved.bytes += f.size;
     ++moved.frames;
+    at = next;
   }
-  // A run leaves the count when its last frame leaves the queue.
-  for (std::size_t i = 0; i < moved.frames; ++i) {
-    const frame_slice& f = ring_[index(i)];
-    if (i + 1 == size_ || ring_[index(i + 1)].chunk != f.chunk) pinned_ -= chunk_bytes(f);
-  }
+  // At most two copies: up to the ring's end, then from its start.
+  const std::size_t first = std::min<std::size_t>(moved.frames, slots_ - head_);
+  out.insert(out.end(), ring + head_, ring + head_ + first);
+  out.insert(out.end(), ring, ring + (moved.frames - first));
   head_ = index(moved.frames);
   size_ -= moved.frames;
   bytes_ -= moved.bytes;
@@ -133,8 +152,7 @@ void frame_queue::compact(frame_packer& packer) {
   }
 }
 
-void frame_queue::grow_to_fit(std::size_t needed) {
-  if (needed <= slots_) return;
+void frame_queue::grow(std::size_t needed) {
   std::size_t next = slots_ ? slots_ * 2 : min_slots;
   // Stop at the configured capacity while it suffices: a full queue then holds exactly
   // capacity slots, not the next power of two.

@@ -53,6 +53,9 @@ class frame_queue {
 
   // Takes over the one reference `f` owns.
   void push_back(const frame_slice& f);
+  // The same for a run of neighbouring frames of one chunk (`bytes`: theirs in all), at once:
+  // what a supplier's read routes to an uncongested consumer.
+  void push_back_run(std::span<const frame_slice> run, std::uint64_t bytes);
   const frame_slice& front() const noexcept { return ring_[head_]; }
   // Hands the oldest frame and its reference to the caller.
   frame_slice pop_front() noexcept;
@@ -80,7 +83,10 @@ class frame_queue {
     const std::size_t at = head_ + i;
     return at < slots_ ? at : at - slots_;
   }
-  void grow_to_fit(std::size_t needed);
+  void grow_to_fit(std::size_t needed) {
+    if (needed > slots_) grow(needed);
+  }
+  [[gnu::noinline]] void grow(std::size_t needed);
   void maybe_shrink() noexcept;
 
   std::unique_ptr<frame_slice[]> ring_;

@@ -26,7 +26,7 @@ void strand_drain::run() {
     const std::uint64_t offered = batch_.unwritten_bytes();
     const std::size_t n = write(batch_.unwritten(), ec);
     turn += n;
-    source_.batch_sent(batch_.take_written(n));
+    source_.batch_sent(batch_, n);
     // A full socket takes part of a write, then nothing: either way, wait until the kernel
     // says there is room (a third of the buffer) instead of writing it a few KiB at a time,
     // each write waking the reader for a sliver. Nothing taken is not a lost connection.

@@ -22,9 +22,10 @@ class batch_source {
   // The next batch into `batch` (empty), and the connection it is for; or false: nothing to
   // send or nowhere to send it, and the writer role is given up.
   virtual bool take_batch(write_batch& batch, std::uint64_t& conn) = 0;
-  // The socket took these frames whole: they are the source's now, with the reference each
-  // owns (to let go of, or to hold until the consumer acknowledges them).
-  virtual void batch_sent(const write_batch::written_frames& sent) = 0;
+  // The socket took `n` more bytes of `batch`: the frames now written whole are the source's,
+  // with the reference each owns (to let go of at once: write_batch::written(), or to hold
+  // until the consumer acknowledges them: take_written()).
+  virtual void batch_sent(write_batch& batch, std::size_t n) = 0;
   // The socket took less than it was offered: it is full.
   virtual void batch_refused() = 0;
   // The write ended (the connection broke, or went away under it) with `rest` unsent.

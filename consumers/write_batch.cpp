@@ -31,23 +31,33 @@ std::span<const iovec> write_batch::unwritten() {
   return buffers_;
 }
 
-write_batch::written_frames write_batch::take_written(std::size_t n) {
+template <class OnWhole>
+write_batch::written_frames write_batch::pass_written(std::size_t n, OnWhole&& on_whole) {
   written_ += n;
   const std::uint64_t reached = n + cut_;  // bytes from the start of the first frame not whole
   std::uint64_t left = reached;
+  // Locals, not members: on_whole's calls could change any member as far as the compiler
+  // knows, and would make it reload them for every frame.
+  const std::span<const frame_slice> all(frames_);
   const std::size_t first = next_;
-  while (next_ < frames_.size() && frames_[next_].size <= left) {
-    left -= frames_[next_].size;
-    ++next_;
+  std::size_t i = first;
+  while (i < all.size() && all[i].size <= left) {
+    left -= all[i].size;
+    on_whole(all[i]);
+    ++i;
   }
+  next_ = i;
   cut_ = static_cast<std::uint32_t>(left);
-  return {std::span<const frame_slice>(frames_).subspan(first, next_ - first), reached - left};
+  return {all.subspan(first, i - first), reached - left};
+}
+
+write_batch::written_frames write_batch::take_written(std::size_t n) {
+  return pass_written(n, [](const frame_slice&) {});
 }
 
 frame_counts write_batch::written(std::size_t n) {
-  const auto done = take_written(n);
-  protocol::deliver_slices(done.slices);
-  return done.counts();
+  protocol::release_batch released;
+  return pass_written(n, [&](const frame_slice& f) { released.delivered(f); }).counts();
 }
 
 frame_counts write_batch::return_to(frame_queue& queue) {

@@ -51,8 +51,9 @@ class write_batch {
   // The socket took `n` more bytes: the frames now written whole, with the reference each
   // owns, are the caller's (valid until the batch changes).
   written_frames take_written(std::size_t n);
-  // The same, delivered at once (settled and released: protocol::deliver_slices); what they
-  // were (to be counted as sent and their budget given back).
+  // The same, delivered at once in the same walk (settled and released, as
+  // protocol::deliver_slices does); what they were (to be counted as sent and their budget
+  // given back).
   frame_counts written(std::size_t n);
   // The connection broke: what was not written whole goes back to the front of `queue`.
   frame_counts return_to(frame_queue& queue);
@@ -65,6 +66,10 @@ class write_batch {
 
  private:
   void reset() noexcept;
+  // Moves past the frames the socket's `n` more bytes completed, calling on_whole(slice) for
+  // each.
+  template <class OnWhole>
+  written_frames pass_written(std::size_t n, OnWhole&& on_whole);
 
   std::vector<frame_slice> frames_;  // owns a reference per frame from next_ on
   std::size_t next_ = 0;             // the first frame not yet written whole

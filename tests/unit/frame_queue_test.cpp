@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE frame_queue
 #include <boost/test/unit_test.hpp>
 
+#include <deque>
+#include <random>
 #include <vector>
 
 #include "consumers/frame_queue.hpp"
@@ -230,6 +232,63 @@ BOOST_AUTO_TEST_CASE(pinned_bytes_count_each_run_of_a_chunk_once) {
   }
   a.chunk->release();
   b.chunk->release();
+  BOOST_TEST(frame_chunk::live_bytes() == live.before);
+}
+
+// Runs pushed at once (push_back_run, what an uncongested consumer takes) and batches taken
+// (take) against a plain model of the queue, on a ring that wraps and grows: the order, the
+// bytes, and the runs pinned_bytes() counts stay what the model says after every step.
+BOOST_AUTO_TEST_CASE(runs_pushed_at_once_and_batches_taken_match_a_model_across_the_wrap) {
+  live_check live;
+  test_chunk a, b, c;
+  test_chunk* const chunks[] = {&a, &b, &c};
+  std::mt19937 rng(7);
+  {
+    frame_queue q(16);  // wraps within a few steps, and grows past 16 now and then
+    std::deque<frame_slice> model;
+    const auto model_pinned = [&] {
+      std::uint64_t p = 0;
+      for (std::size_t i = 0; i < model.size(); ++i)
+        if (i == 0 || model[i].chunk != model[i - 1].chunk) p += odd_capacity;
+      return p;
+    };
+    std::vector<frame_slice> out;
+    for (int step = 0; step < 3000; ++step) {
+      if (rng() % 2) {
+        test_chunk& ch = *chunks[rng() % 3];
+        std::vector<frame_slice> run(1 + rng() % 12);
+        std::uint64_t bytes = 0;
+        for (auto& f : run) {
+          f = ch.slice(1 + rng() % 40);
+          bytes += f.size;
+        }
+        q.push_back_run(run, bytes);
+        model.insert(model.end(), run.begin(), run.end());
+      } else {
+        out.clear();
+        const auto moved = q.take(1 + rng() % 20, 1 + rng() % 300, out);
+        BOOST_REQUIRE(out.size() == moved.frames);
+        BOOST_REQUIRE(model.size() >= out.size());
+        std::uint64_t bytes = 0;
+        for (const auto& f : out) {
+          BOOST_REQUIRE((f.chunk == model.front().chunk && f.offset == model.front().offset));
+          bytes += f.size;
+          model.pop_front();
+        }
+        BOOST_REQUIRE(moved.bytes == bytes);
+        deliver_slices(out);
+      }
+      BOOST_REQUIRE(q.size() == model.size());
+      std::uint64_t bytes = 0;
+      for (const auto& f : model)
+        bytes += f.size;
+      BOOST_REQUIRE(q.bytes() == bytes);
+      BOOST_REQUIRE(q.pinned_bytes() == model_pinned());
+    }
+    BOOST_TEST(q.slots() > 16u);  // it did grow
+  }
+  for (test_chunk* ch : chunks)
+    ch->chunk->release();
   BOOST_TEST(frame_chunk::live_bytes() == live.before);
 }
 

@@ -63,9 +63,8 @@ class fake_source : public gc::batch_source, private gc::link_events {
     ++batches;
     return true;
   }
-  void batch_sent(const gc::write_batch::written_frames& sent) noexcept override {
-    sent_frames += sent.slices.size();
-    gatewayd::protocol::deliver_slices(sent.slices);
+  void batch_sent(gc::write_batch& batch, std::size_t n) noexcept override {
+    sent_frames += batch.written(n).frames;
   }
   void batch_refused() override { ++refused; }
   void batch_failed(gc::write_batch& rest) override {
