@@ -331,7 +331,8 @@ class Harness:
 
     def counters(self, gw, receivers, mport):
         text = probes.scrape(mport)
-        return {"cpu": probes.cpu_seconds(gw.pid), "busy": probes.system_busy_seconds(),
+        return {"cpu": probes.cpu_seconds(gw.pid), "user": probes.cpu_seconds(gw.pid, True),
+                "busy": probes.system_busy_seconds(),
                 "ctx": probes.ctx_switches(gw.pid), "rss": probes.status_kib(gw.pid, "VmRSS"),
                 "recv_cpu": sum(self.dead_cpu.get(r[0].pid) or probes.cpu_seconds(r[0].pid)
                                 for r in receivers.values()),
@@ -370,7 +371,8 @@ class Harness:
             "lost": lost, "lost_share": lost / expected if expected else 0.0, "drops": drops,
             "gaps": total("lost"), "dup": total("duplicated"), "reordered": total("reordered"),
             "corrupt": total("corrupt"), "receivers": recv, "wall": wall,
-            "gw_cpu": after["cpu"] - before["cpu"], "sender_cpu": sender_cpu,
+            "gw_cpu": after["cpu"] - before["cpu"], "gw_user": after["user"] - before["user"],
+            "sender_cpu": sender_cpu,
             "recv_cpu": after["recv_cpu"] - before["recv_cpu"],
             "machine_busy": after["busy"] - before["busy"],
             "ctx_vol": after["ctx"][0] - before["ctx"][0],
@@ -387,6 +389,7 @@ class Harness:
         frames = max(delivered, 1)
         res["ctx_per_msg"] = (res["ctx_vol"] + res["ctx_nonvol"]) / frames
         res["cpu_us_per_frame"] = 1e6 * res["gw_cpu"] / frames
+        res["user_us_per_frame"] = 1e6 * res["gw_user"] / frames
         res["blocked_share"] = (res["blocked_lock_s"] + res["blocked_write_s"]) / (threads * wall)
         res["lock_share"] = res["blocked_lock_s"] / (threads * wall)
         return res

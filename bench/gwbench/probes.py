@@ -12,11 +12,12 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 # --------------------------------------------------------------------------- /proc
 
 
-def cpu_seconds(pid):
-    """utime+stime of every thread of pid, in seconds (/proc/PID/stat fields 14 and 15)."""
+def cpu_seconds(pid, user_only=False):
+    """utime+stime of every thread of pid, in seconds (/proc/PID/stat fields 14 and 15); with
+    user_only, utime alone: the process's own code, without the kernel's work for it."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    return (int(fields[11]) + (0 if user_only else int(fields[12]))) / CLK_TCK
 
 
 def system_busy_seconds():

@@ -310,10 +310,10 @@ def models(by_model, rep):
 def one_line(r):
     """A case's result as it finishes, on the terminal."""
     return ("%.2fM deliveries/s, lost %s, drops %s, sent %.2fM/s, p50 %.0f us p99 %.0f us, "
-            "gw cpu %.2f, tools cpu %.2f, corrupt %d" % (
+            "gw cpu %.2f (user %.2f), tools cpu %.2f, corrupt %d" % (
                 r["deliveries_per_s"] / 1e6, lost(r), drops(r), r["sent_per_s"] / 1e6,
-                r["p50_us"], r["p99_us"], r["gw_cpu"] / r["wall"], r["tools_cpu"] / r["wall"],
-                r["corrupt"]))
+                r["p50_us"], r["p99_us"], r["gw_cpu"] / r["wall"],
+                r.get("gw_user", 0.0) / r["wall"], r["tools_cpu"] / r["wall"], r["corrupt"]))
 
 
 def takeover_line(r):
