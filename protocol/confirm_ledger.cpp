@@ -19,19 +19,20 @@ void confirm_entry::mark_unsettled() noexcept {
 }
 
 void confirm_entry::settle() noexcept {
-  if (confirm_block* const block = settle_one()) {
-    block->ledger->entry_settled();
-    block->release();
-  }
+  if (confirm_block* const block = settle_one()) block->settled(1);
 }
 
 void confirm_settlements::flush() noexcept {
   if (!block_) return;
   // The holds not yet given back keep the block, and through it the ledger, alive until here.
-  block_->ledger->entry_settled();
-  block_->release(count_);
+  block_->settled(count_);
   block_ = nullptr;
   count_ = 0;
+}
+
+void confirm_block::settled(std::uint32_t n) noexcept {
+  ledger->entry_settled();
+  release(n);
 }
 
 void confirm_block::release(std::uint32_t n) noexcept {
@@ -133,13 +134,12 @@ void confirm_ledger::close() noexcept {
   std::vector<reject_run>().swap(runs_);
   charge(-static_cast<std::int64_t>(runs_charged_ * sizeof(reject_run)));
   runs_charged_ = 0;
-  // Only the newest block can have entries never numbered: their holds go with the list's.
-  const std::uint64_t numbered_in_newest =
-      next_seq_ - base_seq_ - (blocks.empty() ? 0 : (blocks.size() - 1) * block_entries);
-  for (confirm_block* b : blocks) {
-    const bool newest = b == blocks.back();
-    b->release(1 + (newest ? static_cast<std::uint32_t>(block_entries - numbered_in_newest) : 0));
-  }
+  // The blocks' entries never numbered (only the newest block can have any) give back their
+  // holds first; the list's hold keeps that block until the loop.
+  const std::uint64_t never_numbered = blocks.size() * block_entries - (next_seq_ - base_seq_);
+  if (never_numbered) blocks.back()->release(static_cast<std::uint32_t>(never_numbered));
+  for (confirm_block* b : blocks)
+    b->release();
   release();
 }
 

@@ -82,7 +82,10 @@ class confirm_entry {
     mark_unsettled();
     settle();
   }
-  void given_up(give_up why) noexcept { why ? rejected(*why) : left_unsettled(); }
+  void given_up(give_up why) noexcept {
+    mark(why);
+    settle();
+  }
 
  private:
   friend class confirm_ledger;
@@ -131,6 +134,9 @@ struct confirm_block {
   confirm_entry entries[confirm_block_entries];
 
   void release(std::uint32_t n = 1) noexcept;
+  // `n` of its entries were settled by their last consumers: tells the ledger, then gives back
+  // their holds (in that order: the block keeps the ledger alive).
+  void settled(std::uint32_t n) noexcept;
 };
 
 // Settles the entries of a run of slices (one consumer's written batch) and tells their ledgers
