@@ -168,18 +168,19 @@ struct overshoot {
     BOOST_TEST_REQUIRE(
         eventually([&] { return of(*gw, "gatewayd_consumer_congested", "slow") == 0; }, 5s));
     std::optional<std::chrono::steady_clock::time_point> queuing_since;
+    const auto queuing_ms = [&]() -> long long {
+      if (!queuing_since) return -1;
+      return std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::steady_clock::now() - *queuing_since)
+          .count();
+    };
     for (double d = 0; d < 3 * capacity; d = depth(*gw, "slow")) {
       if (d > 0 && !queuing_since) queuing_since = std::chrono::steady_clock::now();
       // Its grace ran out before the queue got there: what follows would test nothing.
       BOOST_TEST_REQUIRE(of(*gw, "gatewayd_consumer_congested", "slow") == 0,
-                         "congested at depth "
-                             << d << " after " << total << " frames, "
-                             << (queuing_since
-                                     ? std::chrono::duration_cast<std::chrono::milliseconds>(
-                                           std::chrono::steady_clock::now() - *queuing_since)
-                                           .count()
-                                     : -1)
-                             << " ms after its queue first held frames");
+                         "congested at depth " << d << " after " << total << " frames, "
+                                               << queuing_ms()
+                                               << " ms after its queue first held frames");
       BOOST_TEST_REQUIRE(total < 2'000'000u, "the consumer's socket never filled up");
       suppliers.push_back(std::make_unique<test_supplier>(gw->supplier_port));
       suppliers.back()->send(frames("x.y", total, batch, payload));
