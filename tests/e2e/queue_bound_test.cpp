@@ -44,6 +44,9 @@ double dropped(const gateway_fixture& gw, const std::string& consumer, const std
 double depth(const gateway_fixture& gw, const std::string& consumer) {
   return of(gw, "gatewayd_consumer_queue_depth", consumer);
 }
+double congested(const gateway_fixture& gw, const std::string& consumer) {
+  return of(gw, "gatewayd_consumer_congested", consumer);
+}
 double sent(const gateway_fixture& gw, const std::string& consumer) {
   return of(gw, "gatewayd_consumer_messages_sent_total", consumer);
 }
@@ -107,7 +110,7 @@ BOOST_AUTO_TEST_CASE(a_stalled_drop_newest_consumer_is_held_to_its_capacity) {
       held_within(100ms));
   BOOST_TEST_MESSAGE("slow's queue depth after the burst: " << seen << " (queue_capacity 500)");
   BOOST_TEST(held, "depth " << seen << " > queue_capacity 500");
-  BOOST_TEST(of(gw, "gatewayd_consumer_congested", "slow") == 1);
+  BOOST_TEST(congested(gw, "slow") == 1);
   BOOST_TEST(dropped(gw, "slow", "queue_full") > 0);
   BOOST_TEST(fast.wait_for_count(total, 30s));
 
@@ -165,8 +168,7 @@ struct overshoot {
     BOOST_TEST_REQUIRE(gw->consumers_connected({"slow"}));
     // The connected gauge goes up just before the link's flow state leaves `disconnected`
     // (which counts as congested: its policy applies).
-    BOOST_TEST_REQUIRE(
-        eventually([&] { return of(*gw, "gatewayd_consumer_congested", "slow") == 0; }, 5s));
+    BOOST_TEST_REQUIRE(eventually([&] { return congested(*gw, "slow") == 0; }, 5s));
     std::optional<std::chrono::steady_clock::time_point> queuing_since;
     const auto queuing_ms = [&]() -> long long {
       if (!queuing_since) return -1;
@@ -177,7 +179,7 @@ struct overshoot {
     for (double d = 0; d < 3 * capacity; d = depth(*gw, "slow")) {
       if (d > 0 && !queuing_since) queuing_since = std::chrono::steady_clock::now();
       // Its grace ran out before the queue got there: what follows would test nothing.
-      BOOST_TEST_REQUIRE(of(*gw, "gatewayd_consumer_congested", "slow") == 0,
+      BOOST_TEST_REQUIRE(congested(*gw, "slow") == 0,
                          "congested at depth " << d << " after " << total << " frames, "
                                                << queuing_ms()
                                                << " ms after its queue first held frames");
@@ -188,7 +190,7 @@ struct overshoot {
       BOOST_TEST_REQUIRE(eventually([&] { return received(*gw) == total; }, 10s));
     }
     // All of it read, nothing dropped yet: the consumer still counts as keeping up.
-    BOOST_TEST_REQUIRE(of(*gw, "gatewayd_consumer_congested", "slow") == 0);
+    BOOST_TEST_REQUIRE(congested(*gw, "slow") == 0);
     BOOST_TEST_MESSAGE("queue depth while in its grace: " << depth(*gw, "slow")
                                                           << " (queue_capacity 500) after " << total
                                                           << " frames");
