@@ -1,5 +1,7 @@
 #include "suppliers/session_registry.hpp"
 
+#include <algorithm>
+
 #include "suppliers/supplier_session.hpp"
 
 namespace gatewayd::suppliers {
@@ -59,22 +61,78 @@ bool session_registry::take_place(const supplier_session* s) {
   return true;
 }
 
-std::uint64_t session_registry::begin_handshake(std::function<void()> evict) {
+std::uint64_t handshake_source_of(const asio::ip::address& a) noexcept {
+  if (a.is_v4()) return 0xffff'0000'0000'0000ull | a.to_v4().to_uint();
+  const auto v6 = a.to_v6();
+  if (v6.is_v4_mapped())
+    return handshake_source_of(asio::ip::make_address_v4(asio::ip::v4_mapped, v6));
+  std::uint64_t prefix = 0;
+  const auto bytes = v6.to_bytes();
+  for (std::size_t i = 0; i < 8; ++i)
+    prefix = prefix << 8 | bytes[i];
+  return prefix;
+}
+
+std::uint64_t session_registry::handshake_to_evict_locked(std::uint64_t source) const {
+  const std::size_t share = std::max<std::size_t>(1, max_handshakes_ / 4);
+  if (const auto own = by_source_.find(source);
+      own != by_source_.end() && own->second.all.size() >= share) {
+    const auto& mine = own->second;
+    return mine.silent.empty() ? *mine.all.begin() : *mine.silent.begin();
+  }
+  return silent_.empty() ? 0 : *silent_.begin();
+}
+
+std::function<void()> session_registry::forget_handshake_locked(std::uint64_t ticket) {
+  const auto it = handshakes_.find(ticket);
+  if (it == handshakes_.end()) return {};
+  std::function<void()> evict = std::move(it->second.evict);
+  silent_.erase(ticket);
+  const auto source = by_source_.find(it->second.source);
+  source->second.all.erase(ticket);
+  source->second.silent.erase(ticket);
+  if (source->second.all.empty()) by_source_.erase(source);
+  handshakes_.erase(it);
+  // Never empty for a ticket that was there: the caller tells "found" by it.
+  if (!evict) evict = [] {};
+  return evict;
+}
+
+std::uint64_t session_registry::begin_handshake(std::uint64_t source, std::function<void()> evict) {
   std::function<void()> evicted;
   std::uint64_t ticket = 0;
   {
     std::lock_guard lock(mutex_);
     if (!handshakes_.empty() && handshakes_.size() >= max_handshakes_) {
-      const auto oldest = handshakes_.begin();
-      evicted = std::move(oldest->second);
-      handshakes_.erase(oldest);
+      const std::uint64_t victim = handshake_to_evict_locked(source);
+      if (victim == 0) {
+        evicted = std::move(evict);  // every slot is a handshake under way: the newcomer gives way
+      } else {
+        evicted = forget_handshake_locked(victim);
+      }
     }
-    ticket = next_ticket_++;
-    handshakes_.emplace(ticket, std::move(evict));
+    if (evict) {
+      ticket = next_ticket_++;
+      handshakes_.emplace(ticket, handshake{source, false, std::move(evict)});
+      silent_.insert(ticket);
+      auto& mine = by_source_[source];
+      mine.all.insert(ticket);
+      mine.silent.insert(ticket);
+    }
     publish_handshakes_locked();
   }
   if (evicted) evicted();
   return ticket;
+}
+
+void session_registry::handshake_progressed(std::uint64_t ticket) {
+  std::lock_guard lock(mutex_);
+  const auto it = handshakes_.find(ticket);
+  if (it == handshakes_.end() || it->second.progressed) return;
+  it->second.progressed = true;
+  silent_.erase(ticket);
+  if (const auto source = by_source_.find(it->second.source); source != by_source_.end())
+    source->second.silent.erase(ticket);
 }
 
 }  // namespace gatewayd::suppliers

@@ -3,6 +3,7 @@
 // the oldest handshake; touched on connect, handshake and disconnect, never on the data path.
 #pragma once
 
+#include <asio/ip/address.hpp>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -11,12 +12,17 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
 namespace gatewayd::suppliers {
 
 class supplier_session;
+
+// What a handshake's share of the slots is counted by: an IPv4 address, or an IPv6 /64 (the
+// block one host is usually given). The PROXY header's source where a balancer sends one.
+std::uint64_t handshake_source_of(const asio::ip::address& a) noexcept;
 
 class session_registry {
  public:
@@ -86,15 +92,28 @@ class session_registry {
 
   // Connections still in their handshake (TLS, or the PROXY header), oldest first: they hold no
   // place, so unauthenticated ones never keep an authenticated supplier out; their own cap,
-  // max_handshaking_connections, bounds them. A new one at that cap evicts the oldest: `evict`
-  // is called (outside the lock; it must post to the connection's strand, which counts and
-  // closes it unless its handshake ended meanwhile). Returns its ticket for end_handshake.
-  std::uint64_t begin_handshake(std::function<void()> evict);
+  // max_handshaking_connections, bounds them. At that cap a new connection from `source`
+  // (handshake_source_of) takes the slot of, in this order:
+  //   1. its own source's oldest handshake that has sent nothing yet, else its own source's
+  //      oldest, when that source holds a share of the slots already (a quarter of them, at
+  //      least one): a host flooding the port evicts its own connections, nobody else's;
+  //   2. else the oldest handshake, of any source, that has sent nothing yet;
+  //   3. else none: every slot is a handshake under way, and the newcomer (which has sent
+  //      nothing) gives way itself.
+  // A handshake under way (handshake_progressed: its first bytes arrived) is never evicted for a
+  // connection that has sent nothing. The evicted one's `evict` is called (outside the lock; it
+  // must post to the connection's strand, which counts and closes it unless its handshake ended
+  // meanwhile). Returns the ticket for handshake_progressed and end_handshake; 0 when the
+  // newcomer gave way (its own `evict` was called).
+  std::uint64_t begin_handshake(std::uint64_t source, std::function<void()> evict);
+  // Its first bytes arrived (a ClientHello under way): it no longer gives its slot up to
+  // connections that have sent nothing. A ticket already evicted (or 0) is ignored.
+  void handshake_progressed(std::uint64_t ticket);
   // Its handshake ended (done, failed, timed out, or the connection closed); a ticket already
   // evicted is ignored.
   void end_handshake(std::uint64_t ticket) {
     std::lock_guard lock(mutex_);
-    if (handshakes_.erase(ticket)) publish_handshakes_locked();
+    if (forget_handshake_locked(ticket)) publish_handshakes_locked();
   }
   std::size_t handshaking() const {
     std::lock_guard lock(mutex_);
@@ -138,7 +157,24 @@ class session_registry {
   std::size_t places_ = 0;  // entries with `placed` set
   std::size_t max_places_ = std::numeric_limits<std::size_t>::max();
   std::size_t max_handshakes_ = std::numeric_limits<std::size_t>::max();
-  std::map<std::uint64_t, std::function<void()>> handshakes_;  // by ticket: oldest first
+  struct handshake {
+    std::uint64_t source = 0;
+    bool progressed = false;  // its first bytes arrived
+    std::function<void()> evict;
+  };
+  // A source's handshakes, by ticket (oldest first), and those of them that have sent nothing.
+  struct source_handshakes {
+    std::set<std::uint64_t> all, silent;
+  };
+  // The ticket whose slot a newcomer from `source` takes at the cap (begin_handshake's rules);
+  // 0: none, the newcomer gives way.
+  std::uint64_t handshake_to_evict_locked(std::uint64_t source) const;
+  // Takes the ticket out of every index; its evict callback, or an empty one if it was not there.
+  std::function<void()> forget_handshake_locked(std::uint64_t ticket);
+
+  std::map<std::uint64_t, handshake> handshakes_;  // by ticket: oldest first
+  std::set<std::uint64_t> silent_;                 // tickets that have sent nothing, oldest first
+  std::unordered_map<std::uint64_t, source_handshakes> by_source_;
   std::uint64_t next_ticket_ = 1;
   std::atomic<std::int64_t>* handshakes_gauge_ = nullptr;
   std::atomic<std::ptrdiff_t> paused_{0};  // sessions waiting for a stalled consumer now

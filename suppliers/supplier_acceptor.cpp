@@ -110,8 +110,8 @@ void supplier_acceptor::read_proxy_header(asio::ip::tcp::socket socket,
                                           const asio::ip::tcp::endpoint& balancer) {
   std::erase_if(handshakes_, [](const auto& h) { return h.expired(); });
   auto handshake = std::make_shared<proxy_handshake>(std::move(socket), proxy_.timeout);
-  const auto ticket =
-      ctx_.registry.begin_handshake([weak = std::weak_ptr<proxy_handshake>(handshake)] {
+  const auto ticket = ctx_.registry.begin_handshake(
+      handshake_source_of(balancer.address()), [weak = std::weak_ptr<proxy_handshake>(handshake)] {
         if (const auto h = weak.lock()) h->evict();
       });
   handshakes_.push_back(handshake);

@@ -18,7 +18,13 @@ void supplier_session::do_handshake() {
   if (!tls_) return fail_handshake(net::tls_failure::protocol, ec);
   // (The session started in state handshaking: a stop may hold it meanwhile.)
   arm_handshake_deadline();
-  tls_->async_handshake([self = shared_from_this()](std::error_code e) { self->on_handshake(e); });
+  // Its first bytes (the ClientHello) before OpenSSL's part: from then on it is a handshake under
+  // way, which a connection that has sent nothing never evicts (session_registry).
+  socket_.async_wait(asio::socket_base::wait_read, [self = shared_from_this()](std::error_code e) {
+    if (self->in(state::closed)) return;  // the deadline passed, or it was evicted or stopped
+    if (!e) self->ctx_.registry.handshake_progressed(self->handshake_ticket_);
+    self->tls_->async_handshake([self](std::error_code done) { self->on_handshake(done); });
+  });
 }
 
 void supplier_session::on_handshake(std::error_code ec) {
@@ -81,8 +87,9 @@ void supplier_session::arm_handshake_deadline() {
 }
 
 void supplier_session::begin_handshake() {
-  handshake_ticket_ =
-      ctx_.registry.begin_handshake([weak = std::weak_ptr<supplier_session>(shared_from_this())] {
+  handshake_ticket_ = ctx_.registry.begin_handshake(
+      handshake_source_of(peer_address_),
+      [weak = std::weak_ptr<supplier_session>(shared_from_this())] {
         if (const auto self = weak.lock()) {
           asio::post(self->socket_.get_executor(), [self] { self->evict_handshake(); });
         }

@@ -133,23 +133,99 @@ BOOST_FIXTURE_TEST_CASE(the_session_paused_longest_gives_up_its_place, io_fixtur
   BOOST_TEST(wait_until([&] { return registry.size() == 0; }, 3s));
 }
 
+const std::uint64_t here = su::handshake_source_of(asio::ip::make_address("127.0.0.1"));
+const std::uint64_t there = su::handshake_source_of(asio::ip::make_address("127.0.0.2"));
+
 // Connections in their handshake (TLS, PROXY header) hold no place; at their own cap the oldest
 // still in its handshake is evicted for a new one, once; one whose handshake ended is not.
 BOOST_AUTO_TEST_CASE(the_oldest_handshake_is_evicted_at_the_handshake_cap) {
   su::session_registry registry;
   registry.limit(1, 2);
   std::vector<int> evicted;
-  const auto a = registry.begin_handshake([&] { evicted.push_back(1); });
-  const auto b = registry.begin_handshake([&] { evicted.push_back(2); });
+  const auto a = registry.begin_handshake(here, [&] { evicted.push_back(1); });
+  const auto b = registry.begin_handshake(here, [&] { evicted.push_back(2); });
   registry.end_handshake(a);  // done: it leaves the list, and is never evicted
-  const auto c = registry.begin_handshake([&] { evicted.push_back(3); });
+  const auto c = registry.begin_handshake(here, [&] { evicted.push_back(3); });
   BOOST_TEST(evicted.empty());
   BOOST_TEST(registry.handshaking() == 2u);
-  registry.begin_handshake([&] { evicted.push_back(4); });  // the cap: `b` is the oldest
+  registry.begin_handshake(here, [&] { evicted.push_back(4); });  // the cap: `b` is the oldest
   BOOST_TEST(evicted == std::vector<int>{2});
   registry.end_handshake(b);  // evicted already: nothing to do
   BOOST_TEST(registry.handshaking() == 2u);
   registry.end_handshake(c);
   BOOST_TEST(registry.handshaking() == 1u);
   BOOST_TEST(registry.places_taken() == 0u);  // handshakes hold no place
+}
+
+// At the cap a connection that has sent nothing takes the slot of the oldest that has sent
+// nothing, never one under way (its first bytes arrived), whatever their ages; with every slot
+// under way, the newcomer gives way itself. Before, the oldest went, whatever progress it made.
+BOOST_AUTO_TEST_CASE(a_handshake_under_way_keeps_its_slot_against_silent_newcomers) {
+  su::session_registry registry;
+  registry.limit(100, 8);  // a share of 2 slots per source
+  std::vector<int> evicted;
+  const auto under_way = registry.begin_handshake(here, [&] { evicted.push_back(0); });
+  registry.handshake_progressed(under_way);
+  std::vector<std::uint64_t> sources{there};
+  for (int i = 1; i < 8; ++i)  // seven silent ones, each from a host of its own
+    registry.begin_handshake(there + static_cast<std::uint64_t>(i),
+                             [&evicted, i] { evicted.push_back(i); });
+  for (int i = 8; i < 20; ++i)  // twelve more silent ones, each from another host again
+    registry.begin_handshake(there + static_cast<std::uint64_t>(i),
+                             [&evicted, i] { evicted.push_back(i); });
+  // The oldest silent ones went, in order; the one under way, the oldest of all, stayed.
+  BOOST_TEST(evicted == (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}));
+  BOOST_TEST(registry.handshaking() == 8u);
+  // Every slot under way (none from a source over its share): the newcomer gives way itself.
+  evicted.clear();
+  for (int i = 13; i < 20; ++i)
+    registry.handshake_progressed(static_cast<std::uint64_t>(i + 1));  // tickets count from 1
+  const auto newcomer = registry.begin_handshake(there + 100, [&] { evicted.push_back(100); });
+  BOOST_TEST(newcomer == 0u);
+  BOOST_TEST(evicted == std::vector<int>{100});
+  BOOST_TEST(registry.handshaking() == 8u);
+}
+
+// A host holding its share of the slots (a quarter) evicts its own connections, silent ones
+// first, then the oldest under way: however many handshakes it starts, another host's handshake
+// under way keeps its slot, and so does one of its silent ones while the flooding host is over
+// its share.
+BOOST_AUTO_TEST_CASE(a_host_over_its_share_evicts_only_its_own_handshakes) {
+  su::session_registry registry;
+  registry.limit(100, 8);  // share: 2
+  std::vector<std::uint64_t> evicted;
+  const auto victim_of = [&](std::uint64_t id) {
+    return [&evicted, id] { evicted.push_back(id); };
+  };
+  const auto supplier = registry.begin_handshake(here, victim_of(1000));
+  registry.handshake_progressed(supplier);
+  const auto bystander = registry.begin_handshake(there + 1, victim_of(2000));  // silent
+  // The flood from `there`: each handshake sends its first bytes at once (under way).
+  std::vector<std::uint64_t> flood;
+  for (std::uint64_t i = 0; i < 50; ++i) {
+    const auto t = registry.begin_handshake(there, victim_of(i));
+    if (t != 0) registry.handshake_progressed(t);
+    flood.push_back(t);
+  }
+  BOOST_TEST(registry.handshaking() == 8u);
+  for (const auto id : evicted)
+    BOOST_TEST(id < 50u, "evicted " << id);  // only the flood's own
+  BOOST_TEST(evicted.size() == 50u - 6u);    // six of the flood hold slots beside the two
+  // A silent newcomer from the flooding host takes its own oldest, not the silent bystander.
+  evicted.clear();
+  registry.begin_handshake(there, victim_of(99));
+  BOOST_TEST(evicted.size() == 1u);
+  BOOST_TEST(evicted.front() < 50u);
+  registry.end_handshake(supplier);
+  registry.end_handshake(bystander);
+}
+
+// The share is counted by host: an IPv4 address, an IPv6 /64 (a v4-mapped address is its IPv4
+// one).
+BOOST_AUTO_TEST_CASE(a_source_is_an_ipv4_address_or_an_ipv6_64) {
+  const auto of = [](const char* a) { return su::handshake_source_of(asio::ip::make_address(a)); };
+  BOOST_TEST(of("192.0.2.1") != of("192.0.2.2"));
+  BOOST_TEST(of("::ffff:192.0.2.1") == of("192.0.2.1"));
+  BOOST_TEST(of("2001:db8:1:2::1") == of("2001:db8:1:2:ffff::9"));
+  BOOST_TEST(of("2001:db8:1:2::1") != of("2001:db8:1:3::1"));
 }
