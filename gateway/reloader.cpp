@@ -1,5 +1,6 @@
 #include "gateway/reloader.hpp"
 
+#include <malloc.h>
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -61,6 +62,18 @@ void reloader::stop() {
 // they were.
 void reloader::do_reload(std::string_view trigger) {
   if (stopped_.load()) return;
+  const auto applied = apply_files(trigger);
+  // What the reload parsed, and the tables it replaced (each gone once every router has moved
+  // on), went back to the arena of whichever pool thread ran it; glibc keeps such freed memory
+  // per arena, so reloads on different threads piled up copies (100,000 routes: RSS 101 MB
+  // after start, 354 MB after 40 reloads). Handing it back to the system after each reload,
+  // before it is reported done, keeps the process within about one table of what it needs.
+  // Milliseconds, on this strand.
+  ::malloc_trim(0);
+  if (applied) succeeded(trigger, *applied);
+}
+
+std::optional<reloader::applied_sizes> reloader::apply_files(std::string_view trigger) {
   std::string status = "reloading the configuration (";
   status += trigger;
   status += ')';
@@ -69,19 +82,28 @@ void reloader::do_reload(std::string_view trigger) {
   if (!loaded.config) {
     for (const auto& e : loaded.errors)
       GW_LOG(error) << e.to_string();
-    return failed(trigger, loaded.errors.size());
+    failed(trigger, loaded.errors.size());
+    return std::nullopt;
   }
   auto& next = *loaded.config;
   auto table = prepare(next);
-  if (!table) return failed(trigger, 1);
+  if (!table) {
+    failed(trigger, 1);
+    return std::nullopt;
+  }
   apply_settings(next.service);
+  const applied_sizes sizes{next.routing.consumers.size(), next.routing.routes.size()};
   parts_.consumers.apply(next.routing, std::move(next.routes_sha256), std::move(table));
   if (watcher_) watcher_->watch(watched_files());
+  return sizes;
+}
+
+void reloader::succeeded(std::string_view trigger, applied_sizes applied) {
   stats_.succeeded.fetch_add(1);
   stats_.last_successful.store(true);
   stats_.last_success_unix_seconds.store(unix_now());
-  GW_LOG(info) << "routing table reloaded (" << trigger << "): " << next.routing.consumers.size()
-               << " consumers, " << next.routing.routes.size() << " routes";
+  GW_LOG(info) << "routing table reloaded (" << trigger << "): " << applied.consumers
+               << " consumers, " << applied.routes << " routes";
   parts_.notify.ready(parts_.consumers.status());
 }
 

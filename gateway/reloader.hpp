@@ -5,6 +5,7 @@
 #include <atomic>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,14 @@ class reloader {
 
  private:
   void do_reload(std::string_view trigger);
+  struct applied_sizes {
+    std::size_t consumers = 0, routes = 0;
+  };
+  // Loads, validates and applies both files; or keeps what runs, tells why (failed()) and
+  // returns nothing.
+  std::optional<applied_sizes> apply_files(std::string_view trigger);
+  // Counted, logged and told to systemd once what the reload freed went back (do_reload).
+  void succeeded(std::string_view trigger, applied_sizes applied);
   // What can fail, before anything else is applied: the new table, the [tls] context (stored
   // once it loads). Null (logged) when the reload must fail.
   std::shared_ptr<const routing::routing_table> prepare(const config::full_config& next);
