@@ -148,9 +148,13 @@ class consumer_link {
   std::optional<consumer_tls> tls_;
   std::shared_ptr<net::tls_channel> stream_;  // made anew for every connection
   std::optional<unexplained_loss> unexplained_;
-  // Consumers without `ack` send nothing; whatever arrives lands in discard_. Those with it send
-  // acks, read by acks_ (one connection's, reset at each dial).
+  // Consumers without `ack` send nothing; whatever arrives lands in discard_, and past
+  // max_unsolicited_bytes on one connection (unsolicited_, reset at each dial) it is a protocol
+  // error: a consumer sending garbage made the gateway read 955 MB in 6 s (issue 42). Those with
+  // it send acks, read by acks_ (one connection's, reset at each dial).
+  static constexpr std::size_t max_unsolicited_bytes = 4096;
   std::array<char, 256> discard_{};
+  std::size_t unsolicited_ = 0;
   std::optional<ack_reader> acks_;
 };
 

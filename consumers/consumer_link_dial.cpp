@@ -30,6 +30,7 @@ void consumer_link::dial() {
   const std::uint64_t dial = ++dial_;
   step_timed_out_ = false;
   if (acks_) acks_->reset();
+  unsolicited_ = 0;
   close_socket();
   stream_.reset();  // a handshake or write still completing holds its own
   socket_.async_connect(

@@ -9,7 +9,9 @@ namespace gatewayd::consumers {
 
 // Consumers without `ack` send nothing; one small read stays pending only to notice the peer
 // closing while the queue is idle (a write would notice too, but only once there is something
-// to send). Those with it send their acks on the same read. On a TLS link the read goes through
+// to send), and what it reads counts against max_unsolicited_bytes (an add and a compare per
+// read, on the read side only: the write path is untouched). Those with it send their acks on the
+// same read. On a TLS link the read goes through
 // the stream (it also takes the records a TLS 1.3 server sends after the handshake, and the
 // acks come out of the channel as on a plaintext one); it runs beside the drain's writes, both
 // on the strand.
@@ -42,6 +44,10 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
     if (ec && stream && tls_certificate_alert(ec)) return refused_after_handshake(conn, ec);
     if (ec) return lost(conn, ec);
     if (acks_) return read_acks(conn, n);
+    unsolicited_ += n;
+    if (unsolicited_ > max_unsolicited_bytes) {
+      return protocol_error(conn, ack_error::unsolicited_bytes);
+    }
     read_until_closed(conn);
   };
   const auto into = acks_ ? asio::buffer(acks_->free_space().data(), acks_->free_space().size())
@@ -50,7 +56,8 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
   socket_.async_read_some(into, std::move(on_read));
 }
 
-// One apply per read: the reader checks every ack and passes on the highest of them.
+// One apply per read: the reader checks every ack and passes on the highest of them; a run of
+// acks that moved nothing, past its bound, ends the connection (a compare per read).
 void consumer_link::read_acks(std::uint64_t conn, std::size_t n) {
   ack_error refused = ack_error::none;
   const ack_error malformed = acks_->received(n, [&](std::uint64_t number) {
@@ -60,20 +67,24 @@ void consumer_link::read_acks(std::uint64_t conn, std::size_t n) {
   if (!up(conn)) return;
   if (refused != ack_error::none) return protocol_error(conn, refused);
   if (malformed != ack_error::none) return protocol_error(conn, malformed);
+  if (acks_->stalled_bytes() > ack_reader::max_stalled_ack_bytes) {
+    return protocol_error(conn, ack_error::ack_not_advancing);
+  }
   read_until_closed(conn);
 }
 
-// Closed and redialled as after any failure: what it had not acknowledged goes first to the
-// next connection.
+// Closed and redialled as after any failure (drop, then wait_to_redial: the backoff grows while
+// connections end this soon): what it had not acknowledged goes first to the next connection.
 void consumer_link::protocol_error(std::uint64_t conn, ack_error why) {
   if (!up(conn)) return;
   stats_.protocol_errors[static_cast<std::size_t>(why)].fetch_add(1, std::memory_order_relaxed);
-  stats_.last_error.set("sent something other than well-formed acks (" +
-                        std::string{to_string(why)} + "); disconnected");
+  const std::string what =
+      acks_ ? "sent something other than well-formed acks" : "sent bytes back without ack = true";
+  stats_.last_error.set(what + " (" + std::string{to_string(why)} + "); disconnected");
   GW_LOG_LIMITED_BY(warning, failure_log_)
-      << "consumer " << name_ << " at " << endpoint_.to_string()
-      << " sent something other than well-formed acks (" << to_string(why)
-      << "); disconnecting, its unacknowledged frames go first to the next connection";
+      << "consumer " << name_ << " at " << endpoint_.to_string() << " " << what << " ("
+      << to_string(why) << "); disconnecting, its unacknowledged frames go first to the next "
+      << "connection";
   drop(disconnect_reason::protocol_error);
   wait_to_redial();
 }

@@ -48,7 +48,7 @@ enum class disconnect_reason : std::uint8_t {
   slow_consumer,     // the disconnect policy dropped it
   endpoint_changed,  // a reload moved the consumer
   closed,            // the consumer was removed or the gateway stopped
-  protocol_error,    // an `ack = true` consumer sent something other than well-formed acks
+  protocol_error,    // it sent what it may not (ack_error): not acks, or bytes without `ack`
 };
 inline constexpr runtime::enum_names<disconnect_reason, 8> disconnect_reason_names{
     {"peer_closed", "reset", "timed_out", "error", "slow_consumer", "endpoint_changed", "closed",

@@ -122,6 +122,13 @@ class consumer_families {
     for (std::size_t i = 0; i < std::size(per_consumer); ++i)
       add_sample(plain_[i], per_consumer[i].read(c), {{"consumer", n}});
     add_sample(blocked_, value(st.blocked_lock_ns) / 1e9, {{"consumer", n}, {"cause", "lock"}});
+    // A consumer without `ack` can commit one protocol error only: sending bytes back.
+    if (!c.acks()) {
+      constexpr auto unsolicited =
+          static_cast<std::size_t>(consumers::ack_error::unsolicited_bytes);
+      add_by_reason<consumers::ack_error>(protocol_errors_, st.protocol_errors, n, unsolicited,
+                                          unsolicited + 1);
+    }
     add_by_reason<consumers::drop_reason>(dropped_, st.dropped, n);
     add_by_reason<consumers::disconnect_reason>(disconnects_, st.disconnects, n);
     // The tls_ reasons only for TLS consumers: 8 series of zeros per plaintext one otherwise.
@@ -139,7 +146,9 @@ class consumer_families {
     add_sample(unacked_frames_, value(st.unacked_frames), {{"consumer", n}});
     add_sample(unacked_bytes_, value(st.unacked_bytes), {{"consumer", n}});
     add_sample(redelivered_, value(st.redelivered_frames), {{"consumer", n}});
-    add_by_reason<consumers::ack_error>(protocol_errors_, st.protocol_errors, n, 1);
+    add_by_reason<consumers::ack_error>(
+        protocol_errors_, st.protocol_errors, n, 1,
+        static_cast<std::size_t>(consumers::ack_error::unsolicited_bytes));
   }
 
   std::vector<prometheus::MetricFamily> plain_;  // per_consumer's, in its order
@@ -172,8 +181,8 @@ class consumer_families {
              MetricType::Counter);
   prometheus::MetricFamily protocol_errors_ =
       family("gatewayd_consumer_protocol_errors_total",
-             "Connections to an ack = true consumer closed because it sent something other than "
-             "well-formed acks, by reason.",
+             "Consumer connections closed because the consumer sent what it may not (an ack = "
+             "true one something other than well-formed acks, one without ack bytes), by reason.",
              MetricType::Counter);
   prometheus::MetricFamily blocked_ =
       family("gatewayd_consumer_blocked_seconds_total",

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "metrics/family_builder.hpp"
 #include "runtime/log.hpp"
 
 namespace gatewayd::metrics {
@@ -19,13 +20,17 @@ namespace {
 
 // civetweb gives each connection a thread of its own from a fixed set, for as long as the
 // request takes to arrive: a client trickling requests (slowloris) holds one thread per
-// connection. With civetweb's header timeout of 30 s and 2 threads, two slow connections
-// stopped every scrape. With 16 threads, up to 15 slow connections cost a scrape (or a
-// balancer's /readyz check) nothing; beyond that a request waits in civetweb's queue behind
-// them, each thread freed after at most the header timeout (docs/security.md has the numbers).
-constexpr int server_threads = 16;
-// Prometheus and health checks send a request in one write; 2 s for its headers is plenty.
-constexpr int request_timeout_ms = 2000;
+// connection, and a request that finds every thread held waits in civetweb's queue. Two slow
+// connections stopped every scrape with prometheus-cpp's 2 threads and civetweb's 30 s; with 16
+// threads and 2 s, 60 of them made a balancer's /readyz wait 3.5 s (issue 42). So: more threads
+// than slow connections an allowed host is expected to hold (an idle one costs a stack of mostly
+// untouched pages and a buffer of max_request_bytes), and a header timeout short enough that each
+// is freed soon (docs/operations.md states the bound this gives /readyz).
+constexpr int server_threads = 128;
+// Prometheus, curl and health checks send a request in one write, right after the connection
+// opens: 500 ms for its request line and headers leaves room for a lost segment's retransmission
+// (200 ms at least on Linux) and frees a thread a slow client holds within half a second.
+constexpr int request_timeout_ms = 500;
 // Every endpoint here is a GET without a body: a request is its request line and headers, a few
 // hundred bytes from Prometheus, curl or a balancer's check (a bearer token adds a few hundred
 // more). civetweb reads a request into one buffer of this size and refuses anything larger
@@ -37,11 +42,17 @@ constexpr int max_request_bytes = 4096;
 // most one line a second: clients may cause them. Bytes a client may have put in them are shown
 // as '?' unless printable. Silent while the server closes (the user context, a flag): its own
 // knocks (below) come from loopback, which `allow` may refuse.
-int log_civetweb_message(const mg_connection* conn, const char* message) {
+// The server's listener_state, which CivetServer hands back as const: it was given the mutable
+// object at construction (the counts below change it), so casting the const away is sound.
+metrics_server::listener_state* state_of(const mg_connection* conn) {
   const auto* server = static_cast<const CivetServer*>(mg_get_user_data(mg_get_context(conn)));
-  const auto* closing =
-      server ? static_cast<const std::atomic<bool>*>(server->getUserContext()) : nullptr;
-  if (closing && closing->load()) return 1;
+  if (!server) return nullptr;
+  return static_cast<metrics_server::listener_state*>(const_cast<void*>(server->getUserContext()));
+}
+
+int log_civetweb_message(const mg_connection* conn, const char* message) {
+  const auto* state = state_of(conn);
+  if (state && state->closing.load()) return 1;
   std::string text{message ? message : ""};
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r'))
     text.pop_back();
@@ -81,6 +92,16 @@ void knock(const net::endpoint& at, unsigned short port) noexcept {
 
 }  // namespace
 
+// A worker thread took a connection (civetweb calls this before it reads the request) / closed
+// it: the connections holding a thread, which a slow client keeps until request_timeout_ms.
+int count_connection(const mg_connection* conn, void**) {
+  if (auto* state = state_of(conn)) state->connections.fetch_add(1);
+  return 0;
+}
+void count_close(const mg_connection* conn) {
+  if (auto* state = state_of(conn)) state->connections.fetch_sub(1);
+}
+
 std::string civetweb_access_list(std::span<const net::cidr_block> allow, bool ipv6) {
   std::string list = "-0.0.0.0/0";
   for (const auto& block : allow) {
@@ -91,6 +112,22 @@ std::string civetweb_access_list(std::span<const net::cidr_block> allow, bool ip
   }
   return list;
 }
+
+class metrics_server::listener_collector : public prometheus::Collectable {
+ public:
+  explicit listener_collector(const listener_state& state) : state_(state) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return {family_of_one(
+        "gatewayd_metrics_connections",
+        "Connections to the metrics listener holding one of its " + std::to_string(server_threads) +
+            " threads now (a request or a slow client); at that many a "
+            "health check waits for one.",
+        prometheus::MetricType::Gauge, static_cast<double>(state_.connections.load()))};
+  }
+
+ private:
+  const listener_state& state_;
+};
 
 class metrics_server::endpoint : public CivetHandler {
  public:
@@ -131,12 +168,15 @@ metrics_server::metrics_server(const net::endpoint& listen, std::span<const net:
       "access_control_list", civetweb_access_list(allow, mg_check_feature(8) != 0)};
   CivetCallbacks callbacks;
   callbacks.log_message = log_civetweb_message;
+  callbacks.init_connection = count_connection;
+  callbacks.connection_close = count_close;
   try {
-    server_ = std::make_unique<CivetServer>(options, &callbacks, &closing_);
+    server_ = std::make_unique<CivetServer>(options, &callbacks, &state_);
   } catch (const std::exception& e) {
     throw std::runtime_error("cannot serve metrics on " + listen.to_string() + ": " + e.what());
   }
   handle("/metrics", [this](std::string_view) { return scrape(); });
+  add(std::make_shared<listener_collector>(state_));
 }
 
 // civetweb's master thread waits for connections in poll() with a 2 s timeout and looks at its
@@ -145,7 +185,7 @@ metrics_server::metrics_server(const net::endpoint& listen, std::span<const net:
 // server closes a helper knocks on it every 20 ms until close() returns. No request runs once
 // the handlers go.
 metrics_server::~metrics_server() {
-  closing_.store(true);
+  state_.closing.store(true);
   const unsigned short bound = port();
   std::atomic<bool> stopped{false};
   std::thread knocker([&] {

@@ -4,6 +4,7 @@
 #include <prometheus/collectable.h>
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -54,13 +55,23 @@ class metrics_server {
   void handle(const std::string& path, handler h);
   unsigned short port() const;
 
+  // What civetweb's callbacks (in the .cpp) reach through the server's user context.
+  struct listener_state {
+    std::atomic<bool> closing{false};  // civetweb's messages are not logged once set
+    // Connections that hold one of civetweb's threads now (from the moment a thread takes one
+    // until it is closed), for gatewayd_metrics_connections.
+    std::atomic<std::int64_t> connections{0};
+  };
+
  private:
   class endpoint;  // a CivetHandler calling a handler
   response scrape() const;
 
+  class listener_collector;  // exports state_ as gatewayd_metrics_connections
+
   net::endpoint listen_;
-  std::atomic<bool> closing_{false};  // civetweb's messages are not logged once set
-  mutable std::mutex mutex_;          // the collectables: added at start-up, read by every scrape
+  listener_state state_;
+  mutable std::mutex mutex_;  // the collectables: added at start-up, read by every scrape
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables_;
   std::vector<std::unique_ptr<endpoint>> endpoints_;  // outlive server_ (declared before it)
   std::unique_ptr<CivetServer> server_;

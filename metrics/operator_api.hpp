@@ -24,8 +24,11 @@ class operator_api {
     const serving_state& state;
     std::string version;
   };
-  // /connz lists at most this many suppliers unless ?limit=N says otherwise (0: all).
-  static constexpr std::size_t default_supplier_limit = 1024;
+  // /connz lists this many suppliers unless ?limit=N says otherwise, and never more than the
+  // maximum (limit=0, or any larger N, gets the maximum): an answer stays well under 1 MiB however
+  // many connections there are; ?after=ID pages on from a listed connection's id.
+  static constexpr std::size_t default_supplier_limit = 100;
+  static constexpr std::size_t max_supplier_limit = 1000;
 
   explicit operator_api(sources s) : s_(std::move(s)) {}
 

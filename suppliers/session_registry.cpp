@@ -1,6 +1,7 @@
 #include "suppliers/session_registry.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "suppliers/supplier_session.hpp"
 
@@ -133,6 +134,35 @@ void session_registry::handshake_progressed(std::uint64_t ticket) {
   silent_.erase(ticket);
   if (const auto source = by_source_.find(it->second.source); source != by_source_.end())
     source->second.silent.erase(ticket);
+}
+
+std::size_t session_registry::oldest_after(std::uint64_t after, std::size_t limit,
+                                           std::vector<listed>& out) const {
+  // A max-heap on the id: its front is the one to give up when a lower id comes.
+  std::vector<std::pair<std::uint64_t, const entry*>> best;
+  best.reserve(limit);
+  std::size_t above = 0;
+  std::lock_guard lock(mutex_);
+  for (const auto& [_, e] : sessions_) {
+    if (e.id <= after) continue;
+    ++above;
+    if (best.size() < limit) {
+      best.emplace_back(e.id, &e);
+      std::push_heap(best.begin(), best.end());
+    } else if (limit > 0 && e.id < best.front().first) {
+      std::pop_heap(best.begin(), best.end());
+      best.back() = {e.id, &e};
+      std::push_heap(best.begin(), best.end());
+    }
+  }
+  std::sort_heap(best.begin(), best.end());
+  // A session whose last owner becomes `out` ends (and leaves the map, taking the lock) only once
+  // the caller lets it go, after the lock.
+  out.reserve(out.size() + best.size());
+  for (const auto& [id, e] : best) {
+    if (auto s = e->session.lock()) out.push_back({id, std::move(s)});
+  }
+  return above;
 }
 
 }  // namespace gatewayd::suppliers

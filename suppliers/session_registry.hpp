@@ -41,7 +41,7 @@ class session_registry {
   // the acceptor); a TLS session takes one when its handshake is done (take_place).
   void add(const std::shared_ptr<supplier_session>& s, bool placed = true) {
     std::lock_guard lock(mutex_);
-    sessions_.emplace(s.get(), entry{s, placed});
+    sessions_.emplace(s.get(), entry{s, placed, ++last_id_});
     if (placed) ++places_;
   }
   // From the session's destructor, before any of its members goes: while the lock is held,
@@ -120,6 +120,17 @@ class session_registry {
     return handshakes_.size();
   }
 
+  // A session as /connz lists it: its id (1, 2, 3, ... in the order sessions were added, never
+  // reused: oldest first is lowest first, and the last one listed is a cursor for the next page).
+  struct listed {
+    std::uint64_t id;
+    std::shared_ptr<supplier_session> session;
+  };
+  // Appends to `out` the `limit` live sessions with the lowest ids above `after`, lowest first;
+  // returns how many live sessions have an id above `after`. One walk under the lock keeps only
+  // the `limit` best in a heap (n log limit compares, `limit` entries), whatever n is.
+  std::size_t oldest_after(std::uint64_t after, std::size_t limit, std::vector<listed>& out) const;
+
   // Calls f on every live session (outside the lock, so f may close them).
   void for_each(const std::function<void(supplier_session&)>& f) const {
     std::vector<std::shared_ptr<supplier_session>> live;
@@ -137,7 +148,8 @@ class session_registry {
  private:
   struct entry {
     std::weak_ptr<supplier_session> session;
-    bool placed = true;  // it holds a place (not reclaimed, handshake done)
+    bool placed = true;    // it holds a place (not reclaimed, handshake done)
+    std::uint64_t id = 0;  // from last_id_, when added
   };
   std::size_t max_places() const {
     std::lock_guard lock(mutex_);
@@ -154,7 +166,8 @@ class session_registry {
 
   mutable std::mutex mutex_;
   std::unordered_map<const supplier_session*, entry> sessions_;
-  std::size_t places_ = 0;  // entries with `placed` set
+  std::size_t places_ = 0;     // entries with `placed` set
+  std::uint64_t last_id_ = 0;  // the id of the session added last
   std::size_t max_places_ = std::numeric_limits<std::size_t>::max();
   std::size_t max_handshakes_ = std::numeric_limits<std::size_t>::max();
   struct handshake {

@@ -216,6 +216,15 @@ BOOST_AUTO_TEST_CASE(lost_data_to_the_consumer_ends_its_connection_within_the_bo
   fault_then_heal(t, "data dropped", [&] { t.host.drop_input(t.acked->port()); });
 }
 
+// Shape 2c (issue 42, item 7): as 2b, with a consumer that repeats its last ack every 100 ms, so
+// its packets go on reaching the gateway while the gateway's data is dropped.
+BOOST_AUTO_TEST_CASE(
+    lost_data_to_a_consumer_that_keeps_acking_ends_its_connection_within_the_bound) {
+  consumer_leg t;
+  t.acked->repeat_acks(true);
+  fault_then_heal(t, "data dropped, acks repeated", [&] { t.host.drop_input(t.acked->port()); });
+}
+
 // Shape 6: the consumer's host drops SYNs from the start (down at dial time): each dial is
 // abandoned after consumer_connect_timeout_ms and retried with backoff, the frames for it are
 // held in its queue (under capacity: nothing dropped), and all go once it answers.

@@ -47,6 +47,7 @@ void test_consumer::run() {
   std::string buffer;
   std::vector<char> chunk(256 * 1024);
   std::uint64_t conn_frames = 0;  // this connection's, for its acks
+  auto last_ack = std::chrono::steady_clock::now();
   auto close_conn = [&] {
     conn_frames = 0;
     if (!buffer.empty()) ++partial_at_close_;
@@ -60,6 +61,15 @@ void test_consumer::run() {
     pollfd fds[2] = {{acceptor_.native_handle(), POLLIN, 0}, {-1, POLLIN, 0}};
     if (conn && !stalled_) fds[1].fd = conn->native_handle();
     ::poll(fds, 2, 20);
+    if (conn && ack_ && repeat_acks_ && conn_frames > 0 &&
+        std::chrono::steady_clock::now() - last_ack >= std::chrono::milliseconds(100)) {
+      char ack[protocol::max_control_size];
+      const std::size_t len =
+          protocol::encode_control({protocol::control_message::kind::ack, conn_frames}, ack);
+      std::error_code ignored;
+      asio::write(*conn, asio::buffer(ack, len), ignored);
+      last_ack = std::chrono::steady_clock::now();
+    }
     if (fds[0].revents & POLLIN) {
       std::error_code ec;
       tcp::socket s = acceptor_.accept(ec);
@@ -101,6 +111,7 @@ void test_consumer::run() {
           protocol::encode_control({protocol::control_message::kind::ack, conn_frames}, ack);
       std::error_code ignored;
       asio::write(*conn, asio::buffer(ack, len), ignored);
+      last_ack = std::chrono::steady_clock::now();
     }
     if (!got.empty()) {
       std::lock_guard lock(mutex_);

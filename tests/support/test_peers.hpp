@@ -40,6 +40,9 @@ class test_consumer {
   // Acts as an `ack = true` consumer: after each read that completed frames, sends `ack N` on
   // that connection (N = its frames so far). A stall stops the acks with the reads.
   void acknowledge(bool on) { ack_ = on; }
+  // Also sends its last `ack N` again every 100 ms while it has one (a consumer that acks on a
+  // timer), so its packets reach the gateway while it receives nothing.
+  void repeat_acks(bool on) { repeat_acks_ = on; }
   // Closes the current connection (the gateway should redial).
   void drop_connection();
 
@@ -63,6 +66,7 @@ class test_consumer {
   std::atomic<bool> stop_{false};
   std::atomic<bool> stalled_{false};
   std::atomic<bool> ack_{false};
+  std::atomic<bool> repeat_acks_{false};
   std::atomic<bool> drop_{false};
   std::atomic<std::size_t> connections_{0};
   std::atomic<std::size_t> corruptions_{0};
