@@ -1,28 +1,8 @@
 #include "config/config_warnings.hpp"
 
-#include <sys/stat.h>
-
-#include <cstdio>
+#include "config/key_file_mode.hpp"
 
 namespace gatewayd::config {
-
-std::optional<std::string> key_file_warning(const std::filesystem::path& key) {
-  struct stat st {};
-  // stat, not lstat: what matters is the file a symlink leads to.
-  if (::stat(key.c_str(), &st) != 0) return std::nullopt;
-  const unsigned mode = st.st_mode & 07777;
-  if ((mode & 077) == 0) return std::nullopt;
-  const char* who = (mode & 070) && (mode & 007) ? "its group and others"
-                    : (mode & 070)               ? "its group"
-                                                 : "others";
-  char octal[8];
-  std::snprintf(octal, sizeof octal, "%04o", mode);
-  return "the private key " + key.string() + " is open to " + who + " (mode " + octal +
-         "); let only its owner read it: chmod 600 " + key.string() +
-         ", owned by the user gatewayd runs as (chown); under systemd keep it in "
-         "/etc/gatewayd/credentials/ (root's) and name it ${CREDENTIALS_DIRECTORY}/tls_NAME, "
-         "see docs/security.md";
-}
 
 std::vector<config_error> configuration_warnings(const full_config& config,
                                                  const credentials& creds) {
@@ -30,16 +10,18 @@ std::vector<config_error> configuration_warnings(const full_config& config,
   const auto& service = config.service;
   const std::string config_file = service.config_file.string();
   const std::string routes_file = service.routes_file.string();
+  // A readable key the loader let through: allow_readable_key is set. Said at each start.
   auto key_file = [&](const std::filesystem::path& key, const std::string& file, std::uint32_t line,
                       std::uint32_t column, const std::string& key_path) {
     if (key.empty() || (!creds.readable && creds.holds(key))) return;
-    if (auto why = key_file_warning(key)) {
-      out.push_back({file, line, column, "warning: " + key_path + ": " + *why});
+    if (auto why = key_file_problem(key, creds)) {
+      out.push_back({file, line, column,
+                     "warning: " + key_path + ": allowed by allow_readable_key = true: " + *why});
     }
   };
-  key_file(service.tls_key, config_file, 0, 0, "tls.key");
+  if (service.tls_allow_readable_key) key_file(service.tls_key, config_file, 0, 0, "tls.key");
   for (const auto& c : config.routing.consumers) {
-    if (c.tls)
+    if (c.tls && c.tls->allow_readable_key)
       key_file(c.tls->files.key, routes_file, c.tls->line, c.tls->column,
                "consumers." + c.name + ".tls.key");
   }

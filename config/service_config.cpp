@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "config/key_file_mode.hpp"
 #include "config/routes_loader.hpp"
 #include "config/settings.hpp"
 #include "config/toml_checker.hpp"
@@ -270,6 +271,12 @@ class service_reader {
     tls_file(t, "cert", presence::required, config_.tls_cert);
     tls_file(t, "key", presence::required, config_.tls_key);
     tls_file(t, "client_ca", presence::optional, config_.tls_client_ca);
+    tls_file(t, "crl", presence::optional, config_.tls_crl);
+    if (!config_.tls_crl.empty() && config_.tls_client_ca.empty()) {
+      check_.error(*t.get("crl"),
+                   "tls.crl: revokes suppliers' certificates, which only client_ca asks for");
+    }
+    read_key_mode(t);
     if (auto mode = check_.string(t, "tls", "ktls")) {
       if (auto m = ktls_mode_names.parse(*mode)) {
         config_.tls_ktls = *m;
@@ -280,6 +287,19 @@ class service_reader {
     }
     if (auto v = check_.integer(t, "tls", "handshake_timeout_ms", 1, max_milliseconds)) {
       config_.tls_handshake_timeout = std::chrono::milliseconds{*v};
+    }
+  }
+
+  // A key others may read is refused unless allow_readable_key says access is managed otherwise.
+  // Left to the running gateway when --check --skip-credentials cannot read it.
+  void read_key_mode(const toml::table& t) {
+    if (auto allow = check_.boolean(t, "tls", "allow_readable_key")) {
+      config_.tls_allow_readable_key = *allow;
+    }
+    if (config_.tls_key.empty() || config_.tls_allow_readable_key) return;
+    if (!creds_.readable && creds_.holds(config_.tls_key)) return;
+    if (auto why = key_file_problem(config_.tls_key, creds_)) {
+      check_.error(*t.get("key"), "tls.key: " + *why);
     }
   }
 

@@ -1,9 +1,11 @@
 // gatewayd's entry point: reads the command line and runs, checks, or prints help or version.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 
@@ -63,12 +65,12 @@ int check_configuration(const gateway::command_line& line) {
     return 1;
   }
   // With --skip-credentials, files in the credentials directory are left to the running gateway.
-  const auto held = [&](const std::filesystem::path& a, const std::filesystem::path& b,
-                        const std::filesystem::path& c) {
-    return !creds.readable && (creds.holds(a) || creds.holds(b) || creds.holds(c));
+  const auto held = [&](std::initializer_list<std::filesystem::path> names) {
+    return !creds.readable &&
+           std::any_of(names.begin(), names.end(), [&](const auto& f) { return creds.holds(f); });
   };
   const auto files = service.tls_files();
-  bool skipped = files && held(files->cert, files->key, files->client_ca);
+  bool skipped = files && held({files->cert, files->key, files->client_ca, files->crl});
   if (files && !skipped) {
     const auto built = net::make_tls_server_context(*files);
     if (!built.context) {
@@ -77,7 +79,8 @@ int check_configuration(const gateway::command_line& line) {
     }
   }
   for (const auto& c : loaded.config->routing.consumers) {
-    if (c.tls && held(c.tls->files.ca, c.tls->files.cert, c.tls->files.key)) skipped = true;
+    const auto* t = c.tls ? &c.tls->files : nullptr;
+    if (t && held({t->ca, t->cert, t->key, t->crl})) skipped = true;
   }
   for (const auto& w : config::configuration_warnings(*loaded.config, creds))
     std::cerr << w.to_string() << '\n';
