@@ -2,7 +2,7 @@
 // with the openssl CLI (`openssl ca -revoke`, `-gencrl`, as an operator runs them). A revoked
 // certificate is refused at its handshake; one revoked while its session is open is closed by
 // the next reload and counted; the others stream on; a stale CRL is used and said, not an
-// outage; a bad CRL keeps the running one.
+// outage; a bad CRL keeps the running one. A consumer's tls.crl revokes consumers the same way.
 #define BOOST_TEST_MODULE tls_revocation
 #include <boost/test/unit_test.hpp>
 
@@ -16,6 +16,7 @@
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
+#include "tests/support/tls_consumer_peer.hpp"
 #include "tests/support/tls_peers.hpp"
 
 using namespace gatewayd::test;
@@ -204,4 +205,31 @@ BOOST_AUTO_TEST_CASE(a_bad_crl_keeps_the_running_one) {
   BOOST_TEST(said.find(gw.config_path() + ": [tls] " + p.at("ca.crl").string() +
                        ": not a PEM CRL file") != std::string::npos,
              said);
+}
+
+// The consumer leg: the gateway verifies a consumer's certificate against its tls.ca, and its
+// tls.crl revokes it the same way. The CRL is part of the consumer's TLS digest: the reload that
+// reads a new one redials the consumer, and the dial refuses the revoked certificate.
+BOOST_AUTO_TEST_CASE(a_revoked_consumer_is_dropped_by_the_reload_and_refused_at_the_dial) {
+  pki p;
+  revocations ca(p);
+  ca.publish("ca.crl");
+  tls_test_consumer billing(p, "billing", false);
+  gateway_fixture gw(consumer_toml("billing", billing.endpoint(),
+                                   "tls = { ca = \"" + p.at("ca.crt").string() +
+                                       "\", server_name = \"billing.internal\", crl = \"" +
+                                       p.at("ca.crl").string() + "\" }") +
+                     route_toml("orders.>", {"billing"}));
+  BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
+  BOOST_TEST(billing.handshakes() == 1u);
+
+  ca.revoke("billing");
+  ca.publish("ca.crl");
+  gw.daemon->signal(SIGHUP);
+  const std::string refused =
+      R"(gatewayd_consumer_connect_failures_total{consumer="billing",reason="tls_bad_certificate"})";
+  BOOST_TEST(wait_metric(gw.metrics_port, refused, 1, 10s) >= 1);
+  BOOST_TEST(gw.daemon->wait_for_log("revoked by tls.crl", 5s).has_value());
+  BOOST_TEST(scrape_metric(gw.metrics_port, R"(gatewayd_consumer_connected{consumer="billing"})") ==
+             0);
 }
