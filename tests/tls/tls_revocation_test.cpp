@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
@@ -73,6 +74,19 @@ std::size_t from(const test_consumer& sink, std::uint16_t sender) {
   for (const auto& f : sink.frames())
     n += f.address == address;
   return n;
+}
+
+// `gatewayd --check` on the fixture's configuration: its exit status and what it printed.
+std::pair<int, std::string> check(const gateway_fixture& gw) {
+  const std::string command =
+      std::string(GATEWAYD_BINARY) + " --check --config " + gw.config_path() + " 2>&1";
+  std::FILE* out = ::popen(command.c_str(), "r");
+  BOOST_TEST_REQUIRE(out != nullptr);
+  std::string said;
+  for (char buf[512]; std::fgets(buf, sizeof buf, out);)
+    said += buf;
+  const int status = ::pclose(out);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, said};
 }
 
 // A new handshake with `cert`: refused (at the handshake, or on the first read under TLS 1.3,
@@ -153,6 +167,11 @@ BOOST_AUTO_TEST_CASE(a_stale_crl_is_used_and_said_not_an_outage) {
   const std::string gauge = "gatewayd_tls_crl_next_update_timestamp_seconds{file=\"" +
                             p.at("ca.crl").string() + "\",issuer=\"/CN=ca\"}";
   BOOST_TEST(scrape_metric(gw.metrics_port, gauge) == 1580515200.0);  // 2020-02-01T00:00:00Z
+  const auto [status, said] = check(gw);
+  BOOST_TEST(status == 0, said);
+  BOOST_TEST(said.find(gw.config_path() + ": warning: tls.crl: the CRL of /CN=ca in " +
+                       p.at("ca.crl").string() + " is past its nextUpdate") != std::string::npos,
+             said);
 
   BOOST_TEST(refused(p, "orders", gw.supplier_port));
   BOOST_TEST(wait_metric(gw.metrics_port, failures("revoked"), 1) == 1);
@@ -194,14 +213,8 @@ BOOST_AUTO_TEST_CASE(a_bad_crl_keeps_the_running_one) {
   billing.halt();
   BOOST_TEST(!billing.failed.load());
 
-  std::string said;
-  const std::string check = std::string(GATEWAYD_BINARY) + " --check --config " + gw.config_path();
-  std::FILE* out = ::popen((check + " 2>&1").c_str(), "r");
-  BOOST_TEST_REQUIRE(out != nullptr);
-  for (char buf[512]; std::fgets(buf, sizeof buf, out);)
-    said += buf;
-  const int status = ::pclose(out);
-  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 1), said);
+  const auto [status, said] = check(gw);
+  BOOST_TEST(status == 1, said);
   BOOST_TEST(said.find(gw.config_path() + ": [tls] " + p.at("ca.crl").string() +
                        ": not a PEM CRL file") != std::string::npos,
              said);
