@@ -171,43 +171,6 @@ BOOST_AUTO_TEST_CASE(no_certificate_unknown_ca_and_expired_are_refused_by_reason
   BOOST_TEST(gw.daemon->count_in_log("TLS handshake failed") >= 1u);
 }
 
-// What a plaintext client on the TLS port gets (docs/security.md): OpenSSL finds no TLS record
-// header in its first bytes and the gateway closes the connection at once, sending nothing (no
-// alert: the peer would not read one), counted as not_tls. A GWP/1 frame, an HTTP request and
-// 16 zero bytes.
-BOOST_AUTO_TEST_CASE(plaintext_client_on_the_tls_port_is_closed_with_no_bytes) {
-  pki p;
-  test_consumer sink;
-  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
-                     true, p.tls_table(true));
-  const std::string plain_requests[] = {
-      gatewayd::protocol::encode_frame("a.b", "in clear"),
-      "GET /metrics HTTP/1.1\r\nHost: gateway.test\r\n\r\n",
-      std::string(16, '\0'),
-  };
-  double counted = 0;
-  for (const auto& request : plain_requests) {
-    asio::io_context ioc;
-    asio::ip::tcp::socket plain(ioc);
-    plain.connect({asio::ip::make_address("127.0.0.1"), gw.supplier_port});
-    const auto started = std::chrono::steady_clock::now();
-    asio::write(plain, asio::buffer(request));
-    // Read to the end: every byte the gateway sends before its close is counted.
-    std::error_code ec;
-    std::size_t received = 0;
-    char buf[256];
-    while (!ec)
-      received += plain.read_some(asio::buffer(buf), ec);
-    BOOST_TEST(received == 0u, request.substr(0, 3) << ": " << received << " bytes");
-    BOOST_TEST((ec == asio::error::eof || ec == asio::error::connection_reset), ec.message());
-    BOOST_TEST((std::chrono::steady_clock::now() - started < 2s));
-    counted += 1;
-    BOOST_TEST(wait_metric(gw.metrics_port, failures("not_tls"), counted) == counted);
-  }
-  BOOST_TEST(gw.daemon->wait_for_log("TLS handshake failed (not_tls)", 5s).has_value());
-  BOOST_TEST(sink.count() == 0u);
-}
-
 BOOST_AUTO_TEST_CASE(a_silent_peer_meets_the_handshake_deadline) {
   pki p;
   test_consumer sink;
