@@ -1,27 +1,23 @@
 #include "config/config_warnings.hpp"
 
-#include <sys/stat.h>
+#include <chrono>
 
-#include <cstdio>
+#include "config/key_file_mode.hpp"
 
 namespace gatewayd::config {
 
-std::optional<std::string> key_file_warning(const std::filesystem::path& key) {
-  struct stat st {};
-  // stat, not lstat: what matters is the file a symlink leads to.
-  if (::stat(key.c_str(), &st) != 0) return std::nullopt;
-  const unsigned mode = st.st_mode & 07777;
-  if ((mode & 077) == 0) return std::nullopt;
-  const char* who = (mode & 070) && (mode & 007) ? "its group and others"
-                    : (mode & 070)               ? "its group"
-                                                 : "others";
-  char octal[8];
-  std::snprintf(octal, sizeof octal, "%04o", mode);
-  return "the private key " + key.string() + " is open to " + who + " (mode " + octal +
-         "); let only its owner read it: chmod 600 " + key.string() +
-         ", owned by the user gatewayd runs as (chown); under systemd keep it in "
-         "/etc/gatewayd/credentials/ (root's) and name it ${CREDENTIALS_DIRECTORY}/tls_NAME, "
-         "see docs/security.md";
+void add_stale_crl_warnings(const std::vector<net::tls_crl_update>& crls, const std::string& file,
+                            std::uint32_t line, std::uint32_t column, const std::string& key_path,
+                            std::vector<config_error>& out) {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const auto& c : crls) {
+    if (c.next_update == 0 || c.next_update >= now) continue;
+    out.push_back({file, line, column,
+                   "warning: " + key_path + ": the CRL of " + c.issuer + " in " + c.file +
+                       " is past its nextUpdate; still used (what it revokes stays refused), "
+                       "publish a new one"});
+  }
 }
 
 std::vector<config_error> configuration_warnings(const full_config& config,
@@ -30,18 +26,22 @@ std::vector<config_error> configuration_warnings(const full_config& config,
   const auto& service = config.service;
   const std::string config_file = service.config_file.string();
   const std::string routes_file = service.routes_file.string();
+  // A readable key the loader let through: allow_readable_key is set. Said at each start.
   auto key_file = [&](const std::filesystem::path& key, const std::string& file, std::uint32_t line,
                       std::uint32_t column, const std::string& key_path) {
     if (key.empty() || (!creds.readable && creds.holds(key))) return;
-    if (auto why = key_file_warning(key)) {
-      out.push_back({file, line, column, "warning: " + key_path + ": " + *why});
+    if (auto why = key_file_problem(key, creds)) {
+      out.push_back({file, line, column,
+                     "warning: " + key_path + ": allowed by allow_readable_key = true: " + *why});
     }
   };
-  key_file(service.tls_key, config_file, 0, 0, "tls.key");
+  if (service.tls_allow_readable_key) key_file(service.tls_key, config_file, 0, 0, "tls.key");
   for (const auto& c : config.routing.consumers) {
-    if (c.tls)
-      key_file(c.tls->files.key, routes_file, c.tls->line, c.tls->column,
-               "consumers." + c.name + ".tls.key");
+    if (!c.tls) continue;
+    const std::string path = "consumers." + c.name + ".tls.";
+    if (c.tls->allow_readable_key)
+      key_file(c.tls->files.key, routes_file, c.tls->line, c.tls->column, path + "key");
+    add_stale_crl_warnings(c.tls->crls, routes_file, c.tls->line, c.tls->column, path + "crl", out);
   }
   // With client_ca every supplier has an identity; without [suppliers_default], an identity no
   // [suppliers.NAME] lists falls to the implicit rule, which lets it publish anywhere.

@@ -1,5 +1,7 @@
 // What a valid configuration may still do that its operator should hear about: private keys
-// others can read, TLS identities no publish rule names. Said by --check and at start-up.
+// others can read that allow_readable_key lets through, CRLs past their nextUpdate, TLS
+// identities no publish rule names.
+// Said by --check and at each start.
 #pragma once
 
 #include <filesystem>
@@ -9,13 +11,15 @@
 
 #include "config/config_error.hpp"
 #include "config/service_config.hpp"
+#include "net/tls_context.hpp"
 
 namespace gatewayd::config {
 
-// Why the private key file `key` should not stay as it is, when its mode lets its group or others
-// in (mode & 077): what they may do, the mode, and how to fix it. Nothing when only its owner
-// may use it, or when it cannot be stat()ed (the loaders report a file they cannot read).
-std::optional<std::string> key_file_warning(const std::filesystem::path& key);
+// "warning: KEY_PATH: the CRL of ISSUER in FILE is past its nextUpdate ..." for each CRL of
+// `crls` whose nextUpdate has passed, at file:line:column: still used, but it should be replaced.
+void add_stale_crl_warnings(const std::vector<net::tls_crl_update>& crls, const std::string& file,
+                            std::uint32_t line, std::uint32_t column, const std::string& key_path,
+                            std::vector<config_error>& out);
 
 // Every warning about `config`, gatewayd.toml's first, each as "file[:line:col]: warning: ...".
 // Files in the credentials directory are not looked at when `creds` says they cannot be read.

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "config/file_digest.hpp"
+#include "config/key_file_mode.hpp"
 #include "config/ktls_mode.hpp"
 
 namespace gatewayd::config {
@@ -80,6 +81,12 @@ bool read_names(toml_checker& check, const toml::table& tls, const std::string& 
   } else if (tls.contains("cert") || tls.contains("key")) {
     ok = false;
   }
+  if (auto crl = file_name(check, tls, path, "crl", presence::optional, base, creds)) {
+    out.files.crl = std::move(*crl);
+  } else if (tls.contains("crl")) {
+    ok = false;
+  }
+  if (auto allow = check.boolean(tls, path, "allow_readable_key")) out.allow_readable_key = *allow;
   if (auto mode = check.string(tls, path, "ktls")) {
     if (const auto m = ktls_mode_names.parse(*mode)) {
       out.kernel_tls = *m == ktls_mode::automatic;
@@ -99,8 +106,10 @@ bool load_files(toml_checker& check, const toml::table& tls, const std::string& 
   // The digest is taken before the context is built: a file replaced in between shows as a
   // change at the next reload, never as a context the digest does not describe.
   std::string all = out.files.server_name;
-  const std::pair<const char*, const fs::path*> files[] = {
-      {"ca", &out.files.ca}, {"cert", &out.files.cert}, {"key", &out.files.key}};
+  const std::pair<const char*, const fs::path*> files[] = {{"ca", &out.files.ca},
+                                                           {"cert", &out.files.cert},
+                                                           {"key", &out.files.key},
+                                                           {"crl", &out.files.crl}};
   for (const auto& [key_name, file] : files) {
     const auto* node = tls.get(key_name);
     if (!node) continue;
@@ -117,6 +126,7 @@ bool load_files(toml_checker& check, const toml::table& tls, const std::string& 
   }
   out.context = std::move(built.context);
   out.expiry = std::move(built.expiry);
+  out.crls = std::move(built.crls);
   return true;
 }
 
@@ -128,14 +138,21 @@ std::optional<consumers::consumer_tls> read_consumer_tls(
   const auto* tls = check.table(consumer, consumer_path, "tls");
   if (!tls) return std::nullopt;
   const std::string path = consumer_path + ".tls";
-  check.reject_unknown_keys(*tls, path, {"ca", "server_name", "cert", "key", "ktls"});
+  check.reject_unknown_keys(
+      *tls, path, {"ca", "server_name", "cert", "key", "ktls", "crl", "allow_readable_key"});
   consumers::consumer_tls out;
   out.line = tls->source().begin.line;
   out.column = tls->source().begin.column;
   if (!read_names(check, *tls, path, base, creds, endpoint_host, out)) return std::nullopt;
-  if (!creds.readable &&
-      (creds.holds(out.files.ca) || creds.holds(out.files.cert) || creds.holds(out.files.key))) {
+  if (!creds.readable && (creds.holds(out.files.ca) || creds.holds(out.files.cert) ||
+                          creds.holds(out.files.key) || creds.holds(out.files.crl))) {
     return out;  // checked as far as names go; the running gateway holds the files
+  }
+  if (!out.files.key.empty() && !out.allow_readable_key) {
+    if (auto why = key_file_problem(out.files.key, creds)) {
+      check.error(*tls->get("key"), path + ".key: " + *why);
+      return std::nullopt;
+    }
   }
   if (!load_files(check, *tls, path, out)) return std::nullopt;
   return out;

@@ -10,6 +10,7 @@
 
 #include "config/routes_loader.hpp"
 #include "config/settings.hpp"
+#include "config/tls_table_reader.hpp"
 #include "config/toml_checker.hpp"
 
 namespace gatewayd::config {
@@ -67,7 +68,8 @@ class service_reader {
     } else if (!root.contains("gateway")) {
       check_.file_error("missing required table [gateway] (it names routes_file)");
     }
-    if (const auto* tls = check_.table(root, "", "tls")) read_tls(*tls);
+    if (const auto* tls = check_.table(root, "", "tls"))
+      read_tls_table(check_, *tls, file_, creds_, config_);
     if (const auto* metrics = check_.table(root, "", "metrics")) read_metrics(*metrics);
     if (const auto* log = check_.table(root, "", "log")) read_log(*log);
     check_listeners_differ(root);
@@ -242,44 +244,6 @@ class service_reader {
       if (from->empty() && config_.proxy_protocol) {
         check_.error(*from, "gateway.proxy_from: empty, so no balancer may send the PROXY header");
       }
-    }
-  }
-
-  // A [tls] file name: not empty, relative to gatewayd.toml or under
-  // ${CREDENTIALS_DIRECTORY}/. Whether it loads is checked where the context is built
-  // (net/tls_context), by --check and at start-up alike.
-  void tls_file(const toml::table& t, std::string_view key, presence needed, fs::path& out) {
-    auto name = check_.string(t, "tls", key, needed);
-    if (!name) return;
-    const std::string path = "tls." + std::string{key};
-    if (name->empty()) {
-      check_.error(*t.get(key), path + ": must not be empty");
-      return;
-    }
-    auto expanded = expand_file_name(*name, creds_);
-    if (!expanded.path) {
-      check_.error(*t.get(key), path + ": " + in_quotes(*name) + " " + expanded.error);
-      return;
-    }
-    const fs::path& named = *expanded.path;
-    out = absolute_normal(named.is_absolute() ? named : file_.parent_path() / named);
-  }
-
-  void read_tls(const toml::table& t) {
-    check_.reject_unknown_keys(t, "tls", keys_of("tls"));
-    tls_file(t, "cert", presence::required, config_.tls_cert);
-    tls_file(t, "key", presence::required, config_.tls_key);
-    tls_file(t, "client_ca", presence::optional, config_.tls_client_ca);
-    if (auto mode = check_.string(t, "tls", "ktls")) {
-      if (auto m = ktls_mode_names.parse(*mode)) {
-        config_.tls_ktls = *m;
-      } else {
-        check_.error(*t.get("ktls"), "tls.ktls: unknown mode " + in_quotes(*mode) + " (expected " +
-                                         ktls_mode_names.choices() + ")");
-      }
-    }
-    if (auto v = check_.integer(t, "tls", "handshake_timeout_ms", 1, max_milliseconds)) {
-      config_.tls_handshake_timeout = std::chrono::milliseconds{*v};
     }
   }
 

@@ -66,12 +66,16 @@ struct service_config {
   std::filesystem::path tls_cert;
   std::filesystem::path tls_key;
   std::filesystem::path tls_client_ca;  // empty = suppliers present no certificate
+  std::filesystem::path tls_crl;        // PEM CRLs of client_ca's CAs; empty = none
+  // The key may be readable by its group or others (access managed otherwise): warned of at
+  // each start instead of refused.
+  bool tls_allow_readable_key = false;
   std::chrono::milliseconds tls_handshake_timeout{10000};
   ktls_mode tls_ktls = ktls_mode::automatic;  // the kernel's record layer where the host has it
   // The [tls] files, when the table is there.
   std::optional<net::tls_server_files> tls_files() const {
     if (tls_cert.empty()) return std::nullopt;
-    return net::tls_server_files{tls_cert, tls_key, tls_client_ca};
+    return net::tls_server_files{tls_cert, tls_key, tls_client_ca, tls_crl};
   }
 
   // [metrics]

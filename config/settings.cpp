@@ -87,6 +87,8 @@ constexpr std::array table{
     field<&c::tls_cert>("tls", "cert", live_while_tls),
     field<&c::tls_key>("tls", "key", live_while_tls),
     field<&c::tls_client_ca>("tls", "client_ca", live_while_tls),
+    field<&c::tls_crl>("tls", "crl", live_while_tls),
+    field<&c::tls_allow_readable_key>("tls", "allow_readable_key", live),
     field<&c::tls_handshake_timeout>("tls", "handshake_timeout_ms", restart),
     field<&c::tls_ktls>("tls", "ktls", live),
     field<&c::metrics_listen>("metrics", "listen", restart),

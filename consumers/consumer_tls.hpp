@@ -20,13 +20,16 @@ struct consumer_tls {
   std::string digest;
   std::shared_ptr<asio::ssl::context> context;      // built from `files`; connections share it
   std::vector<net::tls_certificate_expiry> expiry;  // the CA bundle's and the client certificate's
+  std::vector<net::tls_crl_update> crls;            // the crl file's, one per CRL
   bool kernel_tls = true;  // ktls = "auto": the kernel's record layer where the host has it
-  std::uint32_t line = 0;  // of the tls table in routes.toml, for errors
+  bool allow_readable_key = false;  // a key others may read is warned of, not refused
+  std::uint32_t line = 0;           // of the tls table in routes.toml, for errors
   std::uint32_t column = 0;
 
   // The context is made from what the digest names: comparing it would only compare pointers.
   friend bool operator==(const consumer_tls& a, const consumer_tls& b) noexcept {
-    return a.files == b.files && a.digest == b.digest && a.kernel_tls == b.kernel_tls;
+    return a.files == b.files && a.digest == b.digest && a.kernel_tls == b.kernel_tls &&
+           a.allow_readable_key == b.allow_readable_key;
   }
 };
 

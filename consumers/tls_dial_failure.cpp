@@ -88,6 +88,9 @@ tls_dial_failure classify_tls_dial(std::error_code ec, long verify_result, bool 
               "its certificate is not signed by tls.ca (" + detail + ")"};
     case net::tls_failure::expired:
       return {connect_failure::tls_expired, "its certificate is not valid now (" + detail + ")"};
+    case net::tls_failure::revoked:
+      return {connect_failure::tls_bad_certificate,
+              "its certificate is revoked by tls.crl (" + detail + ")"};
     case net::tls_failure::no_certificate:
     case net::tls_failure::bad_certificate:
       return {connect_failure::tls_bad_certificate, "its certificate was refused (" + detail + ")"};

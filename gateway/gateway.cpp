@@ -67,7 +67,7 @@ void gateway::start_metrics() {
                                                         pool_.promotions_without_follower(),
                                                         pool_.leadership_taken_back()};
       },
-      GATEWAYD_VERSION, [this] { return certificates(); }}));
+      GATEWAYD_VERSION, [this] { return certificates(); }, [this] { return crls(); }}));
   metrics_->add(std::make_shared<metrics::process_collector>());
   operator_api_ = std::make_unique<metrics::operator_api>(metrics::operator_api::sources{
       listener_->sessions(), consumers_.routes(), supplier_stats_, serving_, GATEWAYD_VERSION});
@@ -147,6 +147,24 @@ void gateway::log_kernel_tls(const config::routes_config& routes) const {
                       "(gatewayd_tls_connections says which)";
       break;
   }
+}
+
+// The supplier listener's CRLs, then the TLS consumers', each (file, issuer) once.
+std::vector<net::tls_crl_update> gateway::crls() const {
+  std::vector<net::tls_crl_update> all;
+  if (const auto* tls = listener_->tls()) all = tls->crls();
+  const auto snapshot = consumers_.routes().load();
+  if (!snapshot) return all;
+  for (const auto& spec : snapshot->specs) {
+    if (!spec.tls) continue;
+    for (const auto& c : spec.tls->crls) {
+      const auto same = [&](const net::tls_crl_update& a) {
+        return a.file == c.file && a.issuer == c.issuer;
+      };
+      if (std::find_if(all.begin(), all.end(), same) == all.end()) all.push_back(c);
+    }
+  }
+  return all;
 }
 
 }  // namespace gatewayd::gateway

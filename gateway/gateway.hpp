@@ -92,6 +92,8 @@ class gateway {
   void log_kernel_tls(const config::routes_config& routes) const;
   // What gatewayd_tls_certificate_expiry_timestamp_seconds shows (any thread, at scrape time).
   std::vector<net::tls_certificate_expiry> certificates() const;
+  // What gatewayd_tls_crl_next_update_timestamp_seconds shows (any thread, at scrape time).
+  std::vector<net::tls_crl_update> crls() const;
 
   config::service_config service_;
   // Before ioc_: sessions that the io_context's destruction frees give their share back here.

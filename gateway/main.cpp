@@ -1,9 +1,11 @@
 // gatewayd's entry point: reads the command line and runs, checks, or prints help or version.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <optional>
 
@@ -27,6 +29,24 @@ using namespace gatewayd;
 // After its drain the daemon closes its connections and exits; systemd must not kill it then.
 constexpr std::chrono::seconds time_to_exit{2};
 
+// With the unit's stop timeout: false (said) when the lame duck and the drain, which come one
+// after the other, would not end before systemd kills gatewayd.
+bool drain_fits_the_unit(const config::service_config& service, const gateway::command_line& line) {
+  const auto stop = service.lame_duck + service.drain_timeout;
+  const auto stop_timeout = line.stop_timeout;
+  if (!stop_timeout || stop + time_to_exit <= *stop_timeout) return true;
+  std::cerr << service.config_file.string() << ": gateway."
+            << (service.lame_duck.count() ? "lame_duck_ms + drain_timeout_ms = " +
+                                                std::to_string(service.lame_duck.count()) + " + "
+                                          : std::string("drain_timeout_ms = "))
+            << service.drain_timeout.count() << " does not leave " << time_to_exit.count()
+            << " s of the unit's TimeoutStopSec=" << stop_timeout->count()
+            << " to exit in: systemd would kill gatewayd in the middle of its drain; lower "
+               "drain_timeout_ms, or raise TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a "
+               "drop-in\n";
+  return false;
+}
+
 // `gatewayd --check`: the same loading and table building as a start or a reload, so a
 // configuration that passes here is one the daemon accepts. With the unit's stop timeout, it
 // also refuses a drain that systemd would kill before it ends. Warnings go to stderr and leave
@@ -40,22 +60,8 @@ int check_configuration(const gateway::command_line& line) {
       std::cerr << e.to_string() << '\n';
     return 1;
   }
-  // A lame duck comes before the drain: both must end before systemd's timeout.
   const auto& service = loaded.config->service;
-  const auto stop = service.lame_duck + service.drain_timeout;
-  const auto stop_timeout = line.stop_timeout;
-  if (stop_timeout && stop + time_to_exit > *stop_timeout) {
-    std::cerr << service.config_file.string() << ": gateway."
-              << (service.lame_duck.count() ? "lame_duck_ms + drain_timeout_ms = " +
-                                                  std::to_string(service.lame_duck.count()) + " + "
-                                            : std::string("drain_timeout_ms = "))
-              << service.drain_timeout.count() << " does not leave " << time_to_exit.count()
-              << " s of the unit's TimeoutStopSec=" << stop_timeout->count()
-              << " to exit in: systemd would kill gatewayd in the middle of its drain; lower "
-                 "drain_timeout_ms, or raise TimeoutStopSec and GATEWAYD_TIMEOUT_STOP_SEC in a "
-                 "drop-in\n";
-    return 1;
-  }
+  if (!drain_fits_the_unit(service, line)) return 1;
   try {
     routing::routing_table::build(loaded.config->routing.rules());
   } catch (const std::exception& e) {
@@ -63,23 +69,29 @@ int check_configuration(const gateway::command_line& line) {
     return 1;
   }
   // With --skip-credentials, files in the credentials directory are left to the running gateway.
-  const auto held = [&](const std::filesystem::path& a, const std::filesystem::path& b,
-                        const std::filesystem::path& c) {
-    return !creds.readable && (creds.holds(a) || creds.holds(b) || creds.holds(c));
+  const auto held = [&](std::initializer_list<std::filesystem::path> names) {
+    return !creds.readable &&
+           std::any_of(names.begin(), names.end(), [&](const auto& f) { return creds.holds(f); });
   };
   const auto files = service.tls_files();
-  bool skipped = files && held(files->cert, files->key, files->client_ca);
+  bool skipped = files && held({files->cert, files->key, files->client_ca, files->crl});
+  std::vector<config::config_error> warnings;
   if (files && !skipped) {
     const auto built = net::make_tls_server_context(*files);
     if (!built.context) {
       std::cerr << service.config_file.string() << ": [tls] " << built.error << '\n';
       return 1;
     }
+    config::add_stale_crl_warnings(built.crls, service.config_file.string(), 0, 0, "tls.crl",
+                                   warnings);
   }
   for (const auto& c : loaded.config->routing.consumers) {
-    if (c.tls && held(c.tls->files.ca, c.tls->files.cert, c.tls->files.key)) skipped = true;
+    const auto* t = c.tls ? &c.tls->files : nullptr;
+    if (t && held({t->ca, t->cert, t->key, t->crl})) skipped = true;
   }
   for (const auto& w : config::configuration_warnings(*loaded.config, creds))
+    warnings.push_back(w);
+  for (const auto& w : warnings)
     std::cerr << w.to_string() << '\n';
   std::cout << "configuration OK: " << loaded.config->routing.consumers.size() << " consumers, "
             << loaded.config->routing.routes.size() << " routes"

@@ -180,8 +180,9 @@ bool reloader::reload_tls(const config::service_config& next) {
                      "certificate, key and CA";
     return false;
   }
-  tls->store(std::move(built));
-  GW_LOG(info) << "[tls] certificate, key and CA reloaded from " << files->cert.string();
+  parts_.listener.use_tls(std::move(built));
+  GW_LOG(info) << "[tls] certificate, key and CA" << (files->crl.empty() ? "" : " and CRL")
+               << " reloaded from " << files->cert.string();
   return true;
 }
 
@@ -193,6 +194,7 @@ std::vector<std::filesystem::path> reloader::watched_files(
     files.push_back(tls->cert);
     files.push_back(tls->key);
     if (!tls->client_ca.empty()) files.push_back(tls->client_ca);
+    if (!tls->crl.empty()) files.push_back(tls->crl);
   }
   // The consumers' PEM files too: a certificate rotated in place reloads, and the consumers
   // whose files' digest changed redial with the new context.
@@ -202,7 +204,8 @@ std::vector<std::filesystem::path> reloader::watched_files(
   if (!consumers) return files;
   for (const auto& spec : *consumers) {
     if (!spec.tls) continue;
-    for (const auto* f : {&spec.tls->files.ca, &spec.tls->files.cert, &spec.tls->files.key}) {
+    for (const auto* f :
+         {&spec.tls->files.ca, &spec.tls->files.cert, &spec.tls->files.key, &spec.tls->files.crl}) {
       if (!f->empty() && std::find(files.begin(), files.end(), *f) == files.end())
         files.push_back(*f);
     }

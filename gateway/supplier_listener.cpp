@@ -1,6 +1,9 @@
 #include "gateway/supplier_listener.hpp"
 
+#include <chrono>
 #include <stdexcept>
+
+#include "runtime/log.hpp"
 
 namespace gatewayd::gateway {
 
@@ -19,7 +22,7 @@ supplier_listener::supplier_listener(const runtime::executor& ex,
   if (const auto files = settings.tls_files()) {
     auto built = net::make_tls_server_context(*files);
     if (!built.context) throw std::runtime_error("[tls] " + built.error);
-    tls_.store(std::move(built));
+    use_tls(std::move(built));
     session_ctx_.tls = &tls_;
     session_ctx_.handshake_timeout = settings.tls_handshake_timeout;
     session_ctx_.kernel_tls.store(settings.tls_ktls == config::ktls_mode::automatic);
@@ -40,6 +43,35 @@ void supplier_listener::start() {
 
 void supplier_listener::stop() {
   acceptor_->stop();
+}
+
+void supplier_listener::use_tls(net::tls_server_context built) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const double now_s = std::chrono::duration<double>(now).count();
+  if (!built.crl_scope.empty()) {
+    GW_LOG(info) << "[tls] crl: " << built.crl_scope;
+  }
+  // A stale CRL is still used (nothing it revokes comes back): said, and shown by the gauge.
+  for (const auto& c : built.crls) {
+    if (c.next_update != 0 && c.next_update < now_s) {
+      GW_LOG(warning) << "[tls] crl " << c.file << ": the CRL of " << c.issuer
+                      << " is past its nextUpdate; still used, publish a new one";
+    }
+  }
+  const bool with_crl = !built.crls.empty();
+  tls_.store(std::move(built));
+  if (with_crl) close_revoked();
+}
+
+std::size_t supplier_listener::close_revoked() {
+  const auto context = tls_.load();
+  if (!context) return 0;
+  std::size_t checked = 0;
+  sessions_.for_each([&](suppliers::supplier_session& s) {
+    s.expel_if_revoked(context);
+    ++checked;
+  });
+  return checked;
 }
 
 std::size_t supplier_listener::admit_only(std::vector<net::cidr_block> blocks) {

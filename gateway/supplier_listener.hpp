@@ -56,11 +56,18 @@ class supplier_listener {
   // longer admits are closed, so that removing a network takes effect without a restart.
   // Returns how many were.
   std::size_t admit_only(std::vector<net::cidr_block> blocks);
+  // New connections handshake with `built` from now on (a reload's, checked); with a crl, its
+  // scope and any CRL past its nextUpdate are logged, and every open TLS session whose
+  // certificate it revokes is closed, on its own strand (counted there).
+  void use_tls(net::tls_server_context built);
 
   suppliers::session_registry& sessions() noexcept { return sessions_; }
   const suppliers::session_registry& sessions() const noexcept { return sessions_; }
 
  private:
+  // Asks every session to check its certificate against the current context; how many were.
+  std::size_t close_revoked();
+
   suppliers::session_registry sessions_;
   suppliers::allow_list allow_;  // gateway.allow, read by the acceptor's threads
   net::tls_context_holder tls_;

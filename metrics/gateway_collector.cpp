@@ -191,6 +191,15 @@ void gateway_collector::collect_tls(std::vector<prometheus::MetricFamily>& out) 
       add_sample(expiry, c.not_after, {{"file", c.file}});
   }
   out.push_back(std::move(expiry));
+  auto crl = family("gatewayd_tls_crl_next_update_timestamp_seconds",
+                    "When each loaded CRL should be replaced (nextUpdate, Unix seconds); a CRL "
+                    "past it is still used.",
+                    MetricType::Gauge);
+  if (s_.crls) {
+    for (const auto& c : s_.crls())
+      add_sample(crl, c.next_update, {{"file", c.file}, {"issuer", c.issuer}});
+  }
+  out.push_back(std::move(crl));
 }
 
 void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& out) const {

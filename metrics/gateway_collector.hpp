@@ -36,6 +36,8 @@ class gateway_collector : public prometheus::Collectable {
     std::string version;
     // The certificates the TLS contexts loaded (empty without [tls]), read at scrape time.
     std::function<std::vector<net::tls_certificate_expiry>()> certificates = {};
+    // The CRLs they loaded (`crl`), read at scrape time.
+    std::function<std::vector<net::tls_crl_update>()> crls = {};
   };
 
   explicit gateway_collector(sources s) : s_(std::move(s)) {}

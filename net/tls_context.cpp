@@ -11,12 +11,14 @@
 #include <cstring>
 #include <ctime>
 
+#include "net/tls_crl.hpp"
+
 namespace gatewayd::net {
 namespace {
 
 constexpr std::array<std::string_view, tls_failure_count> failure_names{
-    "timeout", "not_tls",         "no_certificate", "unknown_ca",
-    "expired", "bad_certificate", "protocol",       "closed"};
+    "timeout",         "not_tls",  "no_certificate", "unknown_ca", "expired",
+    "bad_certificate", "protocol", "closed",         "revoked"};
 
 // The oldest error OpenSSL queued (the one that says what went wrong first), then clears the
 // queue so the next operation starts clean.
@@ -133,8 +135,16 @@ tls_server_context make_tls_server_context(const tls_server_files& files) {
       out.expiry.clear();
       return out;
     }
-    // Suppliers must present a certificate that client_ca signed.
-    SSL_CTX_set_verify(native, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    // Suppliers must present a certificate that client_ca signed (and, with a crl, that its
+    // CA has not revoked).
+    if (!files.crl.empty()) out.error = load_crl(native, files.crl, out.crls, out.crl_scope);
+    if (!out.error.empty()) {
+      out.expiry.clear();
+      out.crls.clear();
+      return out;
+    }
+    SSL_CTX_set_verify(native, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                       files.crl.empty() ? nullptr : tolerate_stale_crl);
   }
   out.context = std::move(ctx);
   return out;
@@ -146,16 +156,21 @@ tls_client_context make_tls_client_context(const tls_client_files& files) {
   auto ctx = modern_context(asio::ssl::context::tls_client);
   SSL_CTX* native = ctx->native_handle();
   out.error = load_ca(native, files.ca, out.expiry);
+  if (out.error.empty() && !files.crl.empty()) {
+    out.error = load_crl(native, files.crl, out.crls, out.crl_scope);
+  }
   if (out.error.empty() && !files.cert.empty()) {
     out.error = load_key_pair(native, files.cert, files.key);
     if (out.error.empty()) read_expiry(files.cert, out.expiry);
   }
   if (!out.error.empty()) {
     out.expiry.clear();
+    out.crls.clear();
     return out;
   }
-  // A consumer's certificate must chain to `ca`; the name is checked per connection.
-  SSL_CTX_set_verify(native, SSL_VERIFY_PEER, nullptr);
+  // A consumer's certificate must chain to `ca` (and not be revoked, with a crl); the name is
+  // checked per connection.
+  SSL_CTX_set_verify(native, SSL_VERIFY_PEER, files.crl.empty() ? nullptr : tolerate_stale_crl);
   out.context = std::move(ctx);
   return out;
 }
@@ -193,6 +208,8 @@ tls_failure classify_tls_failure(const std::error_code& ec, long verify_result) 
     case X509_V_ERR_CERT_HAS_EXPIRED:
     case X509_V_ERR_CERT_NOT_YET_VALID:
       return tls_failure::expired;
+    case X509_V_ERR_CERT_REVOKED:
+      return tls_failure::revoked;
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
     case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
     case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:

@@ -22,10 +22,21 @@ struct tls_certificate_expiry {
   double not_after = 0;  // Unix seconds
 };
 
+// One loaded certificate revocation list, for the nextUpdate metric and warning.
+struct tls_crl_update {
+  std::string file;        // as the operator named it (absolute)
+  std::string issuer;      // the CA that signed it, one line
+  double next_update = 0;  // Unix seconds; 0 when the CRL has none
+};
+
 struct tls_server_context {
   std::shared_ptr<asio::ssl::context> context;  // null when error is set
   std::string error;                            // "FILE: reason"
   std::vector<tls_certificate_expiry> expiry;   // the leaf certificate and the CA bundle's
+  std::vector<tls_crl_update> crls;             // the `crl` file's, one per CRL in it
+  // With a `crl`: what is checked, for the log ("every certificate of the chain", or only the
+  // peer's own and why). Empty without.
+  std::string crl_scope;
 };
 
 // Loads and checks `files`; never throws.
@@ -54,16 +65,22 @@ class tls_context_holder {
     std::lock_guard lock(mutex_);
     return expiry_;
   }
+  std::vector<tls_crl_update> crls() const {
+    std::lock_guard lock(mutex_);
+    return crls_;
+  }
   void store(tls_server_context built) {
     std::lock_guard lock(mutex_);
     context_ = std::move(built.context);
     expiry_ = std::move(built.expiry);
+    crls_ = std::move(built.crls);
   }
 
  private:
   mutable std::mutex mutex_;
   std::shared_ptr<asio::ssl::context> context_;
   std::vector<tls_certificate_expiry> expiry_;
+  std::vector<tls_crl_update> crls_;
 };
 
 // Why a supplier's handshake failed, as a metric label.
@@ -76,8 +93,9 @@ enum class tls_failure : std::uint8_t {
   bad_certificate,  // any other verification failure
   protocol,         // version or cipher mismatch, bad record, alert from the peer
   closed,           // the peer left during the handshake
+  revoked,          // the peer's certificate (or a CA above it) is listed in the `crl` file
 };
-inline constexpr std::size_t tls_failure_count = 8;
+inline constexpr std::size_t tls_failure_count = 9;
 std::string_view to_string(tls_failure f) noexcept;
 
 // Classifies a failed handshake from its error and the verification result of its SSL.

@@ -12,6 +12,7 @@ struct tls_server_files {
   std::filesystem::path cert;       // PEM: the gateway's certificate, then its chain
   std::filesystem::path key;        // PEM: the private key of that certificate
   std::filesystem::path client_ca;  // PEM bundle; empty = suppliers present no certificate
+  std::filesystem::path crl;        // PEM, one or more CRLs of client_ca's CAs; empty = none
 
   friend bool operator==(const tls_server_files&, const tls_server_files&) = default;
 };
@@ -22,6 +23,7 @@ struct tls_client_files {
   std::string server_name;     // the name its certificate must carry (and the SNI sent)
   std::filesystem::path cert;  // optional, with key: the gateway's client certificate
   std::filesystem::path key;
+  std::filesystem::path crl;  // PEM, one or more CRLs of ca's CAs; empty = none
 
   friend bool operator==(const tls_client_files&, const tls_client_files&) = default;
 };

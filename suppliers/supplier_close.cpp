@@ -1,6 +1,7 @@
 // How a supplier session ends: closed by the gateway (a stop, the allow list, the connection
 // cap, a limit the peer hit, idleness) or by its peer; each end counted and logged by reason,
 // with what it received only in part.
+#include "net/tls_crl.hpp"
 #include "runtime/log.hpp"
 #include "suppliers/supplier_session.hpp"
 
@@ -18,6 +19,23 @@ void supplier_session::expel(close_reason why) {
     GW_LOG_LIMITED(warning, "supplier connections expelled")
         << "supplier " << self->peer_ << ": closing the connection (" << to_string(why)
         << "): the reloaded allow list no longer admits it";
+    self->close(partial_discard::not_allowed);
+  });
+}
+
+void supplier_session::expel_if_revoked(std::shared_ptr<asio::ssl::context> tls) {
+  asio::post(socket_.get_executor(), [self = shared_from_this(), tls = std::move(tls)] {
+    // Still in its handshake: it verifies against the context it started with (the window of
+    // one reload); a plaintext or already closed session has no certificate to check.
+    if (self->in(state::closed) || !self->tls_ ||
+        !SSL_is_init_finished(self->tls_->native_handle()))
+      return;
+    if (!net::tls_peer_revoked(self->tls_->native_handle(), tls->native_handle())) return;
+    self->ctx_.stats.closed[static_cast<std::size_t>(close_reason::revoked)].fetch_add(
+        1, std::memory_order_relaxed);
+    GW_LOG_LIMITED(warning, "supplier connections revoked")
+        << "supplier " << self->peer_ << " (identity \"" << log::escaped(self->identity_)
+        << "\"): closing the connection (revoked): the reloaded [tls] crl revokes its certificate";
     self->close(partial_discard::not_allowed);
   });
 }

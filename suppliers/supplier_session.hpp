@@ -106,6 +106,9 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   const asio::ip::address& peer_address() const noexcept { return peer_address_; }
   // Closes the connection for `why` (the allow list changed), counted and logged.
   void expel(close_reason why);
+  // On its strand: closes the connection (counted and logged as `revoked`) when the certificate
+  // its supplier presented is revoked by the CRLs of `tls` (a reloaded [tls] context).
+  void expel_if_revoked(std::shared_ptr<asio::ssl::context> tls);
   // Closes the connection to give its place to a new one (max_supplier_connections: the
   // registry chose it as the session paused longest), counted and logged as reclaimed. Its whole
   // frames are in the consumers' queues already; a frame it had only begun to receive is

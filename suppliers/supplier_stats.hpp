@@ -42,7 +42,8 @@ inline std::string_view to_string(session_state s) noexcept {
 // consumer gave its place to a new connection. confirms_unread: a supplier that asked for
 // confirms left them unread (the gateway's small buffer of them full) for confirm_timeout_ms.
 // handshake_evicted: at max_handshaking_connections, the connection longest in its TLS handshake
-// or PROXY header gave its slot to a new connection.
+// or PROXY header gave its slot to a new connection. revoked: a reload's [tls] crl revokes the
+// certificate the supplier presented at its handshake.
 enum class close_reason : std::uint8_t {
   connection_limit,
   not_allowed,
@@ -51,11 +52,12 @@ enum class close_reason : std::uint8_t {
   partial_frame_budget,
   reclaimed,
   confirms_unread,
-  handshake_evicted
+  handshake_evicted,
+  revoked
 };
-inline constexpr runtime::enum_names<close_reason, 8> close_reason_names{
+inline constexpr runtime::enum_names<close_reason, 9> close_reason_names{
     {"connection_limit", "not_allowed", "idle_timeout", "proxy_header", "partial_frame_budget",
-     "reclaimed", "confirms_unread", "handshake_evicted"}};
+     "reclaimed", "confirms_unread", "handshake_evicted", "revoked"}};
 inline constexpr std::size_t close_reason_count = close_reason_names.count;
 inline std::string_view to_string(close_reason r) noexcept {
   return close_reason_names(r);
@@ -68,7 +70,7 @@ enum class partial_discard : std::uint8_t {
   peer_closed,           // the supplier closed or reset its connection mid-frame
   idle_timeout,          // no whole frame for idle_timeout_ms (a trickle)
   partial_frame_budget,  // the frame could not grow within max_partial_frame_bytes
-  not_allowed,           // a reloaded allow list expelled the supplier
+  not_allowed,           // a reload expelled the supplier (allow list, or certificate revoked)
   reclaimed,             // the connection cap gave its place to a new connection
   shutdown,              // the gateway stopped
   tls_error,             // its TLS connection failed (gatewayd_tls_errors_total says why)

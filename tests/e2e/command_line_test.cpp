@@ -349,20 +349,25 @@ BOOST_AUTO_TEST_CASE(check_refuses_a_drain_that_the_stop_timeout_would_cut_short
              lame.err);
 }
 
-// A private key its group or others can read is worth a warning (not an error: the exit status
-// stays 0), naming the file, its mode and the fix; the same file at 0600 is not. Real files,
-// real modes, the [tls] key and a consumer's client key alike.
-BOOST_AUTO_TEST_CASE(check_warns_of_a_key_others_can_read) {
+// A private key its group or others can read is refused (exit 1; the daemon does not start),
+// at its `key` line, naming the file, its mode and the fix; the same file at 0600 is not. With
+// allow_readable_key = true it is let through and warned of. Real files, real modes, the [tls]
+// key and a consumer's client key alike.
+BOOST_AUTO_TEST_CASE(a_key_others_can_read_is_refused_unless_allowed) {
   using gatewayd::test::pki;
   pki p;
   const std::string config = p.at("gatewayd.toml").string();
   const std::string routes = p.at("routes.toml").string();
-  std::ofstream{config}
-      << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gateway.crt\"\n"
-         "key = \"gateway.key\"\n";
-  std::ofstream{routes}
-      << "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\n"
-         "tls = { ca = \"ca.crt\", cert = \"orders.crt\", key = \"orders.key\" }\n";
+  const std::string tls =
+      "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\ncert = \"gateway.crt\"\n"
+      "key = \"gateway.key\"\n";
+  const auto consumer = [&](const std::string& extra) {
+    std::ofstream{routes} << "[consumers.billing]\nendpoint = \"127.0.0.1:7501\"\n"
+                             "tls = { ca = \"ca.crt\", cert = \"orders.crt\", key = \"orders.key\""
+                          << extra << " }\n";
+  };
+  std::ofstream{config} << tls;
+  consumer("");
   BOOST_REQUIRE(::chmod(p.at("gateway.key").c_str(), 0600) == 0);
   BOOST_REQUIRE(::chmod(p.at("orders.key").c_str(), 0600) == 0);
   const auto owner_only = run_gatewayd({"--check", "--config", config});
@@ -372,20 +377,70 @@ BOOST_AUTO_TEST_CASE(check_warns_of_a_key_others_can_read) {
   BOOST_REQUIRE(::chmod(p.at("gateway.key").c_str(), 0644) == 0);
   BOOST_REQUIRE(::chmod(p.at("orders.key").c_str(), 0640) == 0);
   const auto open = run_gatewayd({"--check", "--config", config});
-  BOOST_TEST(open.exit_code == 0, open.err);
-  BOOST_TEST(open.out == "configuration OK: 1 consumers, 0 routes\n");
+  BOOST_TEST(open.exit_code == 1, open.err);
+  BOOST_TEST(open.out.empty(), open.out);
   const std::string key = p.at("gateway.key").string();
-  BOOST_TEST(open.err.find(config + ": warning: tls.key: the private key " + key +
-                           " is open to its group and others (mode 0644); let only its owner "
-                           "read it: chmod 600 " +
-                           key +
-                           ", owned by the user gatewayd runs as "
-                           "(chown); under systemd keep it in /etc/gatewayd/credentials/") == 0u,
-             open.err);
-  BOOST_TEST(open.err.find(routes + ":3:7: warning: consumers.billing.tls.key: the private key " +
-                           p.at("orders.key").string() + " is open to its group (mode 0640)") !=
+  const std::string refused = config + ":5:7: tls.key: the private key " + key +
+                              " is open to its group and others (mode 0644); let only its owner "
+                              "read it: chmod 600 " +
+                              key + ", owned by the user gatewayd runs as (chown); under systemd";
+  BOOST_TEST(open.err.find(refused) == 0u, open.err);
+  BOOST_TEST(open.err.find("LoadCredential=") != std::string::npos, open.err);
+  BOOST_TEST(open.err.find(routes + ":3:") != std::string::npos, open.err);
+  BOOST_TEST(
+      open.err.find("consumers.billing.tls.key: the private key " + p.at("orders.key").string() +
+                    " is open to its group (mode 0640)") != std::string::npos,
+      open.err);
+  // The daemon refuses to start with it, saying the same.
+  const auto started = run_gatewayd({"--config", config});
+  BOOST_TEST(started.exit_code == 1, started.err);
+  BOOST_TEST(
+      started.err.find("tls.key: the private key " + key + " is open to") != std::string::npos,
+      started.err);
+
+  // Access managed otherwise: said at every check and start, no longer refused.
+  std::ofstream{config} << tls << "allow_readable_key = true\n";
+  consumer(", allow_readable_key = true");
+  const auto allowed = run_gatewayd({"--check", "--config", config});
+  BOOST_TEST(allowed.exit_code == 0, allowed.err);
+  BOOST_TEST(allowed.err.find(config +
+                              ": warning: tls.key: allowed by allow_readable_key = true: "
+                              "the private key " +
+                              key + " is open to its group and others (mode 0644)") == 0u,
+             allowed.err);
+  BOOST_TEST(allowed.err.find(routes +
+                              ":3:7: warning: consumers.billing.tls.key: allowed by "
+                              "allow_readable_key = true: the private key " +
+                              p.at("orders.key").string() + " is open to its group (mode 0640)") !=
                  std::string::npos,
-             open.err);
+             allowed.err);
+}
+
+// systemd's credentials are the service's own copies, 0400 (0440 in some versions: the group is
+// the service's own, and only its user may enter the directory): a group bit there is no
+// exposure and is accepted; an "other" bit still is refused.
+BOOST_AUTO_TEST_CASE(a_credentials_key_may_be_group_readable_not_world_readable) {
+  using gatewayd::test::pki;
+  pki p;
+  const std::string config = p.at("gatewayd.toml").string();
+  std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\n"
+                           "cert = \"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\"\n"
+                           "key = \"${CREDENTIALS_DIRECTORY}/tls_gateway.key\"\n";
+  std::ofstream{p.at("routes.toml")} << "";
+  fs::create_directory(p.at("creds"));
+  fs::copy_file(p.at("gateway.crt"), p.at("creds/tls_gateway.crt"));
+  fs::copy_file(p.at("gateway.key"), p.at("creds/tls_gateway.key"));
+  const std::string creds = "CREDENTIALS_DIRECTORY=" + p.at("creds").string();
+  for (const ::mode_t mode : {0400, 0440}) {
+    BOOST_REQUIRE(::chmod(p.at("creds/tls_gateway.key").c_str(), mode) == 0);
+    const auto r = run_gatewayd({"--check", "--config", config}, std::chrono::seconds(10), {creds});
+    BOOST_TEST(r.exit_code == 0, std::oct << mode << ": " << r.err);
+    BOOST_TEST(r.err.empty(), r.err);
+  }
+  BOOST_REQUIRE(::chmod(p.at("creds/tls_gateway.key").c_str(), 0444) == 0);
+  const auto r = run_gatewayd({"--check", "--config", config}, std::chrono::seconds(10), {creds});
+  BOOST_TEST(r.exit_code == 1, r.err);
+  BOOST_TEST(r.err.find("is open to its group and others (mode 0444)") != std::string::npos, r.err);
 }
 
 // With client_ca every supplier has an identity; without [suppliers_default] the ones no

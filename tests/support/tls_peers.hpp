@@ -1,20 +1,24 @@
 // What the TLS tests share: a CA and certificates made with the openssl CLI in a temp dir,
-// a blocking TLS supplier on 127.0.0.1, and a wait for a metric to reach a value.
+// a blocking TLS supplier on 127.0.0.1 (and one streaming from a thread of its own), and a wait
+// for a metric to reach a value.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>
 #include <asio/ssl.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <thread>
 
+#include "protocol/frame_codec.hpp"
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/wait_until.hpp"
+#include "tools/traffic/payload.hpp"
 
 namespace gatewayd::test {
 
@@ -136,6 +140,46 @@ struct tls_supplier {
     std::error_code ec;
     stream.read_some(asio::buffer(&byte, 1), ec);
     return static_cast<bool>(ec);
+  }
+};
+
+// One supplier connection writing numbered frames from its own thread until stopped: a few
+// frames every few milliseconds, each write whole (blocking), counted once it returned.
+struct streaming_supplier {
+  tls_supplier link;
+  std::uint16_t sender;
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<bool> failed{false};
+  std::atomic<bool> stop{false};
+  std::thread thread;
+
+  streaming_supplier(const pki& p, const std::string& cert, std::uint16_t id, unsigned short port)
+      : link(p, cert), sender(id) {
+    BOOST_TEST_REQUIRE(!link.connect(port), "supplier " << id << " (" << cert << ") connects");
+    thread = std::thread([this] { run(); });
+  }
+  ~streaming_supplier() { halt(); }
+
+  void halt() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+
+  void run() {
+    std::uint64_t next = 0;
+    while (!stop) {
+      std::string batch;
+      for (int i = 0; i < 8; ++i)
+        batch +=
+            gatewayd::protocol::encode_frame("stream." + std::to_string(sender),
+                                             gatewayd::traffic::numbered_payload(sender, next++));
+      if (link.send(batch)) {
+        failed = true;
+        return;
+      }
+      sent.store(next, std::memory_order_release);
+      std::this_thread::sleep_for(3ms);
+    }
   }
 };
 

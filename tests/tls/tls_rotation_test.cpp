@@ -83,46 +83,6 @@ std::string until_served(const pki& p, const std::string& client_cert, unsigned 
   return seen;
 }
 
-// One supplier connection writing numbered frames from its own thread until stopped: a few
-// frames every few milliseconds, each write whole (blocking), counted once it returned.
-struct streaming_supplier {
-  tls_supplier link;
-  std::uint16_t sender;
-  std::atomic<std::uint64_t> sent{0};
-  std::atomic<bool> failed{false};
-  std::atomic<bool> stop{false};
-  std::thread thread;
-
-  streaming_supplier(const pki& p, const std::string& cert, std::uint16_t id, unsigned short port)
-      : link(p, cert), sender(id) {
-    BOOST_TEST_REQUIRE(!link.connect(port), "supplier " << id << " (" << cert << ") connects");
-    thread = std::thread([this] { run(); });
-  }
-  ~streaming_supplier() { halt(); }
-
-  void halt() {
-    stop = true;
-    if (thread.joinable()) thread.join();
-  }
-
-  void run() {
-    std::uint64_t next = 0;
-    while (!stop) {
-      std::string batch;
-      for (int i = 0; i < 8; ++i)
-        batch +=
-            gatewayd::protocol::encode_frame("stream." + std::to_string(sender),
-                                             gatewayd::traffic::numbered_payload(sender, next++));
-      if (link.send(batch)) {
-        failed = true;
-        return;
-      }
-      sent.store(next, std::memory_order_release);
-      std::this_thread::sleep_for(3ms);
-    }
-  }
-};
-
 std::string failures(const std::string& reason) {
   return "gatewayd_supplier_tls_handshake_failures_total{reason=\"" + reason + "\"}";
 }

@@ -171,26 +171,6 @@ BOOST_AUTO_TEST_CASE(no_certificate_unknown_ca_and_expired_are_refused_by_reason
   BOOST_TEST(gw.daemon->count_in_log("TLS handshake failed") >= 1u);
 }
 
-BOOST_AUTO_TEST_CASE(plaintext_client_on_the_tls_port_fails_fast) {
-  pki p;
-  test_consumer sink;
-  gateway_fixture gw(consumer_toml("sink", sink.endpoint()) + route_toml(">", {"sink"}), "", {},
-                     true, p.tls_table(true));
-  asio::io_context ioc;
-  asio::ip::tcp::socket plain(ioc);
-  plain.connect({asio::ip::make_address("127.0.0.1"), gw.supplier_port});
-  const auto started = std::chrono::steady_clock::now();
-  asio::write(plain, asio::buffer(gatewayd::protocol::encode_frame("a.b", "in clear")));
-  // The gateway answers with an alert and closes: read to the end.
-  std::error_code ec;
-  char buf[256];
-  while (!ec)
-    plain.read_some(asio::buffer(buf), ec);
-  BOOST_TEST((std::chrono::steady_clock::now() - started < 2s));
-  BOOST_TEST(wait_metric(gw.metrics_port, failures("not_tls"), 1) == 1);
-  BOOST_TEST(sink.count() == 0u);
-}
-
 BOOST_AUTO_TEST_CASE(a_silent_peer_meets_the_handshake_deadline) {
   pki p;
   test_consumer sink;

@@ -47,6 +47,9 @@ const std::map<std::string, std::string> non_default = {
     {"tls.cert", "cert = \"other.crt\"\nkey = \"g.key\""},
     {"tls.key", "cert = \"g.crt\"\nkey = \"other.key\""},
     {"tls.client_ca", "cert = \"g.crt\"\nkey = \"g.key\"\nclient_ca = \"ca.crt\""},
+    // crl goes with client_ca: it changes one key of mutual_base (below).
+    {"tls.crl", "cert = \"g.crt\"\nkey = \"g.key\"\nclient_ca = \"ca.crt\"\ncrl = \"ca.crl\""},
+    {"tls.allow_readable_key", "cert = \"g.crt\"\nkey = \"g.key\"\nallow_readable_key = true"},
     {"tls.handshake_timeout_ms", "cert = \"g.crt\"\nkey = \"g.key\"\nhandshake_timeout_ms = 500"},
     {"tls.ktls", "cert = \"g.crt\"\nkey = \"g.key\"\nktls = \"off\""},
     {"metrics.listen", "listen = \"127.0.0.1:9999\""},
@@ -88,6 +91,8 @@ std::string read_file(const std::string& path) {
 BOOST_AUTO_TEST_CASE(every_key_changes_exactly_its_own_setting) {
   const service_config plain = parse_with("gateway", "threads = 0");
   const service_config tls_base = parse_with("tls", "cert = \"g.crt\"\nkey = \"g.key\"");
+  const service_config mutual_base =
+      parse_with("tls", "cert = \"g.crt\"\nkey = \"g.key\"\nclient_ca = \"ca.crt\"");
   BOOST_TEST(plan_reload(plain, plain).live.empty());
   BOOST_TEST(plan_reload(plain, plain).restart.empty());
   std::set<std::string> covered;
@@ -95,7 +100,9 @@ BOOST_AUTO_TEST_CASE(every_key_changes_exactly_its_own_setting) {
     BOOST_TEST_CONTEXT("setting " << s.path()) {
       const auto it = non_default.find(s.path());
       BOOST_REQUIRE_MESSAGE(it != non_default.end(), "no sample value for a new setting");
-      const service_config& base = s.section == "tls" ? tls_base : plain;
+      const service_config& base = s.path() == "tls.crl" ? mutual_base
+                                   : s.section == "tls"  ? tls_base
+                                                         : plain;
       const auto next = parse_with(std::string{s.section}, it->second);
       const auto plan = plan_reload(base, next);
       const auto changed = s.effect == reload_effect::restart ? plan.restart : plan.live;
