@@ -160,7 +160,8 @@ void write_frames(net::tls_channel& channel, asio::ip::tcp::socket& socket, std:
 }
 
 net::tls_server_context server_context(const test::pki& p) {
-  auto c = net::make_tls_server_context({p.at("gateway.crt"), p.at("gateway.key"), p.at("ca.crt")});
+  auto c =
+      net::make_tls_server_context({p.at("gateway.crt"), p.at("gateway.key"), p.at("ca.crt"), {}});
   BOOST_TEST_REQUIRE(c.error.empty(), c.error);
   return c;
 }
@@ -281,7 +282,7 @@ BOOST_AUTO_TEST_CASE(a_tls13_client_streams_through_and_key_updates_go_both_ways
 BOOST_AUTO_TEST_CASE(a_tls13_server_with_tickets_reads_our_batches_across_its_key_update) {
   test::pki p;
   const auto client = net::make_tls_client_context(
-      {p.at("ca.crt"), "gateway.test", p.at("orders.crt"), p.at("orders.key")});
+      {p.at("ca.crt"), "gateway.test", p.at("orders.crt"), p.at("orders.key"), {}});
   BOOST_TEST_REQUIRE(client.error.empty(), client.error);
   constexpr std::size_t total = 3'000'000;
   const std::string data = pattern_run(0, total);
@@ -555,7 +556,8 @@ BOOST_AUTO_TEST_CASE(a_key_update_requester_that_never_reads_makes_reads_wait_fo
 // A file OpenSSL cannot open is named with the reason the system gave, not an error number.
 BOOST_AUTO_TEST_CASE(a_missing_certificate_file_is_told_in_words) {
   test::pki p;
-  const auto built = net::make_tls_server_context({p.at("missing.crt"), p.at("gateway.key"), {}});
+  const auto built =
+      net::make_tls_server_context({p.at("missing.crt"), p.at("gateway.key"), {}, {}});
   BOOST_TEST(!built.context);
   BOOST_TEST(built.error.find("No such file or directory") != std::string::npos, built.error);
 }
