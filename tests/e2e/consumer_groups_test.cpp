@@ -592,8 +592,10 @@ BOOST_AUTO_TEST_CASE(a_reload_adds_and_removes_members_in_place) {
   u.add(c.frames());
   BOOST_TEST(u.seen.size() == 2 * round);
   BOOST_TEST(u.duplicates() == 0u);
-  // The new member took about half of the second round (and part of what b had queued).
-  BOOST_TEST(c.count() - c_before >= round / 2 - round / 20);
+  // The new member took its turns at once: about half of the second round on a quiet host (and
+  // part of what b had queued), less when its reader lags and its socket refuses for moments
+  // (42 % beside a compiler); a member the reload had not added would take none.
+  BOOST_TEST(c.count() - c_before >= round / 4, c.count() - c_before << " of " << round);
   for (const auto& f : b.frames()) {
     BOOST_TEST_INFO(seq_of(f.payload));
     BOOST_TEST(seq_of(f.payload) < round);  // nothing routed after the reload went to b
