@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "config/config_text.hpp"
 #include "config/consumer_tls_reader.hpp"
 #include "config/file_digest.hpp"
 #include "config/nearest_name.hpp"
@@ -21,15 +22,6 @@ using presence = toml_checker::presence;
 
 bool position_less(const toml::source_region& a, const toml::source_region& b) {
   return std::pair{a.begin.line, a.begin.column} < std::pair{b.begin.line, b.begin.column};
-}
-
-std::string in_quotes(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  out += s;
-  out += '"';
-  return out;
 }
 
 // Reads one routes.toml document into `config`, reporting every problem to `check`.

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "config/config_text.hpp"
 #include "config/routes_loader.hpp"
 #include "config/settings.hpp"
 #include "config/tls_table_reader.hpp"
@@ -35,16 +36,6 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 2> removed_g
     {"concurrency", "gatewayd always runs Leader/Followers"},
     {"consumer_drain", "gatewayd always drains each consumer on its own strand"},
 }};
-
-std::string in_quotes(std::string_view s) {
-  return '"' + std::string{s} + '"';
-}
-
-fs::path absolute_normal(const fs::path& p) {
-  std::error_code ec;
-  auto absolute = fs::absolute(p, ec);
-  return (ec ? p : absolute).lexically_normal();
-}
 
 // What reading gatewayd.toml yields even when it has errors: load_full_config still wants
 // the routes file, to report its errors in the same run.

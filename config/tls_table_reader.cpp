@@ -6,6 +6,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "config/config_text.hpp"
 #include "config/key_file_mode.hpp"
 #include "config/settings.hpp"
 
@@ -16,16 +17,6 @@ namespace fs = std::filesystem;
 using presence = toml_checker::presence;
 
 constexpr std::int64_t max_milliseconds = std::numeric_limits<std::int32_t>::max();
-
-std::string in_quotes(std::string_view s) {
-  return '"' + std::string{s} + '"';
-}
-
-fs::path absolute_normal(const fs::path& p) {
-  std::error_code ec;
-  auto absolute = fs::absolute(p, ec);
-  return (ec ? p : absolute).lexically_normal();
-}
 
 class tls_reader {
  public:
