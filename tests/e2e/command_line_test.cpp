@@ -416,12 +416,11 @@ BOOST_AUTO_TEST_CASE(a_key_others_can_read_is_refused_unless_allowed) {
              allowed.err);
 }
 
-// systemd's credentials are the service's own copies, 0400 (0440 in some versions: the group is
-// the service's own, and only its user may enter the directory): a group bit there is no
-// exposure and is accepted; an "other" bit still is refused.
-BOOST_AUTO_TEST_CASE(a_credentials_key_may_be_group_readable_not_world_readable) {
-  using gatewayd::test::pki;
-  pki p;
+namespace {
+
+// A gatewayd.toml whose [tls] pair is named under ${CREDENTIALS_DIRECTORY}, and that directory
+// (p's "creds", holding copies of the pair) as the environment entry that names it.
+std::pair<std::string, std::string> credentials_config(const gatewayd::test::pki& p) {
   const std::string config = p.at("gatewayd.toml").string();
   std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\n"
                            "cert = \"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\"\n"
@@ -430,7 +429,18 @@ BOOST_AUTO_TEST_CASE(a_credentials_key_may_be_group_readable_not_world_readable)
   fs::create_directory(p.at("creds"));
   fs::copy_file(p.at("gateway.crt"), p.at("creds/tls_gateway.crt"));
   fs::copy_file(p.at("gateway.key"), p.at("creds/tls_gateway.key"));
-  const std::string creds = "CREDENTIALS_DIRECTORY=" + p.at("creds").string();
+  return {config, "CREDENTIALS_DIRECTORY=" + p.at("creds").string()};
+}
+
+}  // namespace
+
+// systemd's credentials are the service's own copies, 0400 (0440 in some versions: the group is
+// the service's own, and only its user may enter the directory): a group bit there is no
+// exposure and is accepted; an "other" bit still is refused.
+BOOST_AUTO_TEST_CASE(a_credentials_key_may_be_group_readable_not_world_readable) {
+  using gatewayd::test::pki;
+  pki p;
+  const auto [config, creds] = credentials_config(p);
   for (const ::mode_t mode : {0400, 0440}) {
     BOOST_REQUIRE(::chmod(p.at("creds/tls_gateway.key").c_str(), mode) == 0);
     const auto r = run_gatewayd({"--check", "--config", config}, std::chrono::seconds(10), {creds});
@@ -485,15 +495,7 @@ BOOST_AUTO_TEST_CASE(check_warns_of_identities_no_rule_names) {
 BOOST_AUTO_TEST_CASE(check_can_leave_the_credentials_to_the_running_gateway) {
   using gatewayd::test::pki;
   pki p;
-  const std::string config = p.at("gatewayd.toml").string();
-  std::ofstream{config} << "[gateway]\nroutes_file = \"routes.toml\"\n[tls]\n"
-                           "cert = \"${CREDENTIALS_DIRECTORY}/tls_gateway.crt\"\n"
-                           "key = \"${CREDENTIALS_DIRECTORY}/tls_gateway.key\"\n";
-  std::ofstream{p.at("routes.toml")} << "";
-  fs::create_directory(p.at("creds"));
-  fs::copy_file(p.at("gateway.crt"), p.at("creds/tls_gateway.crt"));
-  fs::copy_file(p.at("gateway.key"), p.at("creds/tls_gateway.key"));
-  const std::string creds = "CREDENTIALS_DIRECTORY=" + p.at("creds").string();
+  const auto [config, creds] = credentials_config(p);
   const auto readable =
       run_gatewayd({"--check", "--config", config}, std::chrono::seconds(10), {creds});
   BOOST_TEST(readable.exit_code == 0, readable.err);
