@@ -114,7 +114,7 @@ std::uint64_t session_registry::begin_handshake(std::uint64_t source, std::funct
     }
     if (evict) {
       ticket = next_ticket_++;
-      handshakes_.emplace(ticket, handshake{source, false, std::move(evict)});
+      handshakes_.emplace(ticket, handshake{source, std::move(evict)});
       silent_.insert(ticket);
       auto& mine = by_source_[source];
       mine.all.insert(ticket);
@@ -129,9 +129,7 @@ std::uint64_t session_registry::begin_handshake(std::uint64_t source, std::funct
 void session_registry::handshake_progressed(std::uint64_t ticket) {
   std::lock_guard lock(mutex_);
   const auto it = handshakes_.find(ticket);
-  if (it == handshakes_.end() || it->second.progressed) return;
-  it->second.progressed = true;
-  silent_.erase(ticket);
+  if (it == handshakes_.end() || silent_.erase(ticket) == 0) return;  // gone, or marked already
   if (const auto source = by_source_.find(it->second.source); source != by_source_.end())
     source->second.silent.erase(ticket);
 }

@@ -172,7 +172,6 @@ class session_registry {
   std::size_t max_handshakes_ = std::numeric_limits<std::size_t>::max();
   struct handshake {
     std::uint64_t source = 0;
-    bool progressed = false;  // its first bytes arrived
     std::function<void()> evict;
   };
   // A source's handshakes, by ticket (oldest first), and those of them that have sent nothing.
@@ -186,7 +185,7 @@ class session_registry {
   std::function<void()> forget_handshake_locked(std::uint64_t ticket);
 
   std::map<std::uint64_t, handshake> handshakes_;  // by ticket: oldest first
-  std::set<std::uint64_t> silent_;                 // tickets that have sent nothing, oldest first
+  std::set<std::uint64_t> silent_;  // tickets whose first bytes have not arrived, oldest first
   std::unordered_map<std::uint64_t, source_handshakes> by_source_;
   std::uint64_t next_ticket_ = 1;
   std::atomic<std::int64_t>* handshakes_gauge_ = nullptr;
