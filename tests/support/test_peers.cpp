@@ -48,6 +48,15 @@ void test_consumer::run() {
   std::vector<char> chunk(256 * 1024);
   std::uint64_t conn_frames = 0;  // this connection's, for its acks
   auto last_ack = std::chrono::steady_clock::now();
+  // Acknowledges every frame this connection has read so far (the cumulative ack).
+  auto send_ack = [&] {
+    char ack[protocol::max_control_size];
+    const std::size_t len =
+        protocol::encode_control({protocol::control_message::kind::ack, conn_frames}, ack);
+    std::error_code ignored;
+    asio::write(*conn, asio::buffer(ack, len), ignored);
+    last_ack = std::chrono::steady_clock::now();
+  };
   auto close_conn = [&] {
     conn_frames = 0;
     if (!buffer.empty()) ++partial_at_close_;
@@ -63,12 +72,7 @@ void test_consumer::run() {
     ::poll(fds, 2, 20);
     if (conn && ack_ && repeat_acks_ && conn_frames > 0 &&
         std::chrono::steady_clock::now() - last_ack >= std::chrono::milliseconds(100)) {
-      char ack[protocol::max_control_size];
-      const std::size_t len =
-          protocol::encode_control({protocol::control_message::kind::ack, conn_frames}, ack);
-      std::error_code ignored;
-      asio::write(*conn, asio::buffer(ack, len), ignored);
-      last_ack = std::chrono::steady_clock::now();
+      send_ack();
     }
     if (fds[0].revents & POLLIN) {
       std::error_code ec;
@@ -106,12 +110,7 @@ void test_consumer::run() {
     if (conn) buffer.erase(0, pos);
     if (conn && ack_ && !got.empty()) {
       conn_frames += got.size();
-      char ack[protocol::max_control_size];
-      const std::size_t len =
-          protocol::encode_control({protocol::control_message::kind::ack, conn_frames}, ack);
-      std::error_code ignored;
-      asio::write(*conn, asio::buffer(ack, len), ignored);
-      last_ack = std::chrono::steady_clock::now();
+      send_ack();
     }
     if (!got.empty()) {
       std::lock_guard lock(mutex_);
