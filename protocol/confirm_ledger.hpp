@@ -33,10 +33,11 @@ class confirm_owner {
   ~confirm_owner() = default;
 };
 
-// What every ledger holds, open connections' and closed ones' together, against the gateway-wide
-// max_confirm_ledger_bytes. Lock-free counting: a block is taken when allocated, given back when
-// freed (any thread). Nothing is refused here: a session that finds it full() reads no more
-// until it is not (the bound may be passed by what the reads in progress number).
+// What every ledger holds, open connections' and closed ones' together, shown beside the
+// gateway-wide max_confirm_ledger_bytes. Lock-free counting: a block is taken when allocated,
+// given back when freed (any thread). Nothing is refused here, and nobody waits on it: the bound
+// is shared out among the consumers, each of which applies its own policy at its share
+// (consumers/confirm_share.hpp), so what one consumer owes never holds back another's suppliers.
 class confirm_ledger_budget {
  public:
   confirm_ledger_budget() = default;
@@ -47,10 +48,6 @@ class confirm_ledger_budget {
   void set_limit(std::uint64_t bytes) noexcept { limit_.store(bytes, std::memory_order_relaxed); }
   std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
   std::uint64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
-  bool full() const noexcept {
-    const std::uint64_t l = limit();
-    return l != 0 && used() >= l;
-  }
   void take(std::uint64_t bytes) noexcept { used_.fetch_add(bytes, std::memory_order_relaxed); }
   void give_back(std::uint64_t bytes) noexcept {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
