@@ -26,6 +26,10 @@ class admitter {
   void offer(const frame_slice& f, bool congested, frame_packer* pack_into) {
     // `reserved`: the frame's bytes are held in the budget (and must be given back if it goes).
     bool reserved = batch_reserved_;
+    if (f.confirm && !take_confirm()) {
+      refuse(f, drop_reason::confirms_owed, reserved);
+      return;
+    }
     bool keep = false;
     switch (congested ? limits_.policy : overflow_policy::backpressure) {
       case overflow_policy::drop_oldest:
@@ -53,13 +57,26 @@ class admitter {
 
   // Uncongested, with the batch's bytes reserved, every frame is kept as it is (offer() would
   // find nothing to check): a run of one chunk then goes in at once.
-  bool keeps_whole_runs(bool congested) const noexcept { return !congested && batch_reserved_; }
+  bool keeps_whole_runs(bool congested) const noexcept {
+    return !congested && batch_reserved_ && !limit_confirms_;
+  }
+  // The batch holds more CONFIRM frames than the consumer may still owe: each takes room.
+  void limit_confirms(std::uint64_t room) noexcept {
+    limit_confirms_ = true;
+    confirm_room_ = room;
+  }
   void keep_run(std::span<const frame_slice> run, std::uint64_t bytes) {
     queue_.push_back_run(run, bytes);
     a_.queued += static_cast<std::uint32_t>(run.size());
   }
 
  private:
+  bool take_confirm() noexcept {
+    if (!limit_confirms_) return true;
+    if (confirm_room_ == 0) return false;
+    --confirm_room_;
+    return true;
+  }
   bool fits_frames() const noexcept { return queue_.size() < limits_.capacity; }
   bool fits_bytes(const frame_slice& f) const noexcept {
     return !limits_.byte_cap || queue_.bytes() + f.size <= limits_.byte_cap;
@@ -154,6 +171,8 @@ class admitter {
   queue_budget* budget_;
   protocol::release_batch& refused_;
   const bool batch_reserved_;
+  bool limit_confirms_ = false;
+  std::uint64_t confirm_room_ = 0;
   std::uint64_t unreserve_ = 0;
   admission a_;
 };
@@ -162,11 +181,17 @@ class admitter {
 
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
                 queue_budget* budget, bool congested, frame_packer* packer,
-                protocol::release_batch& refused) {
+                protocol::release_batch& refused, std::uint64_t confirm_room) {
   std::uint64_t batch_bytes = 0;
-  for (const auto& f : frames)
+  std::uint32_t confirms = 0;
+  for (const auto& f : frames) {
     batch_bytes += f.size;
+    confirms += f.confirm != nullptr;
+  }
   admitter a(queue, limits, budget, refused, batch_bytes);
+  a.result().confirms = confirms;
+  // Only a batch with more CONFIRM frames than the consumer may still owe goes frame by frame.
+  if (confirms > confirm_room) a.limit_confirms(confirm_room);
   std::size_t run = 0;
   while (run < frames.size()) {
     // A run: neighbouring frames of one read chunk. Sparse ones are copied when packing.

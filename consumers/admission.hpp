@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "consumers/consumer_stats.hpp"
@@ -29,6 +30,7 @@ struct admission {
   std::uint64_t discarded = 0;  // the backlog the disconnect policy threw away
   bool slow = false;            // the disconnect policy fired: drop the link
   bool over_budget = false;     // backpressure queued past the global budget
+  std::uint32_t confirms = 0;   // CONFIRM frames in the batch (queued or refused)
 };
 
 // Admits `frames`, each owning one chunk reference, into `queue`: a queued frame keeps its
@@ -47,9 +49,15 @@ struct admission {
 // With a `packer` (a congested consumer's, which will hold its frames for long), frames that sit
 // sparsely in their read chunk (a run of the batch using under an eighth of it) are queued as
 // copies in the packer's chunks, so they do not keep the read chunk alive.
+//
+// `confirm_room`: how many more CONFIRM frames the consumer may owe before it owes its share of
+// the confirm bound and its policy drops (confirm_share.hpp): past it the batch's CONFIRM frames
+// are refused (drop reason confirms_owed, their suppliers told `reject` 1), its plain frames
+// admitted as ever. Checked frame by frame, as the queue's own bound is, only when the batch
+// holds more CONFIRM frames than that.
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
                 queue_budget* budget, bool congested, frame_packer* packer,
-                protocol::release_batch& refused);
+                protocol::release_batch& refused, std::uint64_t confirm_room = UINT64_MAX);
 
 // Applies the policy to what `queue` already holds, when its consumer becomes congested: while
 // it kept up every frame was queued, past the limits if need be (above), and from now on the

@@ -6,6 +6,9 @@
 
 #include <cassert>
 
+#include "runtime/log.hpp"
+#include "runtime/log_limit.hpp"
+
 namespace gatewayd::consumers {
 
 consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
@@ -24,7 +27,11 @@ consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts
       link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max),
             opts.limits, *this, spec.ack),
       grace_timer_(strand_),
-      drain_timer_(strand_) {}
+      drain_timer_(strand_) {
+  // Every CONFIRM frame it lets go of is counted where it goes (what it owes is its own).
+  queue_.count_settled_in(&stats_.confirms_settled);
+  drain_.count_settled_in(&stats_.confirms_settled);
+}
 
 consumer::~consumer() {
   // Only a destroyed io_context (handlers dropped unrun) gets here with frames held; the
@@ -64,9 +71,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
                                    bool drain_here) {
   put_result result;
   if (frames.empty()) return result;
-  // Declared before the lock so that the last run of refused references is released after
-  // the unlock.
-  protocol::release_batch refused;
+  // Before the lock: its last run of references goes after the unlock, counted as settled here.
+  protocol::release_batch refused(&stats_.confirms_settled);
   admission a;
   bool start_drain = false;
   bool stray = false;  // a group member that is down was given frames (chosen as it went)
@@ -88,13 +94,16 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       for (const auto& f : frames)
         refused.rejected(f, reject_for(ending_));
       a.drops[static_cast<std::size_t>(ending_)] = frames.size();
+      take_confirms_locked(confirms_in(frames));
     } else {
       // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
       // packed from the moment it refuses, not once it counts as slow, so that its grace is
       // bounded by its limits rather than by the read chunks its frames pin.
       const bool policy = policy_applies(flow_);
       a = admit(queue_, frames, limits_, opts_.budget, policy,
-                policy || flow_ == flow::refusing ? &packer_ : nullptr, refused);
+                policy || flow_ == flow::refusing ? &packer_ : nullptr, refused,
+                confirm_room_locked());
+      take_confirms_locked(a.confirms);  // before `refused` settles them, the pause mark asks
       if (a.slow) slow_conn = give_up_link_locked();
       // Past its pause mark (pause_mark_locked() says which and why) the suppliers pause.
       const pause_mark mark = pause_mark_locked(a.over_budget);
@@ -161,6 +170,12 @@ void consumer::settle_policy(const admission& a, std::uint64_t slow_conn) {
   for (std::size_t i = 0; i < drop_reason_count; ++i) {
     if (a.drops[i]) stats_.dropped[i].fetch_add(a.drops[i], std::memory_order_relaxed);
   }
+  if (const auto refused = a.drops[static_cast<std::size_t>(drop_reason::confirms_owed)]) {
+    GW_LOG_LIMITED(warning, "consumers owing their confirm share")
+        << "consumer " << name_ << " owes its share of max_confirm_ledger_bytes ("
+        << confirm_share() << " CONFIRM frames): " << refused
+        << " more rejected to their suppliers (confirms_owed)";
+  }
   if (slow_conn) {
     asio::post(strand_, [self = shared_from_this(), slow_conn, n = a.discarded] {
       self->link_.drop_slow(slow_conn, n);
@@ -199,7 +214,7 @@ void consumer::on_link_up(std::uint64_t conn) {
 }
 
 void consumer::on_link_down() {
-  protocol::release_batch released;
+  protocol::release_batch released(&stats_.confirms_settled);
   admission trimmed;
   std::vector<std::weak_ptr<flow_control_listener>> held;
   {

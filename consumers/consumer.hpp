@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "consumers/admission.hpp"
+#include "consumers/confirm_share.hpp"
 #include "consumers/consumer_link.hpp"
 #include "consumers/consumer_spec.hpp"
 #include "consumers/consumer_stats.hpp"
@@ -41,6 +42,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
     std::chrono::milliseconds reconnect_initial{100};
     std::chrono::milliseconds reconnect_max{30000};
     queue_budget* budget = nullptr;  // gateway-wide byte cap shared by all consumers; may be null
+    // Its share of max_confirm_ledger_bytes, in CONFIRM frames owed; may be null (no bound).
+    const confirm_share* confirms = nullptr;
     // How long a consumer whose socket is full may take to catch up (empty its queue) before
     // it counts as slow and its overflow policy applies; until then the gateway holds its
     // frames and pauses the suppliers feeding it at the high-water mark. Longer than a busy
@@ -114,6 +117,10 @@ class consumer : public std::enable_shared_from_this<consumer>,
   const consumer_stats& stats() const noexcept { return stats_; }
   std::uint32_t capacity() const noexcept;
   overflow_policy policy() const noexcept;
+  // CONFIRM frames it may owe before it is full (0: no bound; confirm_share.hpp).
+  std::uint64_t confirm_share() const noexcept {
+    return opts_.confirms ? opts_.confirms->frames() : 0;
+  }
 
  private:
   // How frames flow to the consumer's endpoint, under mutex_. Every change goes through
@@ -216,6 +223,17 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // Outside the lock: counts what the policy dropped and has the strand drop `slow_conn`.
   void settle_policy(const admission& a, std::uint64_t slow_conn);
 
+  // It owes its share of the confirm bound (confirm_share.hpp): full, as at its queue's limits;
+  // below half of it, suppliers it paused for that go on. Any thread.
+  bool owes_share() const noexcept;
+  bool owes_under_half_share() const noexcept;
+  // Under mutex_: CONFIRM frames a put() may still give it before a dropping policy refuses
+  // them, whatever its flow (unbounded for backpressure: pause_mark_locked() pauses instead).
+  std::uint64_t confirm_room_locked() const noexcept;
+  // Under mutex_: `n` more CONFIRM frames routed to it (put, take_over).
+  void take_confirms_locked(std::uint32_t n) noexcept {
+    if (n) stats_.confirms_taken.fetch_add(n, std::memory_order_relaxed);
+  }
   // Backpressure: suppliers paused on this consumer leave the list under the lock and are
   // resumed outside it.
   bool below_low_water_locked() const noexcept;

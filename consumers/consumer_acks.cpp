@@ -29,6 +29,8 @@ ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
     frames_delivered(unacked_.front(covered));
     unacked_.pop_front(covered);
     publish_unacked();
+    // Acks settle what it owes: suppliers a backpressure consumer paused for its share go on.
+    if (policy() == overflow_policy::backpressure) resume_if_below_low_water();
   }
   if (!resume_parked_writer()) check_drain();
   return ack_error::none;
@@ -47,12 +49,12 @@ void consumer::redeliver_locked() {
 }
 
 void consumer::frames_delivered(std::span<const frame_slice> frames) noexcept {
-  protocol::deliver_slices(frames);
+  protocol::deliver_slices(frames, &stats_.confirms_settled);
 }
 
 void consumer::frames_abandoned(std::span<const frame_slice> frames,
                                 protocol::give_up why) noexcept {
-  protocol::reject_slices(frames, why);
+  protocol::reject_slices(frames, why, &stats_.confirms_settled);
 }
 
 void consumer::publish_unacked() noexcept {

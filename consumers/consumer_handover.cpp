@@ -31,6 +31,8 @@ void consumer::take_over(std::span<const frame_slice> frames) {
     // it writes them (a congested member's policy trims it then).
     queue_.push_front_batch(frames);
     if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
+    // Their debts move with them: owed by this member from now on.
+    take_confirms_locked(confirms_in(frames));
     publish_depth_locked();
     if (writable(flow_) && writer_ == writer::idle && life_ < life::closed) {
       enter_writer_locked(writer::writing);
@@ -92,6 +94,8 @@ void consumer::hand_over_held(handover_cause cause) {
   paused_.resume_released();
   publish_unacked();
   if (frames.empty()) return;
+  // Owed by the members that take them from here on (take_over), not by this one.
+  stats_.confirms_settled.fetch_add(confirms_in(frames), std::memory_order_relaxed);
   stats_.handovers.fetch_add(1, std::memory_order_relaxed);
   stats_.handed_over_frames.fetch_add(frames.size(), std::memory_order_relaxed);
   group->hand_over(this, frames);

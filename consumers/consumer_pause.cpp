@@ -2,6 +2,8 @@
 // low-water mark): the backpressure rule, under the consumer's lock; resumed outside it.
 #include "consumers/consumer.hpp"
 
+#include <algorithm>
+
 namespace gatewayd::consumers {
 
 // Only a group's choice reads it: a consumer of its own pays nothing for it.
@@ -20,7 +22,9 @@ void consumer::publish_pause_mark_locked() noexcept {
 // nobody: new frames go by a table that no longer names it.
 consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcept {
   if (life_ != life::open) return pause_mark::none;
-  const bool full = at_limit(queue_, limits_) || over_budget;
+  // Owing its share of the confirm bound it is full too; only its own suppliers pause for it.
+  const bool full = at_limit(queue_, limits_) || over_budget ||
+                    (limits_.policy == overflow_policy::backpressure && owes_share());
   if (limits_.policy == overflow_policy::backpressure && full) return pause_mark::consumer_full;
   if (policy_applies(flow_)) return pause_mark::none;
   const bool behind = flow_ == flow::refusing ? full : above_high_water(queue_, limits_);
@@ -38,7 +42,24 @@ bool consumer::below_low_water_locked() const noexcept {
       policy_applies(flow_) || (flow_ == flow::refusing ? below_half_limits(queue_, limits_)
                                                         : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
-  return caught_up && below_half_limits(queue_, limits_);
+  return caught_up && below_half_limits(queue_, limits_) && owes_under_half_share();
+}
+
+bool consumer::owes_share() const noexcept {
+  const std::uint64_t share = confirm_share();
+  return share && stats_.confirms_owed() >= share;
+}
+
+std::uint64_t consumer::confirm_room_locked() const noexcept {
+  const std::uint64_t share = confirm_share();
+  if (!share || limits_.policy == overflow_policy::backpressure) return UINT64_MAX;
+  const std::uint64_t owed = stats_.confirms_owed();
+  return owed >= share ? 0 : share - owed;
+}
+
+bool consumer::owes_under_half_share() const noexcept {
+  const std::uint64_t share = confirm_share();
+  return !share || stats_.confirms_owed() < std::max<std::uint64_t>(share / 2, 1);
 }
 
 void consumer::tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held) {

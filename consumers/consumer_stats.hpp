@@ -23,9 +23,11 @@ enum class drop_reason : std::uint8_t {
   slow_consumer,  // the disconnect policy discarded the queue
   removed,        // the consumer was removed by a reload and its drain time ran out
   shutdown,       // still queued (or unacknowledged) when the gateway's drain time ran out
+  confirms_owed,  // a CONFIRM frame refused: the consumer owes its share of the confirm bound
 };
-inline constexpr runtime::enum_names<drop_reason, 6> drop_reason_names{
-    {"queue_full", "queue_bytes", "global_bytes", "slow_consumer", "removed", "shutdown"}};
+inline constexpr runtime::enum_names<drop_reason, 7> drop_reason_names{
+    {"queue_full", "queue_bytes", "global_bytes", "slow_consumer", "removed", "shutdown",
+     "confirms_owed"}};
 inline constexpr std::size_t drop_reason_count = drop_reason_names.count;
 inline std::string_view to_string(drop_reason r) noexcept {
   return drop_reason_names(r);
@@ -118,11 +120,24 @@ struct consumer_stats {
   std::atomic<std::uint64_t> handovers{0};
   std::atomic<std::uint64_t> handed_over_frames{0};
   std::atomic<std::uint64_t> taken_over_frames{0};
+  // CONFIRM frames routed to it (put, or taken over from another member) and those it settled
+  // (delivered, rejected, left unsettled, or handed over): what it owes is the difference,
+  // counted against its share of max_confirm_ledger_bytes (confirm_share.hpp). Taken only under
+  // the consumer's lock; settled wherever a release_batch of its flushes.
+  std::atomic<std::uint64_t> confirms_taken{0};
+  std::atomic<std::uint64_t> confirms_settled{0};
   // Thread time lost to this consumer, in ns (gatewayd_consumer_blocked_seconds_total): waiting
   // for its queue lock in put(), timed only when contended.
   std::atomic<std::uint64_t> blocked_lock_ns{0};
   // Set by the link, not on the data path.
   consumers::last_error last_error;
+
+  // CONFIRM frames routed to it and not settled by it yet (a scrape may see a moment's skew).
+  std::uint64_t confirms_owed() const noexcept {
+    const std::uint64_t settled = confirms_settled.load(std::memory_order_relaxed);
+    const std::uint64_t taken = confirms_taken.load(std::memory_order_relaxed);
+    return taken > settled ? taken - settled : 0;
+  }
 
   std::uint64_t dropped_total() const noexcept {
     std::uint64_t sum = 0;

@@ -95,7 +95,7 @@ void consumer::batch_refused() {
 }
 
 void consumer::fell_behind() {
-  protocol::release_batch released;  // released after the unlock
+  protocol::release_batch released(&stats_.confirms_settled);  // released after the unlock
   admission trimmed;
   std::uint64_t slow_conn = 0;
   std::vector<std::weak_ptr<flow_control_listener>> held;
@@ -127,7 +127,7 @@ void consumer::fell_behind() {
 
 void consumer::batch_failed(write_batch& batch) {
   frame_counts discarded;
-  protocol::release_batch released;
+  protocol::release_batch released(&stats_.confirms_settled);
   admission trimmed;
   std::uint64_t slow_conn = 0;
   {

@@ -61,7 +61,7 @@ frame_slice frame_queue::pop_back() noexcept {
 
 std::uint32_t frame_queue::drop_front(protocol::reject_reason why) noexcept {
   const frame_slice f = pop_front();
-  protocol::release_batch released;
+  protocol::release_batch released(settled_count_);
   released.rejected(f, why);
   return f.size;
 }
@@ -115,7 +115,7 @@ void frame_queue::push_front_batch(std::span<const frame_slice> frames) {
 
 frame_counts frame_queue::clear(protocol::give_up why) noexcept {
   const frame_counts released{size_, bytes_};
-  protocol::release_batch batch;
+  protocol::release_batch batch(settled_count_);
   for (std::size_t i = 0; i < size_; ++i)
     batch.rejected(ring_[index(i)], why);
   batch.flush();

@@ -1,6 +1,7 @@
 // A consumer's FIFO of frames: a growable ring of slices that owns one chunk reference each.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,14 @@ inline frame_counts count(std::span<const frame_slice> frames) noexcept {
   for (const auto& f : frames)
     c.bytes += f.size;
   return c;
+}
+
+// The CONFIRM frames among `frames` (a handover's debts move with them).
+inline std::uint32_t confirms_in(std::span<const frame_slice> frames) noexcept {
+  std::uint32_t n = 0;
+  for (const auto& f : frames)
+    n += f.confirm != nullptr;
+  return n;
 }
 
 // Not thread-safe: the owning consumer's mutex guards it. No bound either: admission (the
@@ -50,6 +59,9 @@ class frame_queue {
   // Slots allocated (for tests and memory accounting), not the configured capacity.
   std::size_t slots() const noexcept { return slots_; }
   void set_capacity_hint(std::size_t hint) noexcept { hint_ = hint; }
+  // Where the CONFIRM frames this queue drops are counted as settled: its consumer's
+  // confirms_settled (what it owes is its own, consumer_stats.hpp). Set once, before use.
+  void count_settled_in(std::atomic<std::uint64_t>* counter) noexcept { settled_count_ = counter; }
 
   // Takes over the one reference `f` owns.
   void push_back(const frame_slice& f);
@@ -96,6 +108,7 @@ class frame_queue {
   std::uint64_t bytes_ = 0;
   std::uint64_t pinned_ = 0;
   std::size_t hint_;
+  std::atomic<std::uint64_t>* settled_count_ = nullptr;
 };
 
 }  // namespace gatewayd::consumers

@@ -60,6 +60,10 @@ class strand_drain {
   // Strand, under the source's lock: the consumer fell behind; the batch being written moves
   // what sits sparsely in its read chunks to `packer` (frame_packer.hpp).
   void compact(frame_packer& packer) { batch_.compact(packer); }
+  // Where its batch's CONFIRM frames are counted as settled (write_batch::count_settled_in).
+  void count_settled_in(std::atomic<std::uint64_t>* counter) noexcept {
+    batch_.count_settled_in(counter);
+  }
 
  private:
   // Strand, with the writer role: writes until the queue is empty, the socket refuses more

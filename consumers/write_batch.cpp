@@ -56,7 +56,7 @@ write_batch::written_frames write_batch::take_written(std::size_t n) {
 }
 
 frame_counts write_batch::written(std::size_t n) {
-  protocol::release_batch released;
+  protocol::release_batch released(settled_count_);
   return pass_written(n, [&](const frame_slice& f) { released.delivered(f); }).counts();
 }
 
@@ -72,7 +72,7 @@ frame_counts write_batch::return_to(frame_queue& queue) {
 frame_counts write_batch::discard(protocol::give_up why) noexcept {
   const auto rest = std::span<const frame_slice>(frames_).subspan(next_);
   const frame_counts gone = count(rest);
-  protocol::reject_slices(rest, why);
+  protocol::reject_slices(rest, why, settled_count_);
   next_ = frames_.size();
   reset();
   return gone;

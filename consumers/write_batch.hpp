@@ -4,6 +4,7 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -63,6 +64,8 @@ class write_batch {
   // What is not written yet and sits sparsely in its read chunks moves to `packer`'s chunks
   // (a frame cut by a partial write moves whole and goes on from the same offset).
   void compact(frame_packer& packer);
+  // Where the CONFIRM frames it settles are counted: its consumer's confirms_settled. Set once.
+  void count_settled_in(std::atomic<std::uint64_t>* counter) noexcept { settled_count_ = counter; }
 
  private:
   void reset() noexcept;
@@ -77,6 +80,7 @@ class write_batch {
   std::uint64_t written_ = 0;        // bytes the socket took so far
   std::uint32_t cut_ = 0;            // bytes of frames_[next_] already written
   std::vector<iovec> buffers_;
+  std::atomic<std::uint64_t>* settled_count_ = nullptr;
 };
 
 }  // namespace gatewayd::consumers

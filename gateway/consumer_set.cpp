@@ -22,6 +22,7 @@ consumers::consumer::options consumer_set::consumer_options() {
   options.reconnect_max = settings_.reconnect_max;
   options.slow_after = settings_.slow_consumer;
   options.budget = &budget_;
+  options.confirms = &confirms_;
   options.limits = {settings_.consumer_connect_timeout, settings_.consumer_timeout};
   return options;
 }
@@ -39,6 +40,9 @@ void consumer_set::apply(const config::routes_config& routes, std::string routes
   group_map groups;
   for (const auto& spec : routes.consumers)
     add_target(spec, *snapshot, next, groups);
+  // What a consumer may owe: an equal share of the bound among the consumers (each member of
+  // a group) this table runs, before it routes a frame.
+  confirms_.share_out(settings_.max_confirm_ledger_bytes, next.size());
   retire_removed(next, groups);
   snapshot->retired = retirement_.to_export(snapshot->consumers);
   // Publish first: passes that begin from here on route by the new table; the removed consumers

@@ -13,6 +13,7 @@
 
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
+#include "consumers/confirm_share.hpp"
 #include "consumers/consumer.hpp"
 #include "consumers/consumer_group.hpp"
 #include "consumers/queue_budget.hpp"
@@ -64,6 +65,7 @@ class consumer_set {
 
   const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
   const consumers::queue_budget& budget() const noexcept { return budget_; }
+  const consumers::confirm_share& confirms() const noexcept { return confirms_; }
   // What the frame routers announce their read passes in (consumer_retirement).
   suppliers::route_readers& readers() noexcept { return retirement_.readers(); }
 
@@ -93,6 +95,8 @@ class consumer_set {
   // Before routes_ and running_: a consumer freed with frames still queued gives their bytes
   // back here.
   consumers::queue_budget budget_;
+  // Each consumer's share of max_confirm_ledger_bytes, shared out again by each apply().
+  consumers::confirm_share confirms_;
   suppliers::route_snapshot_holder routes_;
   running_map running_;
   consumer_retirement retirement_;

@@ -41,6 +41,18 @@ const consumer_series per_consumer[] = {
      [](const consumers::consumer& c) { return value(c.stats().sent_frames); }},
     {"gatewayd_consumer_bytes_sent_total", "Bytes written to the consumer's connection.",
      MetricType::Counter, [](const consumers::consumer& c) { return value(c.stats().sent_bytes); }},
+    {"gatewayd_consumer_confirms_owed",
+     "CONFIRM frames routed to the consumer that it has not settled (written, acknowledged, "
+     "dropped): what it owes their suppliers, counted against its share of "
+     "max_confirm_ledger_bytes.",
+     MetricType::Gauge,
+     [](const consumers::consumer& c) { return static_cast<double>(c.stats().confirms_owed()); }},
+    {"gatewayd_consumer_confirms_owed_limit",
+     "CONFIRM frames the consumer may owe (its share of max_confirm_ledger_bytes; 0: no bound). "
+     "At it the consumer is full: a dropping policy rejects its CONFIRM frames "
+     "(reason=\"confirms_owed\"), backpressure pauses the suppliers that feed it.",
+     MetricType::Gauge,
+     [](const consumers::consumer& c) { return static_cast<double>(c.confirm_share()); }},
     {"gatewayd_consumer_reconnects_total",
      "Times the gateway dialled the consumer again after losing it.", MetricType::Counter,
      [](const consumers::consumer& c) { return value(c.stats().reconnects); }},

@@ -136,8 +136,8 @@ void gateway_collector::collect_confirms(std::vector<prometheus::MetricFamily>& 
       MetricType::Gauge, static_cast<double>(st.confirm_ledger.used())));
   out.push_back(family_of_one(
       "gatewayd_confirm_ledger_limit_bytes",
-      "max_confirm_ledger_bytes (0: no bound): at it, suppliers sending CONFIRM frames are read "
-      "no more until frames owed settle.",
+      "max_confirm_ledger_bytes (0: no bound), shared out among the consumers: one that owes "
+      "its share (gatewayd_consumer_confirms_owed_limit) is full, and its own policy applies.",
       MetricType::Gauge, static_cast<double>(st.confirm_ledger.limit())));
 }
 

@@ -2,6 +2,10 @@
 
 namespace gatewayd::protocol {
 
+static_assert(sizeof(confirm_entry) == 16, "an owed frame of a closed connection costs this");
+static_assert(sizeof(confirm_anchor) + confirm_block::bytes_for(1) <= 64,
+              "a closed connection with one frame owed keeps at most 64 bytes");
+
 void confirm_ledger_release::operator()(confirm_ledger* l) const noexcept {
   l->close();
 }
@@ -24,27 +28,61 @@ void confirm_entry::settle() noexcept {
 
 void confirm_settlements::flush() noexcept {
   if (!block_) return;
-  // The holds not yet given back keep the block, and through it the ledger, alive until here.
+  // The holds not yet given back keep the block, and through it the anchor, alive until here.
   block_->settled(count_);
   block_ = nullptr;
   count_ = 0;
 }
 
+void confirm_anchor::entry_settled() noexcept {
+  if (!flush_due.exchange(true, std::memory_order_acq_rel)) {
+    if (const auto o = owner.load(std::memory_order_acquire).lock()) o->confirms_settled();
+  }
+}
+
+void confirm_anchor::charge(std::int64_t bytes) noexcept {
+  if (!budget) return;
+  if (bytes >= 0) {
+    budget->take(static_cast<std::uint64_t>(bytes));
+  } else {
+    budget->give_back(static_cast<std::uint64_t>(-bytes));
+  }
+}
+
+void confirm_anchor::release() noexcept {
+  if (holders.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  charge(-static_cast<std::int64_t>(sizeof(confirm_anchor)));
+  delete this;
+}
+
+confirm_block* confirm_block::make(confirm_anchor* anchor, std::uint32_t capacity) {
+  void* const at = ::operator new(bytes_for(capacity));
+  auto* const b = new (at) confirm_block;
+  b->anchor = anchor;
+  b->capacity = capacity;
+  b->holders.store(1 + capacity, std::memory_order_relaxed);
+  for (std::uint32_t i = 0; i < capacity; ++i)
+    new (&b->entry(i)) confirm_entry;
+  return b;
+}
+
 void confirm_block::settled(std::uint32_t n) noexcept {
-  ledger->entry_settled();
+  anchor->entry_settled();
   release(n);
 }
 
 void confirm_block::release(std::uint32_t n) noexcept {
   if (holders.fetch_sub(n, std::memory_order_acq_rel) != n) return;
-  confirm_ledger* const l = ledger;
-  delete this;
-  l->charge(-static_cast<std::int64_t>(confirm_ledger::block_bytes));
-  l->release();
+  confirm_anchor* const a = anchor;
+  const std::size_t bytes = bytes_for(capacity);
+  // Entries and header hold nothing to destroy (atomics and pointers).
+  ::operator delete(this);
+  a->charge(-static_cast<std::int64_t>(bytes));
+  a->release();
 }
 
 std::size_t confirm_ledger::ledger_bytes() noexcept {
-  return sizeof(confirm_ledger);
+  return sizeof(confirm_ledger) + sizeof(confirm_anchor);
 }
 
 confirm_ledger_ptr confirm_ledger::make(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
@@ -54,55 +92,39 @@ confirm_ledger_ptr confirm_ledger::make(std::weak_ptr<confirm_owner> owner, std:
 
 confirm_ledger::confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
                                confirm_ledger_budget* budget)
-    : owner_(std::move(owner)), capacity_(capacity), budget_(budget) {
+    : anchor_(new confirm_anchor), capacity_(capacity) {
+  anchor_->budget = budget;
+  anchor_->owner.store(std::move(owner), std::memory_order_release);
   charge(static_cast<std::int64_t>(ledger_bytes()));
 }
 
-confirm_ledger::~confirm_ledger() {
-  charge(-static_cast<std::int64_t>(ledger_bytes()));
-}
-
-void confirm_ledger::charge(std::int64_t bytes) noexcept {
-  if (!budget_) return;
-  if (bytes >= 0) {
-    budget_->take(static_cast<std::uint64_t>(bytes));
-  } else {
-    budget_->give_back(static_cast<std::uint64_t>(-bytes));
-  }
-}
-
-confirm_entry& confirm_ledger::entry(std::uint64_t seq) noexcept {
-  const std::uint64_t offset = seq - base_seq_;
-  return blocks_[offset / block_entries]->entries[offset % block_entries];
-}
-
 void confirm_ledger::add_block() {
-  auto* b = new confirm_block;
-  b->ledger = this;
-  holders_.fetch_add(1, std::memory_order_relaxed);
-  charge(static_cast<std::int64_t>(block_bytes));
+  confirm_block* const b = confirm_block::make(anchor_, next_block_);
+  next_block_ = std::min<std::uint32_t>(next_block_ * 2, block_entries);
+  anchor_->holders.fetch_add(1, std::memory_order_relaxed);
+  charge(static_cast<std::int64_t>(confirm_block::bytes_for(b->capacity)));
   blocks_.push_back(b);
+  back_used_ = 0;
 }
 
-confirm_entry* confirm_ledger::add(std::uint32_t consumers) {
-  if (pending() >= capacity_) return nullptr;
-  const std::uint64_t offset = next_seq_ - base_seq_;
-  if (offset / block_entries == blocks_.size()) add_block();
-  // The next seq is always in the newest block.
-  confirm_block* const block = blocks_.back();
-  confirm_entry& e = block->entries[offset % block_entries];
-  ++next_seq_;
-  e.block_ = block;
-  e.number_ = next_number_++;
-  e.reason_.store(0, std::memory_order_relaxed);
-  // The entry holds its block (a hold taken with the block) until its last consumer settled it.
-  e.owing_.store(consumers, std::memory_order_relaxed);
-  return &e;
+template <class T>
+void confirm_ledger::recharge(const std::vector<T>& v, std::size_t& charged) noexcept {
+  if (v.capacity() == charged) return;
+  charge((static_cast<std::int64_t>(v.capacity()) - static_cast<std::int64_t>(charged)) *
+         static_cast<std::int64_t>(sizeof(T)));
+  charged = v.capacity();
 }
 
 bool confirm_ledger::reject_at_read(reject_reason why) {
   if (pending() >= capacity_) return false;
   const std::uint64_t number = next_number_++;
+  // The entry numbered next is one number further on.
+  if (gaps_head_ < gaps_.size() && gaps_.back().seq == next_seq_) {
+    ++gaps_.back().count;
+  } else {
+    gaps_.push_back({next_seq_, 1});
+    recharge(gaps_, gaps_charged_);
+  }
   if (runs_head_ < runs_.size()) {
     reject_run& last = runs_.back();
     if (last.why == why && last.first + last.count == number && last.count < UINT32_MAX) {
@@ -111,40 +133,36 @@ bool confirm_ledger::reject_at_read(reject_reason why) {
     }
   }
   runs_.push_back({number, 1, why});
-  if (runs_.capacity() != runs_charged_) {
-    charge(
-        (static_cast<std::int64_t>(runs_.capacity()) - static_cast<std::int64_t>(runs_charged_)) *
-        static_cast<std::int64_t>(sizeof(reject_run)));
-    runs_charged_ = runs_.capacity();
-  }
+  recharge(runs_, runs_charged_);
   return true;
 }
 
-void confirm_ledger::entry_settled() noexcept {
-  if (!flush_due_.exchange(true, std::memory_order_acq_rel)) {
-    if (const auto owner = owner_.lock()) owner->confirms_settled();
+std::uint64_t confirm_ledger::first_number() noexcept {
+  while (gaps_head_ < gaps_.size() && gaps_[gaps_head_].seq <= first_seq_)
+    skipped_ += gaps_[gaps_head_++].count;
+  if (gaps_head_ == gaps_.size()) {
+    gaps_.clear();
+    gaps_head_ = 0;
   }
+  return first_seq_ + 1 + skipped_;
 }
 
-// The connection is gone: nobody reads its confirms any more. What nobody owes goes now; a
-// block with an entry still owed stays, held by that entry, until its consumer settles it.
+// The connection is gone: nobody reads its confirms any more. What nobody owes goes now, and
+// the ledger with it; a block with an entry still owed stays, held by that entry, until its
+// consumer settles it, and the anchor with the last such block.
 void confirm_ledger::close() noexcept {
-  std::vector<confirm_block*> blocks;
-  blocks.swap(blocks_);
-  std::vector<reject_run>().swap(runs_);
-  charge(-static_cast<std::int64_t>(runs_charged_ * sizeof(reject_run)));
-  runs_charged_ = 0;
-  // The blocks' entries never numbered (only the newest block can have any) give back their
-  // holds first; the list's hold keeps that block until the loop.
-  const std::uint64_t never_numbered = blocks.size() * block_entries - (next_seq_ - base_seq_);
-  if (never_numbered) blocks.back()->release(static_cast<std::uint32_t>(never_numbered));
-  for (confirm_block* b : blocks)
+  anchor_->owner.store({}, std::memory_order_release);
+  // The newest block's entries never numbered give back their holds first; the list's hold
+  // keeps that block until the loop.
+  if (!blocks_.empty() && back_used_ < blocks_.back()->capacity)
+    blocks_.back()->release(blocks_.back()->capacity - back_used_);
+  for (confirm_block* b : blocks_)
     b->release();
-  release();
-}
-
-void confirm_ledger::release() noexcept {
-  if (holders_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  charge(-static_cast<std::int64_t>(runs_charged_ * sizeof(reject_run) +
+                                    gaps_charged_ * sizeof(number_gap) + sizeof(confirm_ledger)));
+  confirm_anchor* const anchor = anchor_;
+  delete this;
+  anchor->release();
 }
 
 }  // namespace gatewayd::protocol

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <optional>
 #include <type_traits>
 #include <utility>
@@ -32,10 +33,11 @@ class confirm_owner {
   ~confirm_owner() = default;
 };
 
-// What every ledger holds, open connections' and closed ones' together, against the gateway-wide
-// max_confirm_ledger_bytes. Lock-free counting: a block is taken when allocated, given back when
-// freed (any thread). Nothing is refused here: a session that finds it full() reads no more
-// until it is not (the bound may be passed by what the reads in progress number).
+// What every ledger holds, open connections' and closed ones' together, shown beside the
+// gateway-wide max_confirm_ledger_bytes. Lock-free counting: a block is taken when allocated,
+// given back when freed (any thread). Nothing is refused here, and nobody waits on it: the bound
+// is shared out among the consumers, each of which applies its own policy at its share
+// (consumers/confirm_share.hpp), so what one consumer owes never holds back another's suppliers.
 class confirm_ledger_budget {
  public:
   confirm_ledger_budget() = default;
@@ -46,10 +48,6 @@ class confirm_ledger_budget {
   void set_limit(std::uint64_t bytes) noexcept { limit_.store(bytes, std::memory_order_relaxed); }
   std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
   std::uint64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
-  bool full() const noexcept {
-    const std::uint64_t l = limit();
-    return l != 0 && used() >= l;
-  }
   void take(std::uint64_t bytes) noexcept { used_.fetch_add(bytes, std::memory_order_relaxed); }
   void give_back(std::uint64_t bytes) noexcept {
     used_.fetch_sub(bytes, std::memory_order_relaxed);
@@ -105,39 +103,71 @@ class confirm_entry {
   }
   void settle() noexcept;
 
+  // No number: the ledger knows it from the entry's place (what a closed connection keeps per
+  // owed frame is this, 16 bytes, and its share of a small block).
   confirm_block* block_ = nullptr;
-  std::uint64_t number_ = 0;
   std::atomic<std::uint32_t> owing_{0};
   std::atomic<std::uint8_t> reason_{0};  // 0 = none, else the reject_reason, | unsettled_bit
 };
 
-// The owner's handle on its ledger (below): dropping it frees at once every block of entries
-// nobody owes; a block with an entry still owed lives until its last one is settled, and the
-// ledger until its last block.
+// The owner's handle on its ledger (below): dropping it frees at once the ledger and every block
+// of entries nobody owes; a block with an entry still owed lives until its last one is settled,
+// and the ledger's anchor until its last block.
 struct confirm_ledger_release {
   void operator()(confirm_ledger* l) const noexcept;
 };
 using confirm_ledger_ptr = std::unique_ptr<confirm_ledger, confirm_ledger_release>;
 
-// Entries live in blocks of this many, allocated as routed frames come and freed once nobody
-// owes any of their entries and the owner is past them (or gone). Small, so that a closed
-// connection with one frame still owed keeps little (docs/protocol.md has the figures).
+// Entries live in blocks, allocated as routed frames come and freed once nobody owes any of
+// their entries and the owner is past them (or gone). A ledger's first block holds one entry,
+// each next one twice as many, up to this many: a connection that sends a few CONFIRM frames and
+// closes keeps a few bytes per frame still owed, one that sends many pays one allocation per
+// 64 frames (docs/protocol.md has the figures).
 inline constexpr std::size_t confirm_block_entries = 64;
 
-// Each block holds its ledger (one of its holders) and is held by the ledger's list while the
+// What a ledger's blocks share with it, and keep after it (its connection) is gone: whom to tell
+// of settlements (nobody, once closed) and where the bytes are counted. Held by the ledger and by
+// each of its blocks alive; the last holder frees it. 32 bytes.
+struct confirm_anchor {
+  std::atomic<std::uint32_t> holders{1};
+  std::atomic<bool> flush_due{false};
+  confirm_ledger_budget* budget = nullptr;
+  // Emptied when the ledger closes: a closed connection's session is let go whole (a weak
+  // reference would keep a make_shared session's memory allocated).
+  std::atomic<std::weak_ptr<confirm_owner>> owner;
+
+  // An entry's last consumer settled it (any thread): the owner is told, once per flush.
+  void entry_settled() noexcept;
+  void charge(std::int64_t bytes) noexcept;
+  void release() noexcept;
+};
+
+// Each block holds its anchor (one of its holders) and is held by the ledger's list while the
 // owner has it, and by each of its entries still owed: the last holder frees it. The entries'
 // holds are all taken when the block is made, so numbering a frame costs no atomic operation;
-// the holds of entries never numbered go with the list's (confirm_ledger::close()).
+// the holds of entries never numbered go with the list's (confirm_ledger::close()). Its
+// `capacity` entries follow it in the same allocation.
 struct confirm_block {
-  confirm_ledger* ledger = nullptr;
-  std::atomic<std::uint32_t> holders{1 + confirm_block_entries};
-  confirm_entry entries[confirm_block_entries];
+  confirm_anchor* anchor = nullptr;
+  std::atomic<std::uint32_t> holders{0};
+  std::uint32_t capacity = 0;
+
+  // A block of `capacity` entries, all held, and what it costs.
+  static confirm_block* make(confirm_anchor* anchor, std::uint32_t capacity);
+  static constexpr std::size_t bytes_for(std::size_t capacity) noexcept;
+  confirm_entry& entry(std::size_t i) noexcept {
+    return reinterpret_cast<confirm_entry*>(this + 1)[i];
+  }
 
   void release(std::uint32_t n = 1) noexcept;
   // `n` of its entries were settled by their last consumers: tells the ledger, then gives back
-  // their holds (in that order: the block keeps the ledger alive).
+  // their holds (in that order: the block keeps the anchor alive).
   void settled(std::uint32_t n) noexcept;
 };
+
+constexpr std::size_t confirm_block::bytes_for(std::size_t capacity) noexcept {
+  return sizeof(confirm_block) + capacity * sizeof(confirm_entry);
+}
 
 // Settles the entries of a run of slices (one consumer's written batch) and tells their ledgers
 // and gives back their blocks' holds by runs: consecutive entries of one block cost one wake-up
@@ -173,9 +203,13 @@ class confirm_settlements {
 class confirm_ledger {
  public:
   static constexpr std::size_t block_entries = confirm_block_entries;
-  // What a ledger costs the budget: itself, and each block it has.
+  // What a ledger costs the budget while its connection is open (itself and its anchor), what a
+  // closed one keeps beside its blocks (its anchor), and a block of `entries`.
   static std::size_t ledger_bytes() noexcept;
-  static constexpr std::size_t block_bytes = sizeof(confirm_block);
+  static constexpr std::size_t closed_bytes() noexcept { return sizeof(confirm_anchor); }
+  static constexpr std::size_t block_bytes(std::size_t entries) noexcept {
+    return confirm_block::bytes_for(entries);
+  }
 
   // `capacity`: numbers unconfirmed at most (add() and reject_at_read() refuse the next); the
   // owner is told of settlements through `owner` while it lives; what the ledger holds counts in
@@ -188,7 +222,18 @@ class confirm_ledger {
   // Owner's strand: numbers the next CONFIRM frame, routed to `consumers` (>= 1) consumers, each
   // of which settles it once. Null when `capacity` numbers are unconfirmed: the owner stops
   // reading until advance() made room.
-  confirm_entry* add(std::uint32_t consumers);
+  confirm_entry* add(std::uint32_t consumers) {
+    if (pending() >= capacity_) return nullptr;
+    if (blocks_.empty() || back_used_ == blocks_.back()->capacity) add_block();
+    confirm_entry& e = blocks_.back()->entry(back_used_++);
+    ++next_seq_;
+    ++next_number_;
+    e.block_ = blocks_.back();
+    e.reason_.store(0, std::memory_order_relaxed);
+    // The entry holds its block (a hold taken with the block) until its last consumer settled it.
+    e.owing_.store(consumers, std::memory_order_relaxed);
+    return &e;
+  }
   // Owner's strand: numbers the next CONFIRM frame, settled as it is read (`why`: unroutable, not
   // permitted): no entry, its reject goes out at the next advance() whatever is owed before it.
   // False when `capacity` numbers are unconfirmed.
@@ -212,9 +257,6 @@ class confirm_ledger {
   std::size_t blocks() const noexcept { return blocks_.size(); }
 
  private:
-  friend class confirm_entry;
-  friend class confirm_settlements;
-  friend struct confirm_block;
   friend struct confirm_ledger_release;
   // Numbers rejected at read whose reject is not given out yet: `count` numbers from `first`.
   struct reject_run {
@@ -222,42 +264,50 @@ class confirm_ledger {
     std::uint32_t count;
     reject_reason why;
   };
+  // Numbers rejected at read just before the entry of seq `seq` (so entries need no number).
+  struct number_gap {
+    std::uint64_t seq;
+    std::uint64_t count;
+  };
 
   confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
                  confirm_ledger_budget* budget);
-  ~confirm_ledger();
-  confirm_entry& entry(std::uint64_t seq) noexcept;
-  // add() at a block's first entry (once per block_entries frames: kept out of add()'s path).
+  ~confirm_ledger() = default;
+  // add() at a block's end (once per block: kept out of add()'s path).
   [[gnu::noinline]] void add_block();
+  // The number of the oldest entry not yet passed (first_seq_ < next_seq_).
+  std::uint64_t first_number() noexcept;
   // Calls on_reject, reading a void one as "done".
   template <class OnReject>
   static bool give(OnReject& on_reject, std::uint64_t number, reject_reason why);
-  // An entry's last consumer settled it (any thread): the owner is told, once per flush.
-  void entry_settled() noexcept;
-  // The owner let go of its handle: the list lets go of every block, runs are forgotten.
+  // The owner let go of its handle: the list lets go of every block, the ledger goes, and its
+  // anchor stays as long as a block does.
   void close() noexcept;
-  // One holder less (the owner's handle, or a block); the last deletes the ledger.
-  void release() noexcept;
-  void charge(std::int64_t bytes) noexcept;
+  // A vector's storage as counted in the budget.
+  template <class T>
+  void recharge(const std::vector<T>& v, std::size_t& charged) noexcept;
+  void charge(std::int64_t bytes) noexcept { anchor_->charge(bytes); }
 
-  std::weak_ptr<confirm_owner> owner_;
+  confirm_anchor* const anchor_;
   const std::size_t capacity_;
-  confirm_ledger_budget* const budget_;
   // Owner's strand only. Entries are counted in sequence (seq), apart from numbers: the blocks
   // hold seqs first_seq_ (the oldest not yet passed) to next_seq_ (the next to give);
-  // blocks_.front() starts at base_seq_.
+  // blocks_.front() starts at base_seq_; the newest has back_used_ entries numbered.
   std::vector<confirm_block*> blocks_;
   std::uint64_t first_seq_ = 0;
   std::uint64_t next_seq_ = 0;
   std::uint64_t base_seq_ = 0;
+  std::uint32_t back_used_ = 0;
+  std::uint32_t next_block_ = 1;  // entries of the next block made
   std::uint64_t next_number_ = 1;
   std::uint64_t confirmed_ = 0;
   std::vector<reject_run> runs_;  // from runs_head_ on: not given out yet
   std::size_t runs_head_ = 0;
   std::size_t runs_charged_ = 0;  // runs_.capacity() as counted in the budget
-  std::atomic<bool> flush_due_{false};
-  // The owner's handle, and one per block alive.
-  std::atomic<std::uint64_t> holders_{1};
+  std::vector<number_gap> gaps_;  // from gaps_head_ on: at or after first_seq_
+  std::size_t gaps_head_ = 0;
+  std::size_t gaps_charged_ = 0;
+  std::uint64_t skipped_ = 0;  // numbers rejected at read before the entry of first_seq_
 };
 
 template <class OnReject>
@@ -275,7 +325,7 @@ template <class OnReject>
 std::optional<std::uint64_t> confirm_ledger::advance(OnReject&& on_reject) {
   // Taken before the walk: a settler that finds the flag already set (and so does not wake the
   // owner again) settled before this exchange, and the walk below sees its settlement.
-  flush_due_.exchange(false, std::memory_order_acq_rel);
+  anchor_->flush_due.exchange(false, std::memory_order_acq_rel);
   bool room = true;
   // Rejected at read: out at once, whatever is owed before them (the contract).
   while (room && runs_head_ < runs_.size()) {
@@ -295,22 +345,22 @@ std::optional<std::uint64_t> confirm_ledger::advance(OnReject&& on_reject) {
     runs_head_ = 0;
   }
   while (room && first_seq_ < next_seq_) {
-    confirm_entry& e = entry(first_seq_);
+    confirm_block* const front = blocks_.front();
+    confirm_entry& e = front->entry(first_seq_ - base_seq_);
     if (e.owing_.load(std::memory_order_acquire) != 0) break;
     const std::uint8_t r = e.reason_.load(std::memory_order_relaxed);
     if (r & confirm_entry::unsettled_bit) break;  // never confirmed: resent elsewhere
-    if (r && !give(on_reject, e.number_, static_cast<reject_reason>(r))) break;
+    if (r && !give(on_reject, first_number(), static_cast<reject_reason>(r))) break;
     ++first_seq_;
-    if (first_seq_ - base_seq_ == block_entries) {
-      confirm_block* passed = blocks_.front();
+    if (first_seq_ - base_seq_ == front->capacity) {
       blocks_.erase(blocks_.begin());
-      base_seq_ += block_entries;
-      passed->release();
+      base_seq_ += front->capacity;
+      front->release();
     }
   }
   // Up to the first frame still owed, or whose reject is not out yet.
   std::uint64_t upto = next_number_ - 1;
-  if (first_seq_ < next_seq_) upto = std::min(upto, entry(first_seq_).number_ - 1);
+  if (first_seq_ < next_seq_) upto = std::min(upto, first_number() - 1);
   if (runs_head_ < runs_.size()) upto = std::min(upto, runs_[runs_head_].first - 1);
   if (upto <= confirmed_) return std::nullopt;
   confirmed_ = upto;

@@ -122,9 +122,14 @@ class chunk_ptr {
 // A slice given up for good goes through delivered() or rejected(): its reference and, for a
 // CONFIRM frame, its consumer's settlement leave together, so neither can be forgotten. add()
 // is for a reference alone (the frame lives on as a copy that carries the entry).
+//
+// `settled_count`, when given, is the counter of the consumer whose slices these are: the
+// CONFIRM frames settled here are added to it at flush(), so that what a consumer owes (taken
+// minus settled) is its own to count, without a step per plain frame.
 class release_batch {
  public:
-  release_batch() = default;
+  explicit release_batch(std::atomic<std::uint64_t>* settled_count = nullptr) noexcept
+      : settled_count_(settled_count) {}
   release_batch(const release_batch&) = delete;
   release_batch& operator=(const release_batch&) = delete;
   ~release_batch() { flush(); }
@@ -138,18 +143,27 @@ class release_batch {
   }
   // The consumer has the frame (handed whole to its socket, or acknowledged).
   void delivered(const frame_slice& s) noexcept {
-    if (s.confirm) settled_.delivered(*s.confirm);
+    if (s.confirm) {
+      settled_.delivered(*s.confirm);
+      ++confirms_;
+    }
     add(s.chunk);
   }
   // The consumer will never have it: dropped by its policy, or removed with it (`why`); or,
   // with no reason, the gateway stops and leaves it unsettled (its supplier resends it).
   void rejected(const frame_slice& s, give_up why) noexcept {
-    if (s.confirm) settled_.given_up(*s.confirm, why);
+    if (s.confirm) {
+      settled_.given_up(*s.confirm, why);
+      ++confirms_;
+    }
     add(s.chunk);
   }
   void flush() noexcept {
     flush_refs();
     settled_.flush();
+    if (confirms_ && settled_count_)
+      settled_count_->fetch_add(confirms_, std::memory_order_relaxed);
+    confirms_ = 0;
   }
 
  private:
@@ -162,18 +176,22 @@ class release_batch {
   frame_chunk* chunk_ = nullptr;
   std::uint32_t count_ = 0;
   confirm_settlements settled_;  // CONFIRM frames' entries, settled here by runs
+  std::atomic<std::uint64_t>* const settled_count_;
+  std::uint32_t confirms_ = 0;  // settled here, not yet added to settled_count_
 };
 
 // Gives back the one reference each slice owns, in runs, settling each as delivered.
-inline void deliver_slices(std::span<const frame_slice> slices) noexcept {
-  release_batch batch;
+inline void deliver_slices(std::span<const frame_slice> slices,
+                           std::atomic<std::uint64_t>* settled_count = nullptr) noexcept {
+  release_batch batch(settled_count);
   for (const auto& s : slices)
     batch.delivered(s);
 }
 // Gives back the one reference each slice owns, in runs, settling each as rejected for `why`
 // (none: left unsettled).
-inline void reject_slices(std::span<const frame_slice> slices, give_up why) noexcept {
-  release_batch batch;
+inline void reject_slices(std::span<const frame_slice> slices, give_up why,
+                          std::atomic<std::uint64_t>* settled_count = nullptr) noexcept {
+  release_batch batch(settled_count);
   for (const auto& s : slices)
     batch.rejected(s, why);
 }

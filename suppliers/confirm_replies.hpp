@@ -64,12 +64,10 @@ class confirm_replies {
   confirm_replies& operator=(const confirm_replies&) = delete;
 
   protocol::confirm_ledger& ledger() noexcept { return *ledger_; }
-  // Unconfirmed frames reached the bound, or all ledgers together max_confirm_ledger_bytes: read
-  // no more until a flush (or the other ledgers) made room.
-  bool full() const noexcept {
-    return ledger_->pending() >= bound_ || totals_.confirm_ledger.full();
-  }
-  bool over_ledger_budget() const noexcept { return totals_.confirm_ledger.full(); }
+  // Its own unconfirmed frames reached the bound: read no more until a flush made room. What
+  // other connections' ledgers hold never stops this one: max_confirm_ledger_bytes is shared out
+  // among the consumers that owe frames (consumers/confirm_share.hpp), whose policies apply.
+  bool full() const noexcept { return ledger_->pending() >= bound_; }
   // Every frame numbered is confirmed and the confirm written: the connection owes nothing.
   bool settled() const noexcept { return ledger_->pending() == 0 && sent_ == used_; }
   // What settled goes back to the supplier: encoded into the buffer (the rejects, then the

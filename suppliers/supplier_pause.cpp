@@ -60,12 +60,6 @@ void supplier_session::pause(state why) {
 }
 
 void supplier_session::wait_for_confirms() {
-  if (replies_->over_ledger_budget()) {
-    GW_LOG_LIMITED(warning, "supplier reads held by max_confirm_ledger_bytes")
-        << "supplier " << peer_ << ": confirm ledgers hold " << ctx_.stats.confirm_ledger.used()
-        << " bytes (max_confirm_ledger_bytes " << ctx_.stats.confirm_ledger.limit()
-        << "); not reading it until frames owed settle (confirming)";
-  }
   pause(state::confirming);
 }
 
@@ -93,7 +87,7 @@ void supplier_session::arm_pause_check() {
 void supplier_session::on_pause_check(std::error_code ec) {
   if (ec || !paused()) return;  // resumed, departed or closed
   if (peer_left()) return depart();
-  // Held by the ledgers' bound, which other connections' frames free: asked again here.
+  // Confirms that made room are flushed on the session's strand; asked again here all the same.
   if (in(state::confirming) && !replies_->full()) {
     enter(state::reading);
     if (!waiting_) do_wait();

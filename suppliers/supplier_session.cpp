@@ -85,8 +85,7 @@ void supplier_session::on_readable(std::error_code ec) {
     return;
   }
   if (paused()) return;  // paused, held, or confirming
-  // The ledgers' bound may have been reached by other connections meanwhile: no read that
-  // would number more (the bound is passed by at most the reads in progress).
+  // Its own unconfirmed frames at the bound: no read that would number more.
   if (in(state::reading) && replies_ && replies_->full()) return wait_for_confirms();
   read_and_route();
 }

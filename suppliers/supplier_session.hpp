@@ -249,8 +249,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // Not reading (supplier_pause.cpp). Stops reading (`why`: paused, held or confirming),
   // watching for the peer to leave meanwhile.
   void pause(state why);
-  // Reads no more until its unconfirmed frames (or all ledgers: max_confirm_ledger_bytes) leave
-  // room; the ledger bound's wait is logged.
+  // Reads no more until its own unconfirmed frames (max_unconfirmed_frames) leave room.
   void wait_for_confirms();
   bool peer_left();
   // The peer left while paused: read what it sent to the end, then close.

@@ -26,7 +26,7 @@ enum class session_state : std::uint8_t {
   paused,       // a consumer asked it to stop reading: its resume_reading() ends it
   held,         // paused by the gateway itself (drain): only a close ends it
   departing,    // the peer left while paused: reading to its end, never pausing again
-  confirming,   // waits for confirms: max_unconfirmed_frames, or max_confirm_ledger_bytes
+  confirming,   // waits for confirms: its own max_unconfirmed_frames
   closed,
 };
 inline constexpr runtime::enum_names<session_state, 7> session_state_names{

@@ -420,14 +420,14 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
   const long growth = gw.rss_kib() - rss_before;
   const double owed_bytes =
       static_cast<double>(connections) *
-      (protocol::confirm_ledger::ledger_bytes() + protocol::confirm_ledger::block_bytes);
+      (protocol::confirm_ledger::closed_bytes() + protocol::confirm_ledger::block_bytes(1));
   const auto gauge = [&] {
     return scrape_metric(gw.metrics_port, "gatewayd_confirm_ledger_bytes");
   };
   BOOST_TEST_MESSAGE("RSS grew " << growth << " KiB over " << connections - warm_up
                                  << " connections; ledgers hold " << gauge() << " bytes ("
                                  << owed_bytes << " expected)");
-  BOOST_TEST(gauge() == owed_bytes);  // one ledger and one block per frame still owed
+  BOOST_TEST(gauge() == owed_bytes);  // an anchor and a one-entry block per frame still owed
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_confirm_ledger_limit_bytes") == 268435456);
   BOOST_TEST(scrape_metric(gw.metrics_port, frames_metric("unconfirmed_frames")) == 0);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -443,18 +443,20 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
   BOOST_TEST(eventually([&] { return gauge() == 0; }, 10s));
 }
 
-// At max_confirm_ledger_bytes nothing is dropped: a supplier whose CONFIRM frames wait for a
-// consumer that is down is read no more (confirming, logged) once all ledgers hold the bound,
-// and read again as its frames settle; every frame then reaches the consumer and is confirmed.
-BOOST_AUTO_TEST_CASE(at_max_confirm_ledger_bytes_suppliers_wait_and_nothing_is_dropped) {
-  constexpr int frames = 80000;  // 24 B of ledger each: ~1.8 MiB, past the 1 MiB bound
-  constexpr double bound = 1048576;
+// At its share of max_confirm_ledger_bytes a backpressure consumer is full: the supplier whose
+// CONFIRM frames it owes is paused (not `confirming`: its own window is far off), nothing is
+// dropped, and it is read again as the frames settle; every frame then reaches the consumer and
+// is confirmed. (Before issue 42 every supplier sending CONFIRM frames waited at the bound.)
+BOOST_AUTO_TEST_CASE(at_its_confirm_share_a_backpressure_consumer_pauses_its_supplier) {
+  constexpr int frames = 200000;            // 2.8 MB: more than a read pass (1 MiB) past the share
+  constexpr double share = 1048576.0 / 64;  // one consumer: the whole bound, 64 B an owed frame
   const unsigned short nobody = free_port();
-  gateway_fixture gw(
-      consumer_toml("down", "127.0.0.1:" + std::to_string(nobody), "queue_capacity = 200000") +
-          route_toml("d.>", {"down"}),
-      "max_confirm_ledger_bytes = 1048576\nmax_unconfirmed_frames = 1048576\n");
+  gateway_fixture gw(consumer_toml("down", "127.0.0.1:" + std::to_string(nobody),
+                                   "queue_capacity = 400000\noverflow = \"backpressure\"") +
+                         route_toml("d.>", {"down"}),
+                     "max_confirm_ledger_bytes = 1048576\nmax_unconfirmed_frames = 1048576\n");
   const auto metric = [&](const std::string& m) { return scrape_metric(gw.metrics_port, m); };
+  const std::string owed = "gatewayd_consumer_confirms_owed{consumer=\"down\"}";
   confirm_supplier s(gw.supplier_port);
   std::string bytes;
   for (int i = 0; i < frames; ++i)
@@ -463,18 +465,18 @@ BOOST_AUTO_TEST_CASE(at_max_confirm_ledger_bytes_suppliers_wait_and_nothing_is_d
   std::thread sending([&] { sent = send_all(s.fd(), bytes); });  // blocks while not read
   BOOST_TEST_REQUIRE(eventually(
       [&] {
-        return gw.daemon->log().find("max_confirm_ledger_bytes") != std::string::npos &&
-               metric("gatewayd_confirm_ledger_bytes") >= bound;
+        return metric("gatewayd_supplier_sessions{state=\"paused\"}") == 1 && metric(owed) >= share;
       },
       20s));
-  const double read_at_bound = metric("gatewayd_supplier_messages_received_total");
-  BOOST_TEST_MESSAGE("at the bound: " << read_at_bound << " frames read, ledgers hold "
-                                      << metric("gatewayd_confirm_ledger_bytes") << " bytes");
-  BOOST_TEST(read_at_bound < frames);
-  // Past it by at most the read in progress (64 KiB of 14-byte frames, 24 B each) and its blocks.
-  BOOST_TEST(metric("gatewayd_confirm_ledger_bytes") <= bound + 128 * 1024);
-  BOOST_TEST(metric("gatewayd_confirm_ledger_limit_bytes") == bound);
-  test_consumer down(nobody);  // frames settle: the ledger shrinks, reading resumes
+  const double read_at_share = metric("gatewayd_supplier_messages_received_total");
+  BOOST_TEST_MESSAGE("at the share: " << read_at_share << " frames read, " << metric(owed)
+                                      << " owed");
+  BOOST_TEST(read_at_share < frames);
+  // Past it by at most the read pass in progress (1 MiB of 14-byte frames).
+  BOOST_TEST(metric(owed) <= share + 1048576.0 / 14 + 1);
+  BOOST_TEST(metric("gatewayd_consumer_confirms_owed_limit{consumer=\"down\"}") == share);
+  BOOST_TEST(metric("gatewayd_supplier_sessions{state=\"confirming\"}") == 0);
+  test_consumer down(nobody);  // frames settle: reading resumes
   BOOST_TEST(s.read_until_confirmed(frames));
   sending.join();
   BOOST_TEST(sent);
@@ -483,5 +485,5 @@ BOOST_AUTO_TEST_CASE(at_max_confirm_ledger_bytes_suppliers_wait_and_nothing_is_d
   BOOST_TEST(check_replies(s.messages(), last).empty());  // nothing dropped, nothing rejected
   BOOST_TEST(last == static_cast<std::uint64_t>(frames));
   BOOST_TEST(metric("gatewayd_consumer_dropped_messages_total{consumer=\"down\",reason="
-                    "\"queue_full\"}") == 0);
+                    "\"confirms_owed\"}") == 0);
 }

@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(frames_rejected_at_read_go_out_at_once_and_the_confirm_skip
     BOOST_TEST(f.ledger->reject_at_read(reject_reason::unroutable));
   confirm_entry* later = f.ledger->add(1);
   BOOST_TEST(f.ledger->reject_at_read(reject_reason::not_permitted));
-  BOOST_TEST(f.ledger->blocks() == 1u);  // the two routed frames' entries only
+  BOOST_TEST(f.ledger->blocks() == 2u);  // the two routed frames' entries only (1, then 2)
   BOOST_TEST(!f.advance().has_value());  // 1 is owed: no confirm
   const std::vector<std::pair<std::uint64_t, reject_reason>> at_once{
       {2, reject_reason::unroutable},
@@ -152,35 +152,41 @@ BOOST_AUTO_TEST_CASE(a_frame_left_unsettled_is_never_confirmed) {
 }
 
 // A closed connection keeps only what is still owed: the blocks holding an entry a consumer
-// still owes, and the ledger itself; every other block goes when the owner lets go, and the
-// rest with the last frame settled. The budget sees each step.
+// still owes, and the ledger's anchor; the ledger and every other block go when the owner lets
+// go, and the rest with the last frame settled. The budget sees each step.
 BOOST_AUTO_TEST_CASE(a_closed_ledger_keeps_only_the_blocks_of_frames_still_owed) {
   confirm_ledger_budget budget;
   auto o = std::make_shared<owner>();
   auto ledger = confirm_ledger::make(o, 1u << 20, &budget);
   BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes());
+  // Blocks of 1, 2, 4, ... 32 entries (63 in all), then of 64: ten blocks, the last not full
+  // (its entries never numbered hold it no longer than the rest).
   constexpr std::size_t blocks = 10;
+  constexpr std::size_t full = confirm_ledger::block_entries;
+  const std::size_t frames = (full - 1) + (blocks - 6) * full - 3;
   std::vector<confirm_entry*> e;
-  // The last block not full: its entries never numbered hold it no longer than the rest.
-  for (std::size_t i = 0; i < blocks * confirm_ledger::block_entries - 3; ++i) {
+  std::size_t block_bytes = 0;
+  for (std::size_t i = 0; i < frames; ++i) {
     e.push_back(ledger->add(1));
     ledger->reject_at_read(reject_reason::unroutable);  // no entry, no block
   }
+  for (std::size_t b = 0; b < blocks; ++b)
+    block_bytes += confirm_ledger::block_bytes(std::min<std::size_t>(std::size_t{1} << b, full));
   BOOST_TEST(ledger->blocks() == blocks);
-  BOOST_TEST(budget.used() >=
-             confirm_ledger::ledger_bytes() + blocks * confirm_ledger::block_bytes);
-  // Everything settled but one frame in the fourth block and one in the last.
-  confirm_entry* const owed_a = e[3 * confirm_ledger::block_entries + 5];
+  BOOST_TEST(budget.used() >= confirm_ledger::ledger_bytes() + block_bytes);
+  // Everything settled but one frame in the eighth block and one in the last.
+  confirm_entry* const owed_a = e[(full - 1) + full + 5];
   confirm_entry* const owed_b = e.back();
   for (confirm_entry* x : e) {
     if (x != owed_a && x != owed_b) x->delivered();
   }
   ledger.reset();  // the connection closes
-  BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes() + 2 * confirm_ledger::block_bytes);
+  BOOST_TEST(budget.used() ==
+             confirm_ledger::closed_bytes() + 2 * confirm_ledger::block_bytes(full));
   owed_a->delivered();
-  BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes() + confirm_ledger::block_bytes);
+  BOOST_TEST(budget.used() == confirm_ledger::closed_bytes() + confirm_ledger::block_bytes(full));
   owed_b->left_unsettled();
-  BOOST_TEST(budget.used() == 0u);  // the ledger is gone (LeakSanitizer checks it)
+  BOOST_TEST(budget.used() == 0u);  // the anchor is gone too (LeakSanitizer checks it)
   BOOST_TEST(o->wakes.load() >= 1);
 }
 
@@ -331,9 +337,10 @@ BOOST_AUTO_TEST_CASE(a_run_of_settlements_holds_its_block_until_it_is_flushed) {
     BOOST_TEST(f.rejects.at(0).first == 71u);
     BOOST_TEST((f.rejects.at(0).second == reject_reason::dropped));
     f.ledger.reset();  // the connection closes with the last run not yet flushed
-    BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes() + confirm_ledger::block_bytes);
+    BOOST_TEST(budget.used() == confirm_ledger::closed_bytes() +
+                                    confirm_ledger::block_bytes(confirm_ledger::block_entries));
   }
-  BOOST_TEST(budget.used() == 0u);  // the flush freed the last block, and with it the ledger
+  BOOST_TEST(budget.used() == 0u);  // the flush freed the last block, and with it the anchor
 }
 
 // The owner may go first (its connection closed): the consumers still settle what they hold,

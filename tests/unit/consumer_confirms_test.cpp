@@ -6,6 +6,7 @@
 #define BOOST_TEST_MODULE consumer_confirms
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <vector>
@@ -224,4 +225,75 @@ BOOST_AUTO_TEST_CASE(a_removal_rejects_as_removed_and_a_stop_leaves_frames_unset
   BOOST_TEST(rejects.empty());
   BOOST_TEST(f.ledger->pending() == 5u);
   BOOST_TEST(f.held_refs() == 0u);
+}
+
+// Issue 42: what a consumer owes is its own. At its share of the confirm bound a dropping
+// consumer refuses the CONFIRM frames of a batch (drop reason confirms_owed, the supplier told
+// `reject` 1) and admits its plain frames as ever; the batch's CONFIRM frames are counted.
+BOOST_AUTO_TEST_CASE(at_its_share_a_consumer_refuses_confirm_frames_and_takes_plain_ones) {
+  confirm_frames f;
+  auto frames = f.make(4);  // 1..4
+  f.chunk->add_refs(2);
+  frames.insert(frames.begin() + 1, frame_slice{f.chunk.get(), 9000, 100, nullptr});
+  frames.push_back(frame_slice{f.chunk.get(), 9100, 100, nullptr});
+  frame_queue q;
+  std::atomic<std::uint64_t> settled{0};
+  protocol::release_batch refused(&settled);
+  const queue_limits limits{10000, 0, overflow_policy::drop_oldest};
+  const admission a = admit(q, frames, limits, nullptr, false, nullptr, refused, 0);
+  refused.flush();
+  BOOST_TEST(a.confirms == 4u);
+  BOOST_TEST(a.queued == 2u);  // the plain ones
+  BOOST_TEST(a.drops[static_cast<std::size_t>(drop_reason::confirms_owed)] == 4u);
+  BOOST_TEST(settled.load() == 4u);
+  BOOST_TEST(to_string(drop_reason::confirms_owed) == "confirms_owed");
+  BOOST_TEST((reject_for(drop_reason::confirms_owed) == reject_reason::dropped));
+  std::map<std::uint64_t, reject_reason> rejects;
+  BOOST_TEST(f.settle(rejects) == 4u);
+  BOOST_TEST((rejects == all(1, 4, reject_reason::dropped)));
+  // Room for two more: the first two of a batch go in, the rest is refused, frame by frame.
+  auto more = f.make(3);  // 5..7
+  protocol::release_batch some(&settled);
+  const admission b = admit(q, more, limits, nullptr, false, nullptr, some, 2);
+  some.flush();
+  BOOST_TEST(b.confirms == 3u);
+  BOOST_TEST(b.queued == 2u);
+  BOOST_TEST(settled.load() == 5u);
+  // Below its share a batch goes in whole, in runs, and is counted all the same.
+  auto last = f.make(3);
+  protocol::release_batch none(&settled);
+  const admission c = admit(q, last, limits, nullptr, false, nullptr, none, 3);
+  BOOST_TEST(c.confirms == 3u);
+  BOOST_TEST(c.queued == 3u);
+  q.clear(std::nullopt);
+}
+
+// Every way a CONFIRM frame leaves a consumer counts it as settled by that consumer (the queue's
+// drops and clear, a written batch, a discarded one, a release_batch of its own), plain frames
+// not at all: taken minus settled is what it owes, and comes back to zero.
+BOOST_AUTO_TEST_CASE(every_way_out_of_a_consumer_counts_what_it_settled) {
+  confirm_frames f;
+  std::atomic<std::uint64_t> settled{0};
+  frame_queue q;
+  q.count_settled_in(&settled);
+  write_batch batch;
+  batch.count_settled_in(&settled);
+  for (const auto& s : f.make(10, 100))
+    q.push_back(s);
+  f.chunk->add_refs(1);
+  q.push_back(frame_slice{f.chunk.get(), 5000, 100, nullptr});  // a plain one
+  q.drop_front(reject_reason::dropped);                         // 1
+  BOOST_TEST(settled.load() == 1u);
+  batch.fill(q, 4 * 100);  // 2..5
+  batch.written(3 * 100);  // 2..4 written whole
+  BOOST_TEST(settled.load() == 4u);
+  batch.discard(reject_reason::dropped);  // 5
+  BOOST_TEST(settled.load() == 5u);
+  q.clear(reject_reason::removed);  // 6..10 and the plain one
+  BOOST_TEST(settled.load() == 10u);
+  const auto last = f.make(2);
+  protocol::deliver_slices(last, &settled);
+  BOOST_TEST(settled.load() == 12u);
+  std::map<std::uint64_t, reject_reason> rejects;
+  BOOST_TEST(f.settle(rejects) == 12u);
 }
