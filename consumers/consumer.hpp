@@ -250,6 +250,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // Any thread, after put() gave a member that is down frames: hands them over (on the strand)
   // if another member is up.
   void hand_over_if_other_up();
+  // The group it is a member of now (null: none, or gone).
+  std::shared_ptr<consumer_group> group_of() const;
   // Strand: it is up again; its group's members that are down hand it what they hold.
   void member_came_up();
 

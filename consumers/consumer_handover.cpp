@@ -24,21 +24,37 @@ void consumer::take_over(std::span<const frame_slice> frames) {
   if (frames.empty()) return;
   bool start = false;
   bool down = false;
+  bool closed = false;
   {
     std::lock_guard lock(mutex_);
-    // In front, in their order: they were routed before anything this member holds of their
-    // addresses. A handover never drops: the queue may pass its limits by what it took until
-    // it writes them (a congested member's policy trims it then).
-    queue_.push_front_batch(frames);
-    if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
-    // Their debts move with them: owed by this member from now on.
-    take_confirms_locked(confirms_in(frames));
-    publish_depth_locked();
-    if (writable(flow_) && writer_ == writer::idle && life_ < life::closed) {
-      enter_writer_locked(writer::writing);
-      start = true;
+    closed = life_ >= life::closed;
+    if (!closed) {
+      // In front, in their order: they were routed before anything this member holds of their
+      // addresses. A handover never drops: the queue may pass its limits by what it took until
+      // it writes them (a congested member's policy trims it then).
+      queue_.push_front_batch(frames);
+      if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
+      // Their debts move with them: owed by this member from now on.
+      take_confirms_locked(confirms_in(frames));
+      publish_depth_locked();
+      if (writable(flow_) && writer_ == writer::idle) {
+        enter_writer_locked(writer::writing);
+        start = true;
+      }
+      down = !writable(flow_);
     }
-    down = !writable(flow_);
+  }
+  if (closed) {
+    // Chosen while it was up, closed since (a reload removed it, the gateway stops): nothing
+    // would ever write them here. They go on to a member that is up, or, with none, are refused
+    // as put() refuses what reaches a closed consumer (counted as its end says).
+    const std::shared_ptr<consumer_group> group = group_of();
+    if (group && group->other_up(this, false)) {
+      group->hand_over(this, frames);
+    } else {
+      put(frames, nullptr, false);
+    }
+    return;
   }
   stats_.taken_over_frames.fetch_add(frames.size(), std::memory_order_relaxed);
   if (start) drain_.start(false);
@@ -54,12 +70,13 @@ void consumer::hand_over_if_down() {
 }
 
 void consumer::hand_over_if_other_up() {
-  std::shared_ptr<consumer_group> group;
-  {
-    std::lock_guard lock(mutex_);
-    group = group_.lock();
-  }
+  const std::shared_ptr<consumer_group> group = group_of();
   if (group && group->other_up(this, false)) hand_over_if_down();
+}
+
+std::shared_ptr<consumer_group> consumer::group_of() const {
+  std::lock_guard lock(mutex_);
+  return group_.lock();
 }
 
 void consumer::hand_over_held(handover_cause cause) {
