@@ -10,6 +10,7 @@
 #include "config/consumer_tls_reader.hpp"
 #include "config/file_digest.hpp"
 #include "config/nearest_name.hpp"
+#include "config/settings.hpp"
 #include "config/toml_checker.hpp"
 #include "routing/pattern.hpp"
 
@@ -82,13 +83,13 @@ class routing_reader {
   consumer_spec read_consumer(const toml::table& table, const std::string& path, std::string name) {
     consumer_spec spec;
     spec.name = std::move(name);
-    check_.reject_unknown_keys(table, path,
-                               {"endpoint", "endpoints", "balance", "queue_capacity", "queue_bytes",
-                                "overflow", "tls", "ack", "max_unacked_bytes"});
+    check_.reject_unknown_keys(table, path, consumer_keys());
+    // The integers and booleans come from their rows (config/settings.cpp).
+    const auto refused = read_consumer_rows(check_, table, path, spec);
     read_addresses(table, path, spec);
     read_queue(table, path, spec);
     spec.tls = read_consumer_tls(check_, table, path, base_, creds_, spec.address.host);
-    read_acks(table, path, spec);
+    check_unacked_bytes(table, path, spec, refused);
     return spec;
   }
 
@@ -122,16 +123,8 @@ class routing_reader {
     }
   }
 
-  // The queue's limits and what happens past them.
+  // What happens past the queue's limits.
   void read_queue(const toml::table& table, const std::string& path, consumer_spec& spec) {
-    if (auto capacity = check_.integer(table, path, "queue_capacity", 1,
-                                       std::numeric_limits<std::uint32_t>::max())) {
-      spec.queue_capacity = static_cast<std::uint32_t>(*capacity);
-    }
-    if (auto bytes = check_.integer(table, path, "queue_bytes", 1,
-                                    std::numeric_limits<std::int64_t>::max())) {
-      spec.queue_bytes = static_cast<std::uint64_t>(*bytes);
-    }
     if (auto text = check_.string(table, path, "overflow")) {
       if (auto policy = consumers::overflow_policy_names.parse(*text)) {
         spec.overflow = *policy;
@@ -143,18 +136,13 @@ class routing_reader {
     }
   }
 
-  // `ack = true` and the bound on what it may hold unacknowledged.
-  void read_acks(const toml::table& table, const std::string& path, consumer_spec& spec) {
-    if (auto ack = check_.boolean(table, path, "ack")) spec.ack = *ack;
-    // Any size works: a frame larger than the limit still goes when nothing is held.
-    if (auto bytes = check_.integer(table, path, "max_unacked_bytes", 1,
-                                    std::numeric_limits<std::int64_t>::max())) {
-      spec.max_unacked_bytes = static_cast<std::uint64_t>(*bytes);
-      if (!spec.ack) {
-        check_.error(*table.get("max_unacked_bytes"),
-                     path + ".max_unacked_bytes: only means something with ack = true");
-      }
-    }
+  // The bound on what an `ack = true` consumer may hold unacknowledged means nothing without it.
+  void check_unacked_bytes(const toml::table& table, const std::string& path,
+                           const consumer_spec& spec, std::span<const std::string_view> refused) {
+    if (spec.ack || !table.contains("max_unacked_bytes")) return;
+    if (std::find(refused.begin(), refused.end(), "max_unacked_bytes") != refused.end()) return;
+    check_.error(*table.get("max_unacked_bytes"),
+                 path + ".max_unacked_bytes: only means something with ack = true");
   }
 
   std::optional<net::endpoint> read_endpoint(const toml::node& where, const std::string& path,

@@ -2,9 +2,7 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstring>
-#include <limits>
 #include <system_error>
 #include <utility>
 
@@ -20,18 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using presence = toml_checker::presence;
 
-// Timer values are kept below 2^31 ms (about 24.8 days) so any timer API can take them.
-constexpr std::int64_t max_milliseconds = std::numeric_limits<std::int32_t>::max();
-constexpr std::int64_t max_threads = 1024;
-constexpr std::int64_t max_idle_poll_us = 10000;       // beyond, a core burns for no latency gain
-constexpr std::int64_t max_payload_limit = 268435456;  // 256 MiB
-constexpr std::int64_t max_connections_limit = 1 << 20;
-
 // Keys that chose a pattern to compare (the comparison is bench/model_harness's now): a file
 // that still names one fails to load with what replaced it, rather than with "unknown key".
-// Below this, one connection's ledger alone could hold every confirm-mode supplier up.
-constexpr std::int64_t min_confirm_ledger_bytes = 1048576;
-
 constexpr std::array<std::pair<std::string_view, std::string_view>, 2> removed_gateway_keys{{
     {"concurrency", "gatewayd always runs Leader/Followers"},
     {"consumer_drain", "gatewayd always drains each consumer on its own strand"},
@@ -80,26 +68,18 @@ class service_reader {
     return address;
   }
 
-  void milliseconds(const toml::table& t, std::string_view key, std::int64_t min,
-                    std::chrono::milliseconds& out) {
-    if (auto v = check_.integer(t, "gateway", key, min, max_milliseconds)) {
-      out = std::chrono::milliseconds{*v};
-    }
+  // Whether `key` holds a valid value, or is absent (its default is): cross-checks compare only
+  // those, so one bad value is not reported twice.
+  bool usable(const toml::table& t, std::string_view key) const {
+    return !t.contains(key) || std::find(refused_.begin(), refused_.end(), key) == refused_.end();
   }
 
-  void read_reconnect(const toml::table& t) {
-    const auto initial = check_.integer(t, "gateway", "reconnect_initial_ms", 1, max_milliseconds);
-    const auto max = check_.integer(t, "gateway", "reconnect_max_ms", 1, max_milliseconds);
-    if (initial) config_.reconnect_initial = std::chrono::milliseconds{*initial};
-    if (max) config_.reconnect_max = std::chrono::milliseconds{*max};
-    // Compare only values that are valid (given and good, or defaults), so one bad value
-    // is not reported twice.
-    const bool initial_ok = initial || !t.contains("reconnect_initial_ms");
-    const bool max_ok = max || !t.contains("reconnect_max_ms");
-    if (!initial_ok || !max_ok || config_.reconnect_max >= config_.reconnect_initial) return;
+  void check_reconnect(const toml::table& t) {
+    if (!usable(t, "reconnect_initial_ms") || !usable(t, "reconnect_max_ms")) return;
+    if (config_.reconnect_max >= config_.reconnect_initial) return;
     const auto initial_ms = std::to_string(config_.reconnect_initial.count());
     const auto max_ms = std::to_string(config_.reconnect_max.count());
-    if (max) {
+    if (t.contains("reconnect_max_ms")) {
       check_.error(*t.get("reconnect_max_ms"), "gateway.reconnect_max_ms: " + max_ms +
                                                    " is below reconnect_initial_ms (" + initial_ms +
                                                    ')');
@@ -124,35 +104,24 @@ class service_reader {
     check_.reject_unknown_keys(t, "gateway", keys_of("gateway"), removed);
   }
 
-  // What a supplier sending CONFIRM frames may have outstanding, and for how long.
-  void read_confirms(const toml::table& t) {
-    if (auto v = check_.integer(t, "gateway", "max_unconfirmed_frames", 1, 1 << 20)) {
-      config_.max_unconfirmed_frames = static_cast<std::uint32_t>(*v);
-    }
-    milliseconds(t, "confirm_timeout_ms", 1, config_.confirm_timeout);
-    if (auto v = check_.integer(t, "gateway", "max_confirm_ledger_bytes", 0,
-                                std::numeric_limits<std::int64_t>::max())) {
-      config_.max_confirm_ledger_bytes = static_cast<std::uint64_t>(*v);
-      if (*v != 0 && *v < min_confirm_ledger_bytes) {
-        check_.error(*t.get("max_confirm_ledger_bytes"),
-                     "gateway.max_confirm_ledger_bytes: " + std::to_string(*v) +
-                         " is below 1048576 (1 MiB): every confirm-mode supplier would wait on it; "
-                         "0 = no bound");
-      }
-    }
+  // The ledger bound's floor, where its row's range says why.
+  void check_confirm_ledger(const toml::table& t) {
+    const auto v = static_cast<std::int64_t>(config_.max_confirm_ledger_bytes);
+    const auto floor = setting_at("gateway", "max_confirm_ledger_bytes").range.nonzero_min;
+    if (!t.contains("max_confirm_ledger_bytes") || !usable(t, "max_confirm_ledger_bytes")) return;
+    if (v == 0 || v >= floor) return;
+    check_.error(*t.get("max_confirm_ledger_bytes"),
+                 "gateway.max_confirm_ledger_bytes: " + std::to_string(v) + " is below " +
+                     std::to_string(floor) +
+                     " (1 MiB): every confirm-mode supplier would wait on it; 0 = no bound");
   }
 
+  // The integers and booleans come from their rows (config/settings.cpp); what is left here is
+  // the keys with rules of their own and the checks between keys.
   void read_gateway(const toml::table& t) {
     reject_removed_and_unknown_keys(t);
+    refused_ = read_rows(check_, t, "gateway", config_);
     if (auto e = listen_endpoint(t, "gateway", "supplier_listen")) config_.supplier_listen = *e;
-    if (auto v = check_.integer(t, "gateway", "threads", 0, max_threads)) {
-      config_.threads = static_cast<std::uint32_t>(*v);
-    }
-    if (auto v = check_.integer(t, "gateway", "idle_poll_us", 0, max_idle_poll_us)) {
-      config_.idle_poll = std::chrono::microseconds(*v);
-    }
-    const auto max_payload = check_.integer(t, "gateway", "max_payload", 1, max_payload_limit);
-    if (max_payload) config_.max_payload = static_cast<std::uint32_t>(*max_payload);
     if (auto name = check_.string(t, "gateway", "routes_file", presence::required)) {
       if (name->empty()) {
         check_.error(*t.get("routes_file"), "gateway.routes_file: must not be empty");
@@ -164,26 +133,10 @@ class service_reader {
         config_.routes_file = absolute_normal(*routes_file_);
       }
     }
-    milliseconds(t, "idle_timeout_ms", 0, config_.idle_timeout);
-    if (auto v =
-            check_.integer(t, "gateway", "max_supplier_connections", 1, max_connections_limit)) {
-      config_.max_supplier_connections = static_cast<std::uint32_t>(*v);
-    }
-    if (auto v =
-            check_.integer(t, "gateway", "max_handshaking_connections", 1, max_connections_limit)) {
-      config_.max_handshaking_connections = static_cast<std::uint32_t>(*v);
-    }
-    milliseconds(t, "drain_timeout_ms", 0, config_.drain_timeout);
-    milliseconds(t, "lame_duck_ms", 0, config_.lame_duck);
-    milliseconds(t, "slow_consumer_ms", 1, config_.slow_consumer);
-    milliseconds(t, "consumer_connect_timeout_ms", 1, config_.consumer_connect_timeout);
-    milliseconds(t, "consumer_timeout_ms", 0, config_.consumer_timeout);
-    read_confirms(t);
-    read_reconnect(t);
-    const bool max_payload_ok = max_payload || !t.contains("max_payload");
-    byte_cap(t, "max_queued_bytes", max_payload_ok, "queued", config_.max_queued_bytes);
-    byte_cap(t, "max_partial_frame_bytes", max_payload_ok, "received",
-             config_.max_partial_frame_bytes);
+    check_confirm_ledger(t);
+    check_reconnect(t);
+    byte_cap(t, "max_queued_bytes", "queued", config_.max_queued_bytes);
+    byte_cap(t, "max_partial_frame_bytes", "received", config_.max_partial_frame_bytes);
     if (const auto* allow = check_.array(t, "gateway", "allow")) {
       read_blocks(*allow, "gateway.allow", config_.allow);
     }
@@ -192,13 +145,11 @@ class service_reader {
 
   // A gateway-wide byte cap: 0 = none; otherwise, when max_payload is valid, at least that, or
   // the largest frame could never be `what` (queued, received).
-  void byte_cap(const toml::table& t, std::string_view key, bool max_payload_ok,
-                std::string_view what, std::uint64_t& out) {
-    const auto v = check_.integer(t, "gateway", key, 0, std::numeric_limits<std::int64_t>::max());
-    if (!v) return;
-    out = static_cast<std::uint64_t>(*v);
-    if (!max_payload_ok || *v == 0 || out >= config_.max_payload) return;
-    check_.error(*t.get(key), "gateway." + std::string{key} + ": " + std::to_string(*v) +
+  void byte_cap(const toml::table& t, std::string_view key, std::string_view what,
+                std::uint64_t out) {
+    if (!t.contains(key) || !usable(t, key) || !usable(t, "max_payload")) return;
+    if (out == 0 || out >= config_.max_payload) return;
+    check_.error(*t.get(key), "gateway." + std::string{key} + ": " + std::to_string(out) +
                                   " is below max_payload (" + std::to_string(config_.max_payload) +
                                   "): the largest frame could never be " + std::string{what});
   }
@@ -226,9 +177,6 @@ class service_reader {
   // A PROXY header is believed only from proxy_from: trusted from anyone, it would let any
   // supplier claim any address (and pass `allow` with it).
   void read_proxy_protocol(const toml::table& t) {
-    if (const auto on = check_.boolean(t, "gateway", "proxy_protocol")) {
-      config_.proxy_protocol = *on;
-    }
     if (const auto* from = check_.array(t, "gateway", "proxy_from")) {
       config_.proxy_from.clear();
       read_blocks(*from, "gateway.proxy_from", config_.proxy_from);
@@ -240,8 +188,8 @@ class service_reader {
 
   void read_metrics(const toml::table& t) {
     check_.reject_unknown_keys(t, "metrics", keys_of("metrics"));
+    read_rows(check_, t, "metrics", config_);
     if (auto e = listen_endpoint(t, "metrics", "listen")) config_.metrics_listen = *e;
-    if (auto enabled = check_.boolean(t, "metrics", "enabled")) config_.metrics_enabled = *enabled;
     if (const auto* allow = check_.array(t, "metrics", "allow")) {
       // Empty would admit nobody (or, read as gateway.allow is, everybody): say which is meant.
       if (allow->empty()) {
@@ -285,6 +233,7 @@ class service_reader {
   const credentials& creds_;
   service_config config_;
   std::optional<fs::path> routes_file_;
+  std::vector<std::string_view> refused_;  // [gateway] keys there but refused
 };
 
 }  // namespace

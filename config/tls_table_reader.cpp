@@ -1,7 +1,6 @@
 #include "config/tls_table_reader.hpp"
 
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -15,8 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using presence = toml_checker::presence;
-
-constexpr std::int64_t max_milliseconds = std::numeric_limits<std::int32_t>::max();
 
 class tls_reader {
  public:
@@ -46,6 +43,7 @@ class tls_reader {
 
   void read_tls(const toml::table& t) {
     check_.reject_unknown_keys(t, "tls", keys_of("tls"));
+    read_rows(check_, t, "tls", config_);  // allow_readable_key, handshake_timeout_ms
     tls_file(t, "cert", presence::required, config_.tls_cert);
     tls_file(t, "key", presence::required, config_.tls_key);
     tls_file(t, "client_ca", presence::optional, config_.tls_client_ca);
@@ -63,17 +61,11 @@ class tls_reader {
                                          ktls_mode_names.choices() + ")");
       }
     }
-    if (auto v = check_.integer(t, "tls", "handshake_timeout_ms", 1, max_milliseconds)) {
-      config_.tls_handshake_timeout = std::chrono::milliseconds{*v};
-    }
   }
 
   // A key others may read is refused unless allow_readable_key says access is managed otherwise.
   // Left to the running gateway when --check --skip-credentials cannot read it.
   void read_key_mode(const toml::table& t) {
-    if (auto allow = check_.boolean(t, "tls", "allow_readable_key")) {
-      config_.tls_allow_readable_key = *allow;
-    }
     if (config_.tls_key.empty() || config_.tls_allow_readable_key) return;
     if (!creds_.readable && creds_.holds(config_.tls_key)) return;
     if (auto why = key_file_problem(config_.tls_key, creds_)) {

@@ -38,9 +38,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
                  private link_events,
                  private batch_source {
  public:
+  // The gateway fills every duration from gatewayd.toml; their defaults are the configuration
+  // table's (config/settings.cpp), so none is written here.
   struct options {
-    std::chrono::milliseconds reconnect_initial{100};
-    std::chrono::milliseconds reconnect_max{30000};
+    std::chrono::milliseconds reconnect_initial{};  // reconnect_initial_ms
+    std::chrono::milliseconds reconnect_max{};      // reconnect_max_ms
     queue_budget* budget = nullptr;  // gateway-wide byte cap shared by all consumers; may be null
     // Its share of max_confirm_ledger_bytes, in CONFIRM frames owed; may be null (no bound).
     const confirm_share* confirms = nullptr;
@@ -48,8 +50,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
     // it counts as slow and its overflow policy applies; until then the gateway holds its
     // frames and pauses the suppliers feeding it at the high-water mark. Longer than a busy
     // machine keeps a reader off the CPU, short enough that the suppliers' TCP buffers hold
-    // what they send meanwhile.
-    std::chrono::milliseconds slow_after{100};
+    // what they send meanwhile. slow_consumer_ms.
+    std::chrono::milliseconds slow_after{};
     link_limits limits;  // dial deadline and dead-peer bound of its connections
   };
 

@@ -49,9 +49,11 @@ class link_events {
 // `healthy_after`: how long a connection must stay up before the redial backoff starts over
 // when it ends; one that ends sooner (a protocol error, a close right after the dial) makes the
 // next redial wait longer, as a failed dial does.
+// The first two come from gatewayd.toml (consumer_connect_timeout_ms, consumer_timeout_ms), with
+// the configuration table's defaults (config/settings.cpp).
 struct link_limits {
-  std::chrono::milliseconds connect_timeout{5000};
-  std::chrono::milliseconds liveness{30000};
+  std::chrono::milliseconds connect_timeout{};
+  std::chrono::milliseconds liveness{};
   std::chrono::milliseconds healthy_after{1000};
 };
 

@@ -148,12 +148,29 @@ void reloader::apply_settings(const config::service_config& next) {
                   << ": a setting changed that the reload does not know; it is not applied";
   }
   // Read on this strand only, so plain assignment is enough.
-  const bool allow_changed = running.allow != next.allow;
-  for (const config::setting* s : plan.live)
+  for (const config::setting* s : plan.live) {
     s->copy(running, next);
-  log::set_level(running.log_level);
-  parts_.listener.offer_kernel_tls(running.tls_ktls == config::ktls_mode::automatic);
-  if (allow_changed) apply_allow_list();
+    apply(s->hook);
+  }
+}
+
+// What a live key needs beyond its new value in the running settings. The switch names every
+// hook, so a hook added to the table and not handled here fails the build (-Wswitch, -Werror).
+void reloader::apply(config::apply_hook hook) {
+  const auto& running = parts_.settings;
+  switch (hook) {
+    case config::apply_hook::none:
+      return;
+    case config::apply_hook::log_level:
+      log::set_level(running.log_level);
+      return;
+    case config::apply_hook::kernel_tls:
+      parts_.listener.offer_kernel_tls(running.tls_ktls == config::ktls_mode::automatic);
+      return;
+    case config::apply_hook::allow_list:
+      apply_allow_list();
+      return;
+  }
 }
 
 // New connections are checked against the new list from the swap on; open ones from networks

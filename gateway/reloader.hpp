@@ -12,6 +12,7 @@
 
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
+#include "config/settings.hpp"
 #include "gateway/config_watcher.hpp"
 #include "gateway/consumer_set.hpp"
 #include "gateway/file_stamp.hpp"
@@ -70,6 +71,7 @@ class reloader {
   std::shared_ptr<const routing::routing_table> prepare(const config::full_config& next);
   void failed(std::string_view trigger, std::size_t errors);
   void apply_settings(const config::service_config& next);
+  void apply(config::apply_hook hook);
   void apply_allow_list();
   // [tls] on: builds a context from the [tls] files `next` names (the running ones if `next`
   // turns TLS off, which takes a restart); false (logged) when they do not load or do not

@@ -44,16 +44,17 @@ struct session_context {
   const net::tls_context_holder* tls = nullptr;
   // How long a TLS handshake may take, and how long a supplier may leave unread what OpenSSL
   // must send it (a KeyUpdate answer) before it is closed as slow.
-  std::chrono::milliseconds handshake_timeout{10000};
+  std::chrono::milliseconds handshake_timeout{};  // handshake_timeout_ms
   // [tls] ktls = "auto": offer OpenSSL the kernel's record layer. A reload may change it; new
   // connections take the value of their accept.
-  std::atomic<bool> kernel_tls{true};
+  std::atomic<bool> kernel_tls{};  // set by the gateway with [tls]
   // CONFIRM frames: how many one connection may have unconfirmed
   // before it is read no more until confirms make room (max_unconfirmed_frames), and how long
   // its confirms may wait unread in the gateway's small buffer before it is closed as slow
-  // (confirm_timeout_ms).
-  std::size_t max_unconfirmed = 16384;
-  std::chrono::milliseconds confirm_timeout{10000};
+  // (confirm_timeout_ms). The gateway sets these from gatewayd.toml; their defaults are the
+  // configuration table's (config/settings.cpp).
+  std::size_t max_unconfirmed = 0;
+  std::chrono::milliseconds confirm_timeout{};
   // The routers read passes route through, one per thread (owned beside this context). Must be
   // set before the first session reads.
   frame_routers* routers = nullptr;
