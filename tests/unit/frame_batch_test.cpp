@@ -115,6 +115,14 @@ BOOST_AUTO_TEST_CASE(spread_numbers_the_last_token_and_resends_keep_it) {
   const auto resent = frames_in(again);
   BOOST_TEST_REQUIRE(resent.size() == 1u);
   BOOST_TEST(resent[0].address == "u.00000001");
+  // Counted up digit by digit: the carries, and the wrap at the spread.
+  frame_batch wide({"w"}, 16, 5, 64, 256 * 1024, 0, 12);
+  const auto numbered = frames_in(wide.next(14, 1));
+  BOOST_TEST_REQUIRE(numbered.size() == 14u);
+  BOOST_TEST(numbered[9].address == "w.00000009");
+  BOOST_TEST(numbered[10].address == "w.00000010");
+  BOOST_TEST(numbered[11].address == "w.00000011");
+  BOOST_TEST(numbered[12].address == "w.00000000");
   BOOST_CHECK_THROW(frame_batch({"x"}, 16, 1, 8, 1024, 0, frame_batch::max_spread + 1),
                     std::invalid_argument);
 }

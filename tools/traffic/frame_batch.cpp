@@ -1,6 +1,8 @@
 #include "tools/traffic/frame_batch.hpp"
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 #include <stdexcept>
 
 #include "protocol/frame_codec.hpp"
@@ -47,6 +49,8 @@ void frame_batch::renumber(std::uint16_t sender) noexcept {
   sender_ = sender;
   std::fill(next_sequence_.begin(), next_sequence_.end(), 0);
   stamped_ = 0;
+  spread_next_ = 0;
+  std::fill(std::begin(spread_digits_), std::end(spread_digits_), '0');
 }
 
 std::string_view frame_batch::next(std::size_t n, std::uint64_t send_ns) noexcept {
@@ -58,7 +62,10 @@ std::string_view frame_batch::next(std::size_t n, std::uint64_t send_ns) noexcep
     store_header(bytes_.data() + header_at_[j],
                  payload_header{send_ns, next_sequence_[stream]++,
                                 static_cast<std::uint8_t>(stream), sender_});
-    if (spread_) stamp_spread(bytes_.data() + header_at_[j], stamped_ + (j - first));
+    if (spread_) {
+      std::memcpy(bytes_.data() + header_at_[j] - spread_digits, spread_digits_, spread_digits);
+      advance_spread();
+    }
     if (++stream == k) stream = 0;
   }
   stamped_ += n;
@@ -72,6 +79,21 @@ void frame_batch::append_frame(std::string& out, const payload_header& h) const 
   char* header = out.data() + at + (header_at_[h.stream] - frame_at_[h.stream]);
   store_header(header, h);
   if (spread_) stamp_spread(header, h.sequence * addresses_.size() + h.stream);
+}
+
+void frame_batch::advance_spread() noexcept {
+  if (++spread_next_ == spread_) {
+    spread_next_ = 0;
+    std::fill(std::begin(spread_digits_), std::end(spread_digits_), '0');
+    return;
+  }
+  for (std::size_t d = spread_digits; d-- > 0;) {
+    if (spread_digits_[d] != '9') {
+      ++spread_digits_[d];
+      return;
+    }
+    spread_digits_[d] = '0';
+  }
 }
 
 void frame_batch::stamp_spread(char* end, std::uint64_t index) const noexcept {

@@ -59,6 +59,9 @@ class frame_batch {
  private:
   // Writes the spread number of the index-th frame into the address that ends at `end`.
   void stamp_spread(char* end, std::uint64_t index) const noexcept;
+  // next()'s frames are numbered in turn: the next one's digits, counted up in place (a
+  // division per frame made the sender, not the gateway, the bound of a --spread run).
+  void advance_spread() noexcept;
 
   std::vector<std::string> addresses_;
   std::uint16_t sender_;
@@ -71,6 +74,8 @@ class frame_batch {
   std::vector<std::uint64_t> next_sequence_;
   std::uint64_t stamped_ = 0;
   std::uint32_t spread_ = 0;
+  char spread_digits_[spread_digits] = {'0', '0', '0', '0', '0', '0', '0', '0'};
+  std::uint32_t spread_next_ = 0;  // the number spread_digits_ spell
 };
 
 }  // namespace gatewayd::traffic
