@@ -25,6 +25,7 @@
 extern char** environ;
 
 using namespace gatewayd::gateway;
+using gatewayd::test::gatewayd_binary;
 namespace fs = std::filesystem;
 using mode = command_line::mode;
 
