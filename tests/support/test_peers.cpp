@@ -64,6 +64,7 @@ void test_consumer::run() {
     std::error_code ec;
     conn->close(ec);
     conn.reset();
+    ++closes_;
   };
   while (!stop_) {
     if (conn && drop_.exchange(false)) close_conn();
