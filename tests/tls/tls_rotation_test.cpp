@@ -175,8 +175,15 @@ BOOST_AUTO_TEST_CASE(rotation_under_traffic_loses_no_frame) {
   BOOST_TEST(logged->find(p.at("live.key").string()) != std::string::npos, *logged);
   BOOST_TEST(new_handshake(p, "rogue", gw.supplier_port) == served(p, "gateway"));
 
-  // Every open connection, old CA included, kept streaming through all of it.
-  std::this_thread::sleep_for(300ms);
+  // Every open connection, old CA included, kept streaming through all of it: each sends past
+  // where it was before the switch; a wait that runs out shows in the checks below.
+  (void)eventually(
+      [&] {
+        for (const auto& s : streams)
+          if (s.failed.load() || s.sent.load() <= before_switch[s.sender]) return false;
+        return true;
+      },
+      10s);
   std::uint64_t total = 0;
   for (auto& s : streams) {
     s.halt();
