@@ -40,12 +40,16 @@ struct loop {
   void start() {
     thread = std::thread([this] { ioc.run(); });
   }
-  // Every handler posted before this call has run: one thread runs them in the order posted,
-  // so what watch() and reading() posted to the watcher's strand is done.
+  // Every handler posted to the watcher's strand before this call has run (not those they
+  // post in turn). One hop through the io_context is not enough: a strand runs in turns, and
+  // a handler posted while a turn is queued or running waits for the next turn, which asio
+  // posts only when the current one ends. That end comes before our first hop runs (one
+  // thread), so the second hop, posted by the first, runs after the next turn. With one hop,
+  // the constructor's watch() ran after the test's first edit 8 times in 20.
   bool settle() {
     std::promise<void> done;
     auto ran = done.get_future();
-    asio::post(ioc, [&] { done.set_value(); });
+    asio::post(ioc, [&] { asio::post(ioc, [&] { done.set_value(); }); });
     return ran.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
   }
   // Before the watcher goes: no handler of it may run after.
