@@ -56,6 +56,11 @@ class test_consumer {
   // everything the gateway sent on them has been read.
   std::size_t closes() const noexcept { return closes_.load(); }
   bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const;
+  // Frames whose payload is `payload`: the markers a test sends after the rest, so that once
+  // they are in, nothing sent before them on their connections is still on its way.
+  std::size_t count_payload(const std::string& payload) const;
+  bool wait_for_payload(const std::string& payload, std::size_t n,
+                        std::chrono::milliseconds timeout) const;
   bool wait_for_connections(std::size_t n, std::chrono::milliseconds timeout) const;
 
  private:
