@@ -216,7 +216,11 @@ BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
 // With the default backoff (reconnect_max_ms = 2000; it was 30 s) a consumer that comes back,
 // however long it was away, is redialled within 2 s: equal jitter keeps every delay at or below
 // the cap. Away until the backoff has reached its cap (seven redials), then listening again.
-BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_default) {
+// The delays are the daemon's own (its log); the perf case below times the redial itself.
+namespace {
+
+// Returns how long after the consumer came back the daemon redialled it.
+std::chrono::steady_clock::duration a_consumer_comes_back_after_seven_redials() {
   unsigned short port = 0;
   {
     test_consumer gone;  // a port nobody listens on once it closes
@@ -242,7 +246,19 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_defau
   const auto redialled_after = std::chrono::steady_clock::now() - back_at;
   BOOST_TEST_MESSAGE("redialled " << std::chrono::duration<double>(redialled_after).count()
                                   << " s after the consumer came back");
-  BOOST_TEST(redialled_after < 2500ms);  // the 2 s cap, and a loaded machine's scheduling
+  return redialled_after;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_default) {
+  (void)a_consumer_comes_back_after_seven_redials();
+}
+
+BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_5_s_measured,
+                     *boost::unit_test::label("perf")) {
+  // The 2 s cap, and a loaded machine's scheduling.
+  BOOST_TEST(a_consumer_comes_back_after_seven_redials() < 2500ms);
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_drains_queued_frames_then_exits_zero) {
