@@ -6,9 +6,9 @@
 
 namespace gatewayd::test {
 
-// Another build's binaries give a "before" figure of a change (main's daemon), and let
-// scripts/test's sanitizer steps run the Release-built drivers against instrumented binaries:
-// what they check is the daemon, in a process of its own.
+// Another build's binaries give a "before" figure of a change (main's daemon). Tests that scale
+// a bound for sanitizers read it from their own build (__SANITIZE_ADDRESS__), so a Release-built
+// test run against an instrumented daemon would apply the Release bounds.
 const std::string& gatewayd_binary();
 const std::string& peer_binary();
 
