@@ -124,6 +124,15 @@ class consumer : public std::enable_shared_from_this<consumer>,
     return opts_.confirms ? opts_.confirms->frames() : 0;
   }
 
+  // Where its end is, in this order, forward only: open ─▶ draining (drain_and_close() was
+  // called: frames routed to it by the table that still named it are taken, they are its own,
+  // but nobody is paused) ─▶ closed (the drain ended: frames are refused, counted as its
+  // ending_ says; a write may still be out) ─▶ done (complete_close() counted what was left and
+  // told the callers). Every change goes through enter_life_locked(), which asserts this table,
+  // held by may_enter() (public for its test; nothing else asks it).
+  enum class life : std::uint8_t { open, draining, closed, done };
+  static bool may_enter(life from, life to) noexcept;
+
  private:
   // How frames flow to the consumer's endpoint, under mutex_. Every change goes through
   // enter_locked(), which holds the table of transitions:
@@ -263,6 +272,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void check_drain();
   void finish_drain();
   void complete_close();
+  void enter_life_locked(life next) noexcept;
 
   const std::string name_;
   const std::string member_;
@@ -281,13 +291,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::optional<consumer_tls> tls_;
   flow flow_ = flow::disconnected;
   writer writer_ = writer::idle;
-  // Where its end is, under mutex_, in this order: open ─▶ draining (drain_and_close() was
-  // called: frames routed to it by the table that still named it are taken, they are its own,
-  // but nobody is paused) ─▶ closed (the drain ended: frames are refused, counted as its
-  // ending_ says; a write may still be out) ─▶ done (complete_close() counted what was left and
-  // told the callers).
-  enum class life : std::uint8_t { open, draining, closed, done };
-  life life_ = life::open;
+  life life_ = life::open;                     // under mutex_; its table at may_enter()
   drop_reason ending_ = drop_reason::removed;  // why it drains: removed, or shutdown (a stop)
   std::uint64_t max_unacked_bytes_;            // an `ack` consumer's limit (reloadable)
   std::uint64_t conn_ = 0;                     // the connection writes go to

@@ -83,11 +83,25 @@ class consumer_link {
   const net::endpoint& endpoint() const noexcept { return endpoint_; }
   bool up(std::uint64_t conn) const noexcept { return state_ == state::up && conn == conn_; }
 
- private:
+  // Where the link is. Every change goes through enter(), which asserts this table, held by
+  // may_enter() (public for its test; nothing else asks it):
+  //   idle        -> dialing (start) | waiting (a bad address) | shut
+  //   dialing     -> handshaking (TLS) | up | waiting (failed) | dialing (moved: a new dial) |
+  //                  shut
+  //   handshaking -> settling (TLS 1.3) | up | waiting (failed) | dialing (moved) | shut
+  //   settling    -> up (no refusal came) | waiting (refused) | dialing (moved) | shut
+  //   up          -> waiting (lost, dropped, moved) | shut
+  //   waiting     -> dialing (the redial, or moved) | waiting (a loss's take_down, then the
+  //                  redial's delay; a redial to a bad address) | shut
+  //   shut        -> nothing: for good
   // settling: TLS 1.3, our side of the handshake is done, but the consumer judges our
-  // certificate only after it; frames wait until it had the time to refuse.
+  // certificate only after it; frames wait until it had the time to refuse. waiting: for the
+  // redial's delay (backoff), no socket open.
   enum class state : std::uint8_t { idle, dialing, handshaking, settling, up, waiting, shut };
+  static bool may_enter(state from, state to) noexcept;
 
+ private:
+  void enter(state next) noexcept;
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
   void arm_deadline(std::chrono::milliseconds after, std::uint64_t dial);

@@ -25,7 +25,7 @@ void consumer_link::dial() {
     }
     return wait_to_redial();
   }
-  state_ = state::dialing;
+  enter(state::dialing);
   dialed_at_ = std::chrono::steady_clock::now();
   const std::uint64_t dial = ++dial_;
   step_timed_out_ = false;
@@ -72,7 +72,7 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
 // A TLS consumer is up only once its handshake verified it; until then it is still a dial, and a
 // failure counts as one (connect_failures, with a tls_ reason) and redials with the backoff.
 void consumer_link::handshake(std::uint64_t dial) {
-  state_ = state::handshaking;
+  enter(state::handshaking);
   step_timed_out_ = false;
   std::error_code ec;
   stream_ = net::tls_channel::make(socket_, tls_->context->native_handle(),
@@ -134,7 +134,7 @@ void consumer_link::settle(std::uint64_t dial) {
   if (SSL_version(stream_->native_handle()) != TLS1_3_VERSION) return come_up();
   using namespace std::chrono;
   const auto took = duration_cast<milliseconds>(steady_clock::now() - dialed_at_);
-  state_ = state::settling;
+  enter(state::settling);
   read_until_closed(conn_ + 1);
   redial_timer_.expires_after(
       std::clamp<milliseconds>(2 * took, milliseconds{20}, handshake_bound()));
@@ -149,7 +149,7 @@ void consumer_link::settle(std::uint64_t dial) {
 void consumer_link::come_up(bool read_pending) {
   dial_failures_ = 0;
   up_since_ = std::chrono::steady_clock::now();
-  state_ = state::up;
+  enter(state::up);
   const std::uint64_t conn = ++conn_;
   stats_.connected.store(true, std::memory_order_relaxed);
   if (stream_) {
@@ -185,7 +185,7 @@ void consumer_link::dial_failed(std::error_code ec) {
 }
 
 void consumer_link::wait_to_redial() {
-  state_ = state::waiting;
+  enter(state::waiting);
   const auto delay = backoff_.next();
   GW_LOG(debug) << "consumer " << name_ << " redials in " << delay.count() << " ms";
   redial_timer_.expires_after(delay);
