@@ -37,7 +37,7 @@ consumer::~consumer() {
   // Only a destroyed io_context (handlers dropped unrun) gets here with frames held; the
   // drain's batch gives its own back.
   const frame_counts left = queue_.clear(std::nullopt);
-  if (opts_.budget) opts_.budget->release(left.bytes);
+  if (opts_.budget) opts_.budget->give_back(left.bytes);
   frames_abandoned(unacked_.all(), std::nullopt);
   unacked_.pop_front(unacked_.size());
 }

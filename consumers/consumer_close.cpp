@@ -101,7 +101,7 @@ void consumer::complete_close() {
     publish_depth_locked();
     paused_.release_locked();
   }
-  if (opts_.budget) opts_.budget->release(left.bytes);
+  if (opts_.budget) opts_.budget->give_back(left.bytes);
   // Held, never acknowledged: counted with what was still queued.
   left.frames += unacked_.size();
   frames_abandoned(unacked_.all(), reject_for(why));

@@ -146,7 +146,7 @@ void consumer::batch_failed(write_batch& batch) {
   }
   settle_policy(trimmed, slow_conn);
   if (discarded.frames) {
-    if (opts_.budget) opts_.budget->release(discarded.bytes);
+    if (opts_.budget) opts_.budget->give_back(discarded.bytes);
     stats_.dropped[static_cast<std::size_t>(drop_reason::slow_consumer)].fetch_add(
         discarded.frames, std::memory_order_relaxed);
   }

@@ -38,7 +38,7 @@ struct session_context {
   std::uint32_t max_payload;
   std::chrono::milliseconds idle_timeout;  // 0 = never
   // max_partial_frame_bytes: what frames larger than a chunk may hold while they arrive.
-  protocol::partial_frame_budget* partial_budget = nullptr;
+  runtime::byte_budget* partial_budget = nullptr;
   // [tls]: every connection does a server handshake with the holder's context before its first
   // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
   const net::tls_context_holder* tls = nullptr;

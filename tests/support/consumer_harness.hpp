@@ -310,7 +310,8 @@ struct io_fixture {
     BOOST_TEST(in_use() == live_before);
   }
 
-  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s, gc::queue_budget* budget = nullptr,
+  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s,
+                                     gatewayd::runtime::byte_budget* budget = nullptr,
                                      gc::link_limits limits = {},
                                      std::chrono::milliseconds slow_after = 100ms) {
     gc::consumer::options o;
