@@ -31,19 +31,20 @@ consumer_link::consumer_link(const runtime::strand& strand, const std::string& n
 bool consumer_link::may_enter(state from, state to) noexcept {
   switch (from) {
     case state::idle:
-      return to == state::dialing || to == state::waiting || to == state::shut;
+      return to == state::dialing || to == state::backing_off || to == state::shut;
     case state::dialing:
-      return to == state::handshaking || to == state::up || to == state::waiting ||
+      return to == state::handshaking || to == state::up || to == state::backing_off ||
              to == state::dialing || to == state::shut;
     case state::handshaking:
-      return to == state::settling || to == state::up || to == state::waiting ||
+      return to == state::vetting || to == state::up || to == state::backing_off ||
              to == state::dialing || to == state::shut;
-    case state::settling:
-      return to == state::up || to == state::waiting || to == state::dialing || to == state::shut;
+    case state::vetting:
+      return to == state::up || to == state::backing_off || to == state::dialing ||
+             to == state::shut;
     case state::up:
-      return to == state::waiting || to == state::shut;
-    case state::waiting:
-      return to == state::dialing || to == state::waiting || to == state::shut;
+      return to == state::backing_off || to == state::shut;
+    case state::backing_off:
+      return to == state::dialing || to == state::backing_off || to == state::shut;
     case state::shut:
       return false;
   }
@@ -152,7 +153,7 @@ void consumer_link::take_down(bool redials) {
   // Counted at the loss rather than at the next dial: the same once per loss, with no flag
   // carried to the dial.
   if (redials) stats_.reconnects.fetch_add(1, std::memory_order_relaxed);
-  enter(state::waiting);
+  enter(state::backing_off);
   dial_failures_ = 0;
 }
 

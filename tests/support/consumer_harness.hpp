@@ -269,7 +269,7 @@ struct test_listener : gc::flow_control_listener {
   std::atomic<int> resumed{0};
   std::atomic<int> held{0};  // told its pause is a stalled backpressure consumer's
   void resume_reading() override { ++resumed; }
-  void held_by_stalled_consumer() override { ++held; }
+  void paused_by_stalled_consumer() override { ++held; }
 };
 
 inline std::uint64_t dropped(const gc::consumer& c, gc::drop_reason r) {

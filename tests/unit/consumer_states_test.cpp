@@ -38,31 +38,31 @@ BOOST_AUTO_TEST_CASE(the_link_moves_only_as_its_table_says) {
   using s = gc::consumer_link::state;
   const std::set<std::pair<s, s>> legal{
       {s::idle, s::dialing},
-      {s::idle, s::waiting},
+      {s::idle, s::backing_off},
       {s::idle, s::shut},
       {s::dialing, s::handshaking},
       {s::dialing, s::up},
-      {s::dialing, s::waiting},
+      {s::dialing, s::backing_off},
       {s::dialing, s::dialing},
       {s::dialing, s::shut},
-      {s::handshaking, s::settling},
+      {s::handshaking, s::vetting},
       {s::handshaking, s::up},
-      {s::handshaking, s::waiting},
+      {s::handshaking, s::backing_off},
       {s::handshaking, s::dialing},
       {s::handshaking, s::shut},
-      {s::settling, s::up},
-      {s::settling, s::waiting},
-      {s::settling, s::dialing},
-      {s::settling, s::shut},
-      {s::up, s::waiting},
+      {s::vetting, s::up},
+      {s::vetting, s::backing_off},
+      {s::vetting, s::dialing},
+      {s::vetting, s::shut},
+      {s::up, s::backing_off},
       {s::up, s::shut},
-      {s::waiting, s::dialing},
-      {s::waiting, s::waiting},
-      {s::waiting, s::shut},
+      {s::backing_off, s::dialing},
+      {s::backing_off, s::backing_off},
+      {s::backing_off, s::shut},
   };
   holds_to(&gc::consumer_link::may_enter, legal,
-           std::array<std::string_view, 7>{"idle", "dialing", "handshaking", "settling", "up",
-                                           "waiting", "shut"});
+           std::array<std::string_view, 7>{"idle", "dialing", "handshaking", "vetting", "up",
+                                           "backing_off", "shut"});
 }
 
 // The ones a slip would most likely make: up without a dial, a dial out of the end, a
@@ -70,12 +70,12 @@ BOOST_AUTO_TEST_CASE(the_link_moves_only_as_its_table_says) {
 BOOST_AUTO_TEST_CASE(the_link_refuses_the_shortcuts) {
   using s = gc::consumer_link::state;
   BOOST_TEST(!gc::consumer_link::may_enter(s::idle, s::up));
-  BOOST_TEST(!gc::consumer_link::may_enter(s::waiting, s::up));
+  BOOST_TEST(!gc::consumer_link::may_enter(s::backing_off, s::up));
   BOOST_TEST(!gc::consumer_link::may_enter(s::up, s::up));
   BOOST_TEST(!gc::consumer_link::may_enter(s::up, s::dialing));
   BOOST_TEST(!gc::consumer_link::may_enter(s::shut, s::dialing));
   BOOST_TEST(!gc::consumer_link::may_enter(s::shut, s::shut));
-  BOOST_TEST(!gc::consumer_link::may_enter(s::dialing, s::settling));
+  BOOST_TEST(!gc::consumer_link::may_enter(s::dialing, s::vetting));
 }
 
 BOOST_AUTO_TEST_CASE(a_consumer_ends_forward_only_one_step_at_a_time) {
