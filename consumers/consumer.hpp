@@ -42,8 +42,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   struct options {
     std::chrono::milliseconds reconnect_initial{};  // reconnect_initial_ms
     std::chrono::milliseconds reconnect_max{};      // reconnect_max_ms
-    runtime::byte_budget* budget =
-        nullptr;  // gateway-wide byte cap shared by all consumers; may be null
+    // The gateway-wide byte cap shared by all consumers (max_queued_bytes); may be null.
+    runtime::byte_budget* budget = nullptr;
     // Its share of max_confirm_ledger_bytes, in CONFIRM frames owed; may be null (no bound).
     const confirm_share* confirms = nullptr;
     // How long a consumer whose socket is full may take to catch up (empty its queue) before
