@@ -9,16 +9,16 @@ namespace {
 // is refused, and differ only in what they do when a frame does not fit.
 class admitter {
  public:
-  admitter(frame_queue& queue, const queue_limits& limits, queue_budget* budget,
+  admitter(frame_queue& queue, const queue_limits& limits, runtime::byte_budget* budget,
            protocol::release_batch& refused, std::uint64_t batch_bytes)
       : queue_(queue),
         limits_(limits),
         budget_(budget),
         refused_(refused),
-        batch_reserved_(!budget || budget->try_reserve(batch_bytes)) {}
+        batch_reserved_(!budget || budget->try_take_optimistic(batch_bytes)) {}
 
   ~admitter() {
-    if (unreserve_) budget_->release(unreserve_);
+    if (unreserve_) budget_->give_back(unreserve_);
   }
 
   admission& result() noexcept { return a_; }
@@ -89,7 +89,7 @@ class admitter {
       evict_oldest(drop_reason::queue_bytes);
     if (never_fits(f, reserved)) return false;
     if (reserved) return true;
-    while (!(reserved = budget_->try_reserve(f.size)) && !queue_.empty())
+    while (!(reserved = budget_->try_take_optimistic(f.size)) && !queue_.empty())
       evict_oldest(drop_reason::global_bytes);
     if (!reserved) refuse(f, drop_reason::global_bytes, false);
     return reserved;
@@ -102,7 +102,8 @@ class admitter {
   }
 
   bool disconnect(const frame_slice& f, bool& reserved) {
-    if (fits_frames() && fits_bytes(f) && (reserved || (reserved = budget_->try_reserve(f.size))))
+    if (fits_frames() && fits_bytes(f) &&
+        (reserved || (reserved = budget_->try_take_optimistic(f.size))))
       return true;
     // The whole backlog goes (and with it the batch being written: the consumer's business);
     // the new frame starts the next connection's queue if it can fit at all.
@@ -118,8 +119,8 @@ class admitter {
   bool backpressure(const frame_slice& f, bool& reserved) {
     // Never drops: past the budget it queues anyway and the suppliers are paused instead; the
     // overshoot is bounded by what they had already read.
-    if (!reserved && !budget_->try_reserve(f.size)) {
-      budget_->force_reserve(f.size);
+    if (!reserved && !budget_->try_take_optimistic(f.size)) {
+      budget_->take(f.size);
       a_.over_budget = true;
     }
     return true;
@@ -134,7 +135,7 @@ class admitter {
   }
 
   bool reserve_or_refuse(const frame_slice& f, bool& reserved) {
-    if (reserved || (reserved = budget_->try_reserve(f.size))) return true;
+    if (reserved || (reserved = budget_->try_take_optimistic(f.size))) return true;
     return refuse(f, drop_reason::global_bytes, false);
   }
 
@@ -160,7 +161,7 @@ class admitter {
     if (batch_reserved_) {
       unreserve_ += bytes;
     } else {
-      budget_->release(bytes);
+      budget_->give_back(bytes);
     }
   }
 
@@ -168,7 +169,7 @@ class admitter {
 
   frame_queue& queue_;
   const queue_limits& limits_;
-  queue_budget* budget_;
+  runtime::byte_budget* budget_;
   protocol::release_batch& refused_;
   const bool batch_reserved_;
   bool limit_confirms_ = false;
@@ -180,7 +181,7 @@ class admitter {
 }  // namespace
 
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
-                queue_budget* budget, bool congested, frame_packer* packer,
+                runtime::byte_budget* budget, bool congested, frame_packer* packer,
                 protocol::release_batch& refused, std::uint64_t confirm_room) {
   std::uint64_t batch_bytes = 0;
   std::uint32_t confirms = 0;
@@ -212,7 +213,7 @@ admission admit(frame_queue& queue, std::span<const frame_slice> frames, const q
   return a.result();
 }
 
-admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* budget,
+admission trim(frame_queue& queue, const queue_limits& limits, runtime::byte_budget* budget,
                protocol::release_batch& released) {
   admission a;
   std::uint64_t freed = 0;
@@ -248,7 +249,7 @@ admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* bud
     case overflow_policy::backpressure:
       break;
   }
-  if (budget) budget->release(freed);
+  if (budget) budget->give_back(freed);
   return a;
 }
 

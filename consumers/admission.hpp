@@ -11,9 +11,9 @@
 #include "consumers/consumer_stats.hpp"
 #include "consumers/frame_queue.hpp"
 #include "consumers/overflow_policy.hpp"
-#include "consumers/queue_budget.hpp"
 #include "consumers/write_batch.hpp"
 #include "protocol/frame_chunk.hpp"
+#include "runtime/byte_budget.hpp"
 
 namespace gatewayd::consumers {
 
@@ -56,7 +56,7 @@ struct admission {
 // admitted as ever. Checked frame by frame, as the queue's own bound is, only when the batch
 // holds more CONFIRM frames than that.
 admission admit(frame_queue& queue, std::span<const frame_slice> frames, const queue_limits& limits,
-                queue_budget* budget, bool congested, frame_packer* packer,
+                runtime::byte_budget* budget, bool congested, frame_packer* packer,
                 protocol::release_batch& refused, std::uint64_t confirm_room = UINT64_MAX);
 
 // Applies the policy to what `queue` already holds, when its consumer becomes congested: while
@@ -68,7 +68,7 @@ admission admit(frame_queue& queue, std::span<const frame_slice> frames, const q
 // backpressure keeps everything. Each frame that goes hands its reference to `released` and its
 // bytes back to `budget` (may be null). The gateway-wide budget is not a limit here: the next
 // put() applies it, as it does to any consumer.
-admission trim(frame_queue& queue, const queue_limits& limits, queue_budget* budget,
+admission trim(frame_queue& queue, const queue_limits& limits, runtime::byte_budget* budget,
                protocol::release_batch& released);
 
 // True when the queue is at its frame or byte limit (backpressure then pauses suppliers).

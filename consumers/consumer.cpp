@@ -37,7 +37,7 @@ consumer::~consumer() {
   // Only a destroyed io_context (handlers dropped unrun) gets here with frames held; the
   // drain's batch gives its own back.
   const frame_counts left = queue_.clear(std::nullopt);
-  if (opts_.budget) opts_.budget->release(left.bytes);
+  if (opts_.budget) opts_.budget->give_back(left.bytes);
   frames_abandoned(unacked_.all(), std::nullopt);
   unacked_.pop_front(unacked_.size());
 }
@@ -123,7 +123,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   result.queued = a.queued;
   // Only while another member is up to take them: with every member down it holds them.
   if (stray) hand_over_if_other_up();
-  settle_policy(a, slow_conn);
+  carry_out_policy(a, slow_conn);
   result.wrote = start_drain && drain_here;
   if (start_drain) drain_.start(drain_here);
   return result;
@@ -166,7 +166,7 @@ std::uint64_t consumer::give_up_link_locked() noexcept {
   return conn_;
 }
 
-void consumer::settle_policy(const admission& a, std::uint64_t slow_conn) {
+void consumer::carry_out_policy(const admission& a, std::uint64_t slow_conn) {
   for (std::size_t i = 0; i < drop_reason_count; ++i) {
     if (a.drops[i]) stats_.dropped[i].fetch_add(a.drops[i], std::memory_order_relaxed);
   }
@@ -216,7 +216,7 @@ void consumer::on_link_up(std::uint64_t conn) {
 void consumer::on_link_down() {
   protocol::release_batch released(&stats_.confirms_settled);
   admission trimmed;
-  std::vector<std::weak_ptr<flow_control_listener>> held;
+  std::vector<std::weak_ptr<flow_control_listener>> to_tell;
   {
     std::lock_guard lock(mutex_);
     enter_locked(flow::disconnected);
@@ -228,10 +228,10 @@ void consumer::on_link_down() {
     if (life_ < life::closed) hold_to_limits_locked(trimmed, released);
     publish_depth_locked();
     if (limits_.policy == overflow_policy::backpressure && life_ == life::open)
-      paused_.copy_waiting_locked(held);
+      paused_.copy_paused_locked(to_tell);
   }
-  settle_policy(trimmed, 0);
-  tell_held(held);
+  carry_out_policy(trimmed, 0);
+  tell_stalled(to_tell);
   hand_over_held(handover_cause::failed);
 }
 

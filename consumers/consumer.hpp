@@ -24,7 +24,6 @@
 #include "consumers/frame_packer.hpp"
 #include "consumers/frame_queue.hpp"
 #include "consumers/paused_suppliers.hpp"
-#include "consumers/queue_budget.hpp"
 #include "consumers/strand_drain.hpp"
 #include "consumers/unacked_frames.hpp"
 #include "consumers/write_batch.hpp"
@@ -43,7 +42,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   struct options {
     std::chrono::milliseconds reconnect_initial{};  // reconnect_initial_ms
     std::chrono::milliseconds reconnect_max{};      // reconnect_max_ms
-    queue_budget* budget = nullptr;  // gateway-wide byte cap shared by all consumers; may be null
+    // The gateway-wide byte cap shared by all consumers (max_queued_bytes); may be null.
+    runtime::byte_budget* budget = nullptr;
     // Its share of max_confirm_ledger_bytes, in CONFIRM frames owed; may be null (no bound).
     const confirm_share* confirms = nullptr;
     // How long a consumer whose socket is full may take to catch up (empty its queue) before
@@ -62,7 +62,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
     // behind (congested) resumes its suppliers only once it has drained to half its limits. Not
     // a pause by one that keeps up (the gateway's high-water mark: moments), nor by one of
     // another policy, which lets them go within slow_after at the latest. Suppliers it paused
-    // before it fell behind and still holds are told then (held_by_stalled_consumer). The
+    // before it fell behind and still holds are told then (paused_by_stalled_consumer). The
     // supplier connection cap reclaims only sessions paused so.
     bool paused_by_consumer = false;
     bool wrote = false;  // the caller's thread wrote the frames (or writes them now)
@@ -123,6 +123,15 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::uint64_t confirm_share() const noexcept {
     return opts_.confirms ? opts_.confirms->frames() : 0;
   }
+
+  // Where its end is, in this order, forward only: open ─▶ draining (drain_and_close() was
+  // called: frames routed to it by the table that still named it are taken, they are its own,
+  // but nobody is paused) ─▶ closed (the drain ended: frames are refused, counted as its
+  // ending_ says; a write may still be out) ─▶ done (complete_close() counted what was left and
+  // told the callers). Every change goes through enter_life_locked(), which asserts this table
+  // (may_enter(): public for its test; nothing else asks it).
+  enum class life : std::uint8_t { open, draining, closed, done };
+  static bool may_enter(life from, life to) noexcept;
 
  private:
   // How frames flow to the consumer's endpoint, under mutex_. Every change goes through
@@ -218,12 +227,12 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
   // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
   // queue, so that its limits are what a dashboard shows. Returns the connection the disconnect
-  // policy gave up (0: none), for settle_policy() to drop.
+  // policy gave up (0: none), for carry_out_policy() to drop.
   std::uint64_t hold_to_limits_locked(admission& a, protocol::release_batch& released);
   // The disconnect policy fired with the link up: no write may start on it from here on.
   std::uint64_t give_up_link_locked() noexcept;
   // Outside the lock: counts what the policy dropped and has the strand drop `slow_conn`.
-  void settle_policy(const admission& a, std::uint64_t slow_conn);
+  void carry_out_policy(const admission& a, std::uint64_t slow_conn);
 
   // It owes its share of the confirm bound (confirm_share.hpp): full, as at its queue's limits;
   // below half of it, suppliers it paused for that go on. Any thread.
@@ -241,8 +250,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   bool below_low_water_locked() const noexcept;
   void resume_if_below_low_water();
   // Strand, outside the lock: a backpressure consumer that became congested tells the suppliers
-  // it still holds (collected under the lock into `held`) that their pause is now its own.
-  void tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held);
+  // it still keeps paused (collected under the lock into `paused`) that their pause is now its own.
+  void tell_stalled(const std::vector<std::weak_ptr<flow_control_listener>>& paused);
 
   // Why a member hands its frames over: its link went down (queued and unacknowledged frames
   // go), it fell behind (queued ones), or a reload removed it (queued ones).
@@ -263,6 +272,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void check_drain();
   void finish_drain();
   void complete_close();
+  void enter_life_locked(life next) noexcept;
 
   const std::string name_;
   const std::string member_;
@@ -281,13 +291,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::optional<consumer_tls> tls_;
   flow flow_ = flow::disconnected;
   writer writer_ = writer::idle;
-  // Where its end is, under mutex_, in this order: open ─▶ draining (drain_and_close() was
-  // called: frames routed to it by the table that still named it are taken, they are its own,
-  // but nobody is paused) ─▶ closed (the drain ended: frames are refused, counted as its
-  // ending_ says; a write may still be out) ─▶ done (complete_close() counted what was left and
-  // told the callers).
-  enum class life : std::uint8_t { open, draining, closed, done };
-  life life_ = life::open;
+  life life_ = life::open;                     // under mutex_; its table at may_enter()
   drop_reason ending_ = drop_reason::removed;  // why it drains: removed, or shutdown (a stop)
   std::uint64_t max_unacked_bytes_;            // an `ack` consumer's limit (reloadable)
   std::uint64_t conn_ = 0;                     // the connection writes go to

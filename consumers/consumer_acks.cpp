@@ -15,7 +15,7 @@ void consumer::batch_sent(write_batch& batch, std::size_t n) {
   }
   if (!sent.frames) return;
   // Held frames leave the queue budget: max_unacked_bytes bounds them.
-  if (opts_.budget) opts_.budget->release(sent.bytes);
+  if (opts_.budget) opts_.budget->give_back(sent.bytes);
   stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
   stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
   if (acks_) publish_unacked();
@@ -42,7 +42,7 @@ void consumer::redeliver_locked() {
   queue_.push_front_batch(held);  // the references move with the frames
   const std::uint64_t bytes = unacked_.pop_front(held.size());
   // Queued again: they count against the gateway-wide budget as any queued frame.
-  if (opts_.budget) opts_.budget->force_reserve(bytes);
+  if (opts_.budget) opts_.budget->take(bytes);
   stats_.redelivered_frames.fetch_add(held.size(), std::memory_order_relaxed);
   publish_unacked();
   publish_depth_locked();

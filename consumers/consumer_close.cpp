@@ -1,4 +1,6 @@
 // How a consumer ends: drain what it holds for a bounded time, then close and report.
+#include <cassert>
+
 #include "consumers/consumer.hpp"
 #include "runtime/log.hpp"
 
@@ -9,7 +11,7 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
   {
     std::lock_guard lock(mutex_);
     if (life_ == life::open) {
-      life_ = life::draining;
+      enter_life_locked(life::draining);
       ending_ = reason;
     }
   }
@@ -81,7 +83,7 @@ void consumer::finish_drain() {
   {
     std::lock_guard lock(mutex_);
     if (life_ >= life::closed) return;
-    life_ = life::closed;
+    enter_life_locked(life::closed);
   }
   drain_timer_.cancel();
   link_.shut();
@@ -93,13 +95,13 @@ void consumer::complete_close() {
   drop_reason why = drop_reason::shutdown;  // ending_, read under the lock
   {
     std::lock_guard lock(mutex_);
-    life_ = life::done;
+    enter_life_locked(life::done);
     why = ending_;
     left = queue_.clear(reject_for(why));
     publish_depth_locked();
     paused_.release_locked();
   }
-  if (opts_.budget) opts_.budget->release(left.bytes);
+  if (opts_.budget) opts_.budget->give_back(left.bytes);
   // Held, never acknowledged: counted with what was still queued.
   left.frames += unacked_.size();
   frames_abandoned(unacked_.all(), reject_for(why));
@@ -115,6 +117,27 @@ void consumer::complete_close() {
   close_.done.clear();
   for (auto& d : done)
     d(left.frames);
+}
+
+// The table in consumer.hpp.
+bool consumer::may_enter(life from, life to) noexcept {
+  switch (from) {
+    case life::open:
+      return to == life::draining;
+    case life::draining:
+      return to == life::closed;
+    case life::closed:
+      return to == life::done;
+    case life::done:
+      return false;
+  }
+  return false;
+}
+
+// Under mutex_, the one place its end moves: anything the table does not hold is a bug.
+void consumer::enter_life_locked(life next) noexcept {
+  assert(may_enter(life_, next));
+  life_ = next;
 }
 
 }  // namespace gatewayd::consumers

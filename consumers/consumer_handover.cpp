@@ -33,7 +33,7 @@ void consumer::take_over(std::span<const frame_slice> frames) {
       // addresses. A handover never drops: the queue may pass its limits by what it took until
       // it writes them (a congested member's policy trims it then).
       queue_.push_front_batch(frames);
-      if (opts_.budget) opts_.budget->force_reserve(count(frames).bytes);
+      if (opts_.budget) opts_.budget->take(count(frames).bytes);
       // Their debts move with them: owed by this member from now on.
       take_confirms_locked(confirms_in(frames));
       publish_depth_locked();
@@ -104,7 +104,7 @@ void consumer::hand_over_held(handover_cause cause) {
     }
     const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),
                                             std::numeric_limits<std::uint64_t>::max(), frames);
-    if (opts_.budget) opts_.budget->release(queued.bytes);
+    if (opts_.budget) opts_.budget->give_back(queued.bytes);
     publish_depth_locked();
     if (below_low_water_locked()) paused_.release_locked();
   }

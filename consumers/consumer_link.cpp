@@ -3,6 +3,7 @@
 // consumer_link_read.cpp.
 #include "consumers/consumer_link.hpp"
 
+#include <cassert>
 #include <cerrno>
 
 #include "consumers/link_errors.hpp"
@@ -24,6 +25,36 @@ consumer_link::consumer_link(const runtime::strand& strand, const std::string& n
       backoff_(std::move(redial)),
       limits_(limits) {
   if (acks) acks_.emplace();
+}
+
+// The table in consumer_link.hpp.
+bool consumer_link::may_enter(state from, state to) noexcept {
+  switch (from) {
+    case state::idle:
+      return to == state::dialing || to == state::backing_off || to == state::shut;
+    case state::dialing:
+      return to == state::handshaking || to == state::up || to == state::backing_off ||
+             to == state::dialing || to == state::shut;
+    case state::handshaking:
+      return to == state::vetting || to == state::up || to == state::backing_off ||
+             to == state::dialing || to == state::shut;
+    case state::vetting:
+      return to == state::up || to == state::backing_off || to == state::dialing ||
+             to == state::shut;
+    case state::up:
+      return to == state::backing_off || to == state::shut;
+    case state::backing_off:
+      return to == state::dialing || to == state::backing_off || to == state::shut;
+    case state::shut:
+      return false;
+  }
+  return false;
+}
+
+// The one place the state changes: anything the table does not hold is a bug.
+void consumer_link::enter(state next) noexcept {
+  assert(may_enter(state_, next));
+  state_ = next;
 }
 
 void consumer_link::start(const net::endpoint& at, std::optional<consumer_tls> tls) {
@@ -98,7 +129,7 @@ void consumer_link::shut() {
   } else {
     close_socket();
   }
-  state_ = state::shut;
+  enter(state::shut);
   ++dial_;
   redial_timer_.cancel();
 }
@@ -122,7 +153,7 @@ void consumer_link::take_down(bool redials) {
   // Counted at the loss rather than at the next dial: the same once per loss, with no flag
   // carried to the dial.
   if (redials) stats_.reconnects.fetch_add(1, std::memory_order_relaxed);
-  state_ = state::waiting;
+  enter(state::backing_off);
   dial_failures_ = 0;
 }
 

@@ -83,11 +83,25 @@ class consumer_link {
   const net::endpoint& endpoint() const noexcept { return endpoint_; }
   bool up(std::uint64_t conn) const noexcept { return state_ == state::up && conn == conn_; }
 
- private:
-  // settling: TLS 1.3, our side of the handshake is done, but the consumer judges our
-  // certificate only after it; frames wait until it had the time to refuse.
-  enum class state : std::uint8_t { idle, dialing, handshaking, settling, up, waiting, shut };
+  // Where the link is. Every change goes through enter(), which asserts this table
+  // (may_enter(): public for its test; nothing else asks it):
+  //   idle        -> dialing (start) | backing_off (a bad address) | shut
+  //   dialing     -> handshaking (TLS) | up | backing_off (failed) | dialing (moved: a new dial) |
+  //                  shut
+  //   handshaking -> vetting (TLS 1.3) | up | backing_off (failed) | dialing (moved) | shut
+  //   vetting     -> up (no refusal came) | backing_off (refused) | dialing (moved) | shut
+  //   up          -> backing_off (lost, dropped, moved) | shut
+  //   backing_off -> dialing (the redial, or moved) | backing_off (a loss's take_down, then the
+  //                  redial's delay; a redial to a bad address) | shut
+  //   shut        -> nothing: for good
+  // vetting: TLS 1.3, our side of the handshake is done, but the consumer judges our
+  // certificate only after it; frames wait until it had the time to refuse. backing_off: for the
+  // redial's delay (backoff), no socket open.
+  enum class state : std::uint8_t { idle, dialing, handshaking, vetting, up, backing_off, shut };
+  static bool may_enter(state from, state to) noexcept;
 
+ private:
+  void enter(state next) noexcept;
   void dial();
   void on_dialed(std::error_code ec, std::uint64_t dial);
   void arm_deadline(std::chrono::milliseconds after, std::uint64_t dial);
@@ -95,11 +109,11 @@ class consumer_link {
   void on_handshake(std::error_code ec, std::uint64_t dial);
   void handshake_failed(connect_failure reason, const std::string& why);
   std::chrono::milliseconds handshake_bound() const noexcept;
-  void settle(std::uint64_t dial);
-  bool settling(std::uint64_t conn) const noexcept {
-    return state_ == state::settling && conn == conn_ + 1;
+  void start_vetting(std::uint64_t dial);
+  bool vetting(std::uint64_t conn) const noexcept {
+    return state_ == state::vetting && conn == conn_ + 1;
   }
-  // `read_pending`: the settling read goes on as the connection's read_until_closed.
+  // `read_pending`: the vetting read goes on as the connection's read_until_closed.
   void come_up(bool read_pending = false);
   void dial_failed(std::error_code ec);
   void wait_to_redial();
@@ -143,7 +157,7 @@ class consumer_link {
   // The current step's deadline (connect, or TLS handshake) closed the socket under it: its
   // handler then reports a timeout, not the abort. Reset as each step begins.
   bool step_timed_out_ = false;
-  std::chrono::steady_clock::time_point dialed_at_{};  // the settle time scales with it
+  std::chrono::steady_clock::time_point dialed_at_{};  // the vetting time scales with it
   std::chrono::steady_clock::time_point up_since_{};   // the backoff resets once it is old
 
   // TLS consumers: every connection handshakes with tls_->context, over a stream of its own.

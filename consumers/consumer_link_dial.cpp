@@ -1,4 +1,4 @@
-// The link's way up: dial with a deadline, the TLS handshake and its settling time, the
+// The link's way up: dial with a deadline, the TLS handshake and its vetting time, the
 // connection up, and the redial after a failure, with backoff.
 #include <algorithm>
 
@@ -25,7 +25,7 @@ void consumer_link::dial() {
     }
     return wait_to_redial();
   }
-  state_ = state::dialing;
+  enter(state::dialing);
   dialed_at_ = std::chrono::steady_clock::now();
   const std::uint64_t dial = ++dial_;
   step_timed_out_ = false;
@@ -72,7 +72,7 @@ void consumer_link::on_dialed(std::error_code ec, std::uint64_t dial) {
 // A TLS consumer is up only once its handshake verified it; until then it is still a dial, and a
 // failure counts as one (connect_failures, with a tls_ reason) and redials with the backoff.
 void consumer_link::handshake(std::uint64_t dial) {
-  state_ = state::handshaking;
+  enter(state::handshaking);
   step_timed_out_ = false;
   std::error_code ec;
   stream_ = net::tls_channel::make(socket_, tls_->context->native_handle(),
@@ -94,7 +94,7 @@ void consumer_link::handshake(std::uint64_t dial) {
 void consumer_link::on_handshake(std::error_code ec, std::uint64_t dial) {
   if (dial != dial_ || state_ != state::handshaking) return;  // superseded
   redial_timer_.cancel();
-  if (!ec) return settle(dial);
+  if (!ec) return start_vetting(dial);
   SSL* ssl = stream_->native_handle();
   const auto failure =
       classify_tls_dial(ec, SSL_get_verify_result(ssl), step_timed_out_, tls_->files.server_name,
@@ -130,16 +130,16 @@ std::chrono::milliseconds consumer_link::handshake_bound() const noexcept {
 // on every redial. So the link waits that long with its read out, two handshake times (20 ms
 // at least, the handshake's bound at most), before it lets the drain write: a refusal is a
 // failed dial (tls_rejected) and costs no frame.
-void consumer_link::settle(std::uint64_t dial) {
+void consumer_link::start_vetting(std::uint64_t dial) {
   if (SSL_version(stream_->native_handle()) != TLS1_3_VERSION) return come_up();
   using namespace std::chrono;
   const auto took = duration_cast<milliseconds>(steady_clock::now() - dialed_at_);
-  state_ = state::settling;
+  enter(state::vetting);
   read_until_closed(conn_ + 1);
   redial_timer_.expires_after(
       std::clamp<milliseconds>(2 * took, milliseconds{20}, handshake_bound()));
   redial_timer_.async_wait([self = events_.keep_alive(), this, dial](std::error_code ec) {
-    if (!ec && dial == dial_ && state_ == state::settling) come_up(true);
+    if (!ec && dial == dial_ && state_ == state::vetting) come_up(true);
   });
 }
 
@@ -149,7 +149,7 @@ void consumer_link::settle(std::uint64_t dial) {
 void consumer_link::come_up(bool read_pending) {
   dial_failures_ = 0;
   up_since_ = std::chrono::steady_clock::now();
-  state_ = state::up;
+  enter(state::up);
   const std::uint64_t conn = ++conn_;
   stats_.connected.store(true, std::memory_order_relaxed);
   if (stream_) {
@@ -185,13 +185,13 @@ void consumer_link::dial_failed(std::error_code ec) {
 }
 
 void consumer_link::wait_to_redial() {
-  state_ = state::waiting;
+  enter(state::backing_off);
   const auto delay = backoff_.next();
   GW_LOG(debug) << "consumer " << name_ << " redials in " << delay.count() << " ms";
   redial_timer_.expires_after(delay);
   redial_timer_.async_wait([self = events_.keep_alive(), this](std::error_code ec) {
     // Cancelled: an endpoint change or the end.
-    if (!ec && state_ == state::waiting) dial();
+    if (!ec && state_ == state::backing_off) dial();
   });
 }
 

@@ -19,7 +19,7 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
   auto on_read = [self = events_.keep_alive(), this, stream = stream_, conn](std::error_code ec,
                                                                              std::size_t n) {
     if (unexplained_ && unexplained_->conn == conn) return explain(ec);
-    if (settling(conn)) {
+    if (vetting(conn)) {
       if (!ec) {
         // Nothing was written yet: only its framing is kept, what it says is not judged.
         if (acks_) acks_->received(n, [](std::uint64_t) { return true; });
@@ -39,7 +39,7 @@ void consumer_link::read_until_closed(std::uint64_t conn) {
     }
     if (!up(conn)) return;
     // Once up, only an alert about our certificate is a refusal of the dial (a TLS 1.3 consumer
-    // slower to judge it than the settle time); any other alert ends a connection that was up: a
+    // slower to judge it than the vetting time); any other alert ends a connection that was up: a
     // disconnect, counted with the TLS errors.
     if (ec && stream && tls_certificate_alert(ec)) return refused_after_handshake(conn, ec);
     if (ec) return lost(conn, ec);

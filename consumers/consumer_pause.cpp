@@ -62,9 +62,9 @@ bool consumer::owes_under_half_share() const noexcept {
   return !share || stats_.confirms_owed() < std::max<std::uint64_t>(share / 2, 1);
 }
 
-void consumer::tell_held(const std::vector<std::weak_ptr<flow_control_listener>>& held) {
-  for (const auto& w : held) {
-    if (auto l = w.lock()) l->held_by_stalled_consumer();
+void consumer::tell_stalled(const std::vector<std::weak_ptr<flow_control_listener>>& paused) {
+  for (const auto& w : paused) {
+    if (auto l = w.lock()) l->paused_by_stalled_consumer();
   }
 }
 

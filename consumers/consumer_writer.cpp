@@ -98,7 +98,7 @@ void consumer::fell_behind() {
   protocol::release_batch released(&stats_.confirms_settled);  // released after the unlock
   admission trimmed;
   std::uint64_t slow_conn = 0;
-  std::vector<std::weak_ptr<flow_control_listener>> held;
+  std::vector<std::weak_ptr<flow_control_listener>> to_tell;
   {
     std::lock_guard lock(mutex_);
     // Caught up, or gone, meanwhile.
@@ -116,12 +116,12 @@ void consumer::fell_behind() {
     if (below_low_water_locked()) {
       paused_.release_locked();
     } else if (limits_.policy == overflow_policy::backpressure) {
-      paused_.copy_waiting_locked(held);
+      paused_.copy_paused_locked(to_tell);
     }
   }
-  settle_policy(trimmed, slow_conn);
+  carry_out_policy(trimmed, slow_conn);
   paused_.resume_released();
-  tell_held(held);
+  tell_stalled(to_tell);
   hand_over_held(handover_cause::slow);
 }
 
@@ -144,9 +144,9 @@ void consumer::batch_failed(write_batch& batch) {
     if (writer_ == writer::discarding) enter_writer_locked(writer::writing);
     publish_depth_locked();
   }
-  settle_policy(trimmed, slow_conn);
+  carry_out_policy(trimmed, slow_conn);
   if (discarded.frames) {
-    if (opts_.budget) opts_.budget->release(discarded.bytes);
+    if (opts_.budget) opts_.budget->give_back(discarded.bytes);
     stats_.dropped[static_cast<std::size_t>(drop_reason::slow_consumer)].fetch_add(
         discarded.frames, std::memory_order_relaxed);
   }

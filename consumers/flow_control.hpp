@@ -11,7 +11,7 @@ class flow_control_listener {
   // The backpressure consumer that paused the supplier has fallen behind (or lost its
   // connection): the pause lasts until it drains, however long it stalls. Consumer's strand;
   // post only.
-  virtual void held_by_stalled_consumer() = 0;
+  virtual void paused_by_stalled_consumer() = 0;
 
  protected:
   ~flow_control_listener() = default;

@@ -17,25 +17,25 @@ class paused_suppliers {
   // resume_released() removes the rest.
   void add(const std::shared_ptr<flow_control_listener>& l) {
     if (!l) return;
-    if (!waiting_.empty() && same(waiting_.back(), l)) return;
-    waiting_.push_back(l);
+    if (!paused_.empty() && same(paused_.back(), l)) return;
+    paused_.push_back(l);
   }
-  bool empty_locked() const noexcept { return waiting_.empty(); }
-  // Under the consumer's lock: who is waiting (repeats included), for the caller to tell them
+  bool empty_locked() const noexcept { return paused_.empty(); }
+  // Under the consumer's lock: who is paused (repeats included), for the caller to tell them
   // something outside it. Only when the consumer falls behind: it may allocate.
-  void copy_waiting_locked(std::vector<std::weak_ptr<flow_control_listener>>& out) const {
-    out.insert(out.end(), waiting_.begin(), waiting_.end());
+  void copy_paused_locked(std::vector<std::weak_ptr<flow_control_listener>>& out) const {
+    out.insert(out.end(), paused_.begin(), paused_.end());
   }
 
-  // Under the consumer's lock, on its strand: everyone waiting becomes due for resuming. Both
+  // Under the consumer's lock, on its strand: everyone paused becomes due for resuming. Both
   // vectors keep their capacity, so pausing and resuming allocate nothing once warm.
   void release_locked() {
-    if (waiting_.empty()) return;
+    if (paused_.empty()) return;
     if (due_.empty()) {
-      due_.swap(waiting_);
+      due_.swap(paused_);
     } else {
-      due_.insert(due_.end(), waiting_.begin(), waiting_.end());
-      waiting_.clear();
+      due_.insert(due_.end(), paused_.begin(), paused_.end());
+      paused_.clear();
     }
   }
 
@@ -59,8 +59,8 @@ class paused_suppliers {
     return !a.owner_before(b) && !b.owner_before(a);
   }
 
-  std::vector<std::weak_ptr<flow_control_listener>> waiting_;  // under the consumer's lock
-  std::vector<std::weak_ptr<flow_control_listener>> due_;      // strand-only
+  std::vector<std::weak_ptr<flow_control_listener>> paused_;  // under the consumer's lock
+  std::vector<std::weak_ptr<flow_control_listener>> due_;     // strand-only
 };
 
 }  // namespace gatewayd::consumers

@@ -16,10 +16,10 @@
 #include "consumers/confirm_share.hpp"
 #include "consumers/consumer.hpp"
 #include "consumers/consumer_group.hpp"
-#include "consumers/queue_budget.hpp"
 #include "gateway/consumer_retirement.hpp"
 #include "routing/publish_drop_counters.hpp"
 #include "routing/routing_table.hpp"
+#include "runtime/byte_budget.hpp"
 #include "runtime/executor.hpp"
 #include "suppliers/route_snapshot.hpp"
 
@@ -64,7 +64,7 @@ class consumer_set {
   void log_totals() const;
 
   const suppliers::route_snapshot_holder& routes() const noexcept { return routes_; }
-  const consumers::queue_budget& budget() const noexcept { return budget_; }
+  const runtime::byte_budget& budget() const noexcept { return budget_; }
   const consumers::confirm_share& confirms() const noexcept { return confirms_; }
   // What the frame routers announce their read passes in (consumer_retirement).
   suppliers::route_readers& readers() noexcept { return retirement_.readers(); }
@@ -92,9 +92,9 @@ class consumer_set {
   runtime::strand& control_;
   const config::service_config& settings_;
   std::shared_ptr<routing::publish_drop_counters> not_permitted_;
-  // Before routes_ and running_: a consumer freed with frames still queued gives their bytes
-  // back here.
-  consumers::queue_budget budget_;
+  // max_queued_bytes. Before routes_ and running_: a consumer freed with frames still queued
+  // gives their bytes back here.
+  runtime::byte_budget budget_;
   // Each consumer's share of max_confirm_ledger_bytes, shared out again by each apply().
   consumers::confirm_share confirms_;
   suppliers::route_snapshot_holder routes_;

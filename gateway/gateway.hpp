@@ -25,7 +25,7 @@
 #include "metrics/metrics_server.hpp"
 #include "metrics/operator_api.hpp"
 #include "metrics/serving_state.hpp"
-#include "protocol/partial_frame_budget.hpp"
+#include "runtime/byte_budget.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/latency_histogram.hpp"
 #include "runtime/lf_pool.hpp"
@@ -96,8 +96,9 @@ class gateway {
   std::vector<net::tls_crl_update> crls() const;
 
   config::service_config service_;
-  // Before ioc_: sessions that the io_context's destruction frees give their share back here.
-  protocol::partial_frame_budget partial_budget_;
+  // max_partial_frame_bytes. Before ioc_: sessions that the io_context's destruction frees give
+  // their share back here.
+  runtime::byte_budget partial_budget_;
   // Before ioc_ too: its confirm ledger budget takes back what frames settled by consumers (and
   // sessions) the io_context's destruction frees held.
   suppliers::supplier_stats supplier_stats_;

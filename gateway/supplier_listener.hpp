@@ -10,7 +10,7 @@
 #include "config/service_config.hpp"
 #include "net/cidr_block.hpp"
 #include "net/tls_context.hpp"
-#include "protocol/partial_frame_budget.hpp"
+#include "runtime/byte_budget.hpp"
 #include "runtime/executor.hpp"
 #include "runtime/lf_pool.hpp"
 #include "suppliers/allow_list.hpp"
@@ -29,7 +29,7 @@ class supplier_listener {
   struct shared {
     const suppliers::route_snapshot_holder& routes;
     suppliers::supplier_stats& stats;
-    protocol::partial_frame_budget& partial_budget;
+    runtime::byte_budget& partial_budget;
     suppliers::route_readers& readers;       // where the routers announce their passes
     const runtime::lf_pool* pool = nullptr;  // the threads the sessions run on (none: a test's)
   };

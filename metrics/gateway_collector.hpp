@@ -10,9 +10,9 @@
 #include <functional>
 #include <string>
 
-#include "consumers/queue_budget.hpp"
 #include "metrics/reload_stats.hpp"
 #include "net/tls_context.hpp"
+#include "runtime/byte_budget.hpp"
 #include "runtime/latency_histogram.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
@@ -31,7 +31,7 @@ class gateway_collector : public prometheus::Collectable {
     const suppliers::route_snapshot_holder& routes;
     const runtime::latency_histogram& promotion_latency;
     const reload_stats& reloads;
-    const consumers::queue_budget& budget;
+    const runtime::byte_budget& budget;
     std::function<thread_roles()> roles;
     std::string version;
     // The certificates the TLS contexts loaded (empty without [tls]), read at scrape time.

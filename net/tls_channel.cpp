@@ -232,7 +232,7 @@ void tls_channel::finish_handshake(std::error_code ec) {
   done(ec);
 }
 
-void tls_channel::settle(const std::error_code& ec) noexcept {
+void tls_channel::note_result(const std::error_code& ec) noexcept {
   if (ec == asio::error::would_block) {
     wait_ = SSL_want_write(ssl_) ? asio::socket_base::wait_write : asio::socket_base::wait_read;
   } else if (ec && ec != asio::error::eof) {
@@ -247,7 +247,7 @@ std::size_t tls_channel::read_some(asio::mutable_buffer into, std::error_code& e
   }
   std::size_t n = 0;
   ec = perform(ssl_, [&] { return SSL_read_ex(ssl_, into.data(), into.size(), &n); });
-  settle(ec);
+  note_result(ec);
   return n;
 }
 
@@ -300,7 +300,7 @@ std::size_t tls_channel::write_through_openssl(std::span<const iovec> pieces, st
     ec = perform(ssl_, [&] {
       return SSL_write_ex(ssl_, staged_.data() + staged_sent_, staged_.size() - staged_sent_, &n);
     });
-    settle(ec);
+    note_result(ec);
     if (ec) return taken;
     staged_sent_ += n;
     taken += n;

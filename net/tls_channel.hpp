@@ -143,7 +143,7 @@ class tls_channel : public std::enable_shared_from_this<tls_channel> {
   void handshake_step();
   void finish_handshake(std::error_code ec);
   // The outcome of an OpenSSL call: would_block sets wait_; a fatal error moves to failed.
-  void settle(const std::error_code& ec) noexcept;
+  void note_result(const std::error_code& ec) noexcept;
   std::size_t write_through_openssl(std::span<const iovec> pieces, std::error_code& ec);
   static void on_message(int write_p, int version, int content_type, const void* buf,
                          std::size_t len, SSL* ssl, void* arg);

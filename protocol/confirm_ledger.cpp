@@ -86,12 +86,12 @@ std::size_t confirm_ledger::ledger_bytes() noexcept {
 }
 
 confirm_ledger_ptr confirm_ledger::make(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
-                                        confirm_ledger_budget* budget) {
+                                        runtime::byte_budget* budget) {
   return confirm_ledger_ptr(new confirm_ledger(std::move(owner), capacity, budget));
 }
 
 confirm_ledger::confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
-                               confirm_ledger_budget* budget)
+                               runtime::byte_budget* budget)
     : anchor_(new confirm_anchor), capacity_(capacity) {
   anchor_->budget = budget;
   anchor_->owner.store(std::move(owner), std::memory_order_release);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "protocol/control_message.hpp"
+#include "runtime/byte_budget.hpp"
 
 namespace gatewayd::protocol {
 
@@ -31,31 +32,6 @@ class confirm_owner {
 
  protected:
   ~confirm_owner() = default;
-};
-
-// What every ledger holds, open connections' and closed ones' together, shown beside the
-// gateway-wide max_confirm_ledger_bytes. Lock-free counting: a block is taken when allocated,
-// given back when freed (any thread). Nothing is refused here, and nobody waits on it: the bound
-// is shared out among the consumers, each of which applies its own policy at its share
-// (consumers/confirm_share.hpp), so what one consumer owes never holds back another's suppliers.
-class confirm_ledger_budget {
- public:
-  confirm_ledger_budget() = default;
-  confirm_ledger_budget(const confirm_ledger_budget&) = delete;
-  confirm_ledger_budget& operator=(const confirm_ledger_budget&) = delete;
-
-  // 0 = no bound. Set once at start-up, before the first ledger.
-  void set_limit(std::uint64_t bytes) noexcept { limit_.store(bytes, std::memory_order_relaxed); }
-  std::uint64_t limit() const noexcept { return limit_.load(std::memory_order_relaxed); }
-  std::uint64_t used() const noexcept { return used_.load(std::memory_order_relaxed); }
-  void take(std::uint64_t bytes) noexcept { used_.fetch_add(bytes, std::memory_order_relaxed); }
-  void give_back(std::uint64_t bytes) noexcept {
-    used_.fetch_sub(bytes, std::memory_order_relaxed);
-  }
-
- private:
-  std::atomic<std::uint64_t> limit_{0};
-  std::atomic<std::uint64_t> used_{0};
 };
 
 // How a consumer that gives a frame up leaves its entry: rejected for a reason (the supplier
@@ -131,7 +107,7 @@ inline constexpr std::size_t confirm_block_entries = 64;
 struct confirm_anchor {
   std::atomic<std::uint32_t> holders{1};
   std::atomic<bool> flush_due{false};
-  confirm_ledger_budget* budget = nullptr;
+  runtime::byte_budget* budget = nullptr;
   // Emptied when the ledger closes: a closed connection's session is let go whole (a weak
   // reference would keep a make_shared session's memory allocated).
   std::atomic<std::weak_ptr<confirm_owner>> owner;
@@ -215,7 +191,7 @@ class confirm_ledger {
   // owner is told of settlements through `owner` while it lives; what the ledger holds counts in
   // `budget` (null: nowhere).
   static confirm_ledger_ptr make(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
-                                 confirm_ledger_budget* budget = nullptr);
+                                 runtime::byte_budget* budget = nullptr);
   confirm_ledger(const confirm_ledger&) = delete;
   confirm_ledger& operator=(const confirm_ledger&) = delete;
 
@@ -271,7 +247,7 @@ class confirm_ledger {
   };
 
   confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t capacity,
-                 confirm_ledger_budget* budget);
+                 runtime::byte_budget* budget);
   ~confirm_ledger() = default;
   // add() at a block's end (once per block: kept out of add()'s path).
   [[gnu::noinline]] void add_block();

@@ -9,7 +9,7 @@
 
 #include "protocol/frame_chunk.hpp"
 #include "protocol/frame_codec.hpp"
-#include "protocol/partial_frame_budget.hpp"
+#include "runtime/byte_budget.hpp"
 #include "runtime/hash.hpp"
 
 namespace gatewayd::protocol {
@@ -22,7 +22,7 @@ class frame_stream {
   // With a budget, what a frame larger than a standard chunk holds beyond one chunk while it
   // arrives is taken from it (the stream's own share, given back when it lets the buffer go).
   // `accept`: the flags this stream's frames may carry (supplier_frames: data and CONFIRM).
-  explicit frame_stream(std::uint32_t max_payload, partial_frame_budget* budget = nullptr,
+  explicit frame_stream(std::uint32_t max_payload, runtime::byte_budget* budget = nullptr,
                         flag_policy accept = data_frames) noexcept
       : max_payload_(max_payload), budget_(budget), accept_(accept) {}
   ~frame_stream() { set_charge(0); }
@@ -73,7 +73,7 @@ class frame_stream {
   bool set_charge(std::size_t bytes) noexcept;
 
   std::uint32_t max_payload_;
-  partial_frame_budget* budget_;
+  runtime::byte_budget* budget_;
   flag_policy accept_;
   std::size_t charged_ = 0;  // of budget_, for chunk_
   chunk_ptr chunk_;

@@ -39,8 +39,8 @@ void confirm_replies::close() noexcept {
 bool confirm_replies::may_enter(state from, state to) noexcept {
   switch (from) {
     case state::idle:
-      return to == state::waiting || to == state::failed || to == state::closed;
-    case state::waiting:
+      return to == state::blocked || to == state::failed || to == state::closed;
+    case state::blocked:
       return to == state::idle || to == state::failed || to == state::closed;
     case state::failed:
       return to == state::closed;
@@ -55,11 +55,11 @@ void confirm_replies::enter(state to) noexcept {
   assert(may_enter(state_, to));
   const state from = std::exchange(state_, to);
   // The deadline runs exactly while bytes wait for room.
-  if (to == state::waiting) {
+  if (to == state::blocked) {
     deadline_.expires_after(to_.timeout);
     deadline_.async_wait(
         [self = owner_.keep_alive(), this](std::error_code ec) { on_deadline(ec); });
-  } else if (from == state::waiting) {
+  } else if (from == state::blocked) {
     deadline_.cancel();
   }
 }
@@ -98,19 +98,19 @@ void confirm_replies::write(bool more) {
     }
   }
   if (sent_ == used_) {
-    if (state_ == state::waiting) enter(state::idle);
+    if (state_ == state::blocked) enter(state::idle);
     // The buffer held only part of what settled: the rest now that it is empty.
     if (more) asio::post(to_.socket.get_executor(), [self = owner_.keep_alive(), this] { wake(); });
     return;
   }
   // (What settled beyond the buffer follows once the supplier read some: on_writable.)
-  if (state_ == state::idle) enter(state::waiting);
+  if (state_ == state::idle) enter(state::blocked);
   to_.socket.async_wait(
       wait, [self = owner_.keep_alive(), this](std::error_code ec) { on_writable(ec); });
 }
 
 void confirm_replies::on_writable(std::error_code ec) {
-  if (state_ != state::waiting) return;  // closed meanwhile
+  if (state_ != state::blocked) return;  // closed meanwhile
   if (ec) return enter(state::failed);
   const bool more = collect();
   write(more);
@@ -119,7 +119,7 @@ void confirm_replies::on_writable(std::error_code ec) {
 
 void confirm_replies::on_deadline(std::error_code ec) {
   // (A deadline that expired as the rest was written and a new wait began is not this wait's.)
-  if (ec || state_ != state::waiting || deadline_.expiry() > std::chrono::steady_clock::now())
+  if (ec || state_ != state::blocked || deadline_.expiry() > std::chrono::steady_clock::now())
     return;
   owner_.confirms_unread(used_ - sent_);
 }

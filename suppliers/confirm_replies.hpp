@@ -28,8 +28,8 @@ class confirm_replies_owner {
   // The replies wrote on a wake-up of their own (the socket took more, or the rest of what
   // settled went out): what depends on the frames owed may have changed.
   virtual void confirms_written() = 0;
-  // `waiting` bytes stayed unwritten for confirm_timeout: its supplier does not read them.
-  virtual void confirms_unread(std::size_t waiting) = 0;
+  // `unwritten` bytes stayed unwritten for confirm_timeout: its supplier does not read them.
+  virtual void confirms_unread(std::size_t unwritten) = 0;
 
  protected:
   ~confirm_replies_owner() = default;
@@ -81,12 +81,12 @@ class confirm_replies {
 
  private:
   // Where the writing is. Every change goes through enter(), which asserts this table:
-  //   idle    -> waiting (the socket took less than all) | failed | closed
-  //   waiting -> idle (the rest was written) | failed | closed
+  //   idle    -> blocked (the socket took less than all) | failed | closed
+  //   blocked -> idle (the rest was written) | failed | closed
   //   failed  -> closed
   enum class state : std::uint8_t {
     idle,     // everything encoded is written; no wait out
-    waiting,  // bytes wait unwritten: a wait for room is out, and the deadline runs
+    blocked,  // bytes wait unwritten: a wait for room is out, and the deadline runs
     failed,   // the socket or channel failed a write: nothing more is written (the session's
               // read sees the error and closes)
     closed,
@@ -110,7 +110,7 @@ class confirm_replies {
 
   confirm_replies_owner& owner_;
   const connection to_;
-  asio::steady_timer deadline_;  // runs while bytes wait unwritten (state waiting)
+  asio::steady_timer deadline_;  // runs while bytes wait unwritten (state blocked)
   state state_ = state::idle;
   protocol::confirm_ledger_ptr ledger_;
   const std::size_t bound_;

@@ -47,13 +47,13 @@ void supplier_session::confirms_written() {
   if (in(state::held) && replies_->settled()) close(partial_discard::shutdown);
 }
 
-void supplier_session::confirms_unread(std::size_t waiting) {
+void supplier_session::confirms_unread(std::size_t unwritten) {
   if (in(state::closed)) return;
   ctx_.stats.closed[static_cast<std::size_t>(close_reason::confirms_unread)].fetch_add(
       1, std::memory_order_relaxed);
   GW_LOG_LIMITED(warning, "supplier confirms unread")
       << "supplier " << peer_ << ": left its confirms unread for " << ctx_.confirm_timeout.count()
-      << " ms (" << waiting << " bytes waiting); closing (confirms_unread)";
+      << " ms (" << unwritten << " bytes waiting); closing (confirms_unread)";
   close(partial_discard::confirms_unread);
 }
 

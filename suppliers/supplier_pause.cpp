@@ -34,7 +34,7 @@ void supplier_session::resume_reading() {
   });
 }
 
-void supplier_session::held_by_stalled_consumer() {
+void supplier_session::paused_by_stalled_consumer() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] {
     // Still paused, and by a consumer (not the gateway's stop, not reading to its peer's end).
     // A pause already counted keeps its start.

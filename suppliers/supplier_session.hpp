@@ -38,7 +38,7 @@ struct session_context {
   std::uint32_t max_payload;
   std::chrono::milliseconds idle_timeout;  // 0 = never
   // max_partial_frame_bytes: what frames larger than a chunk may hold while they arrive.
-  protocol::partial_frame_budget* partial_budget = nullptr;
+  runtime::byte_budget* partial_budget = nullptr;
   // [tls]: every connection does a server handshake with the holder's context before its first
   // read; null = plaintext. Loaded at accept time: a reload's new context leaves open sessions be.
   const net::tls_context_holder* tls = nullptr;
@@ -98,7 +98,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void resume_reading() override;
   // The backpressure consumer that paused it fell behind: from now on the connection cap may
   // reclaim it (paused_by_consumer_since() counts from here).
-  void held_by_stalled_consumer() override;
+  void paused_by_stalled_consumer() override;
   // Lame-duck stop: half-closes the connection (the supplier reads end-of-file: asked to leave)
   // and goes on reading what it still sends until it closes its side.
   void ask_to_leave();
@@ -285,7 +285,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // confirm_replies_owner. The replies wrote: the wait for confirms may end, reading may resume
   // if it waited for room, and a session held by the gateway's stop closes once it owes nothing.
   void confirms_written() override;
-  void confirms_unread(std::size_t waiting) override;
+  void confirms_unread(std::size_t unwritten) override;
 
   asio::ip::tcp::socket socket_;
   std::shared_ptr<asio::ssl::context> tls_context_;  // the one this connection started with

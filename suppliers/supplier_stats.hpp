@@ -14,6 +14,7 @@
 #include "protocol/control_message.hpp"
 #include "protocol/frame_codec.hpp"
 #include "routing/publish_drop_counters.hpp"
+#include "runtime/byte_budget.hpp"
 #include "runtime/enum_names.hpp"
 
 namespace gatewayd::suppliers {
@@ -119,8 +120,12 @@ struct supplier_stats {
   std::array<std::atomic<std::uint64_t>, protocol::reject_reason_count> rejected_frames{};
   std::atomic<std::int64_t> unconfirmed_frames{0};
   // What every connection's confirm ledger holds, open and closed ones (a closed connection's
-  // blocks with a frame still owed), against max_confirm_ledger_bytes.
-  protocol::confirm_ledger_budget confirm_ledger;
+  // blocks with a frame still owed), against max_confirm_ledger_bytes. A block is taken when
+  // allocated and given back when freed (any thread). Nothing is refused here, and nobody waits
+  // on it: the bound is shared out among the consumers, each of which applies its own policy at
+  // its share (consumers/confirm_share.hpp), so what one consumer owes never holds back
+  // another's suppliers.
+  runtime::byte_budget confirm_ledger;
 };
 
 // One session's share of the above, for /connz: added to where the session adds to

@@ -269,7 +269,7 @@ struct test_listener : gc::flow_control_listener {
   std::atomic<int> resumed{0};
   std::atomic<int> held{0};  // told its pause is a stalled backpressure consumer's
   void resume_reading() override { ++resumed; }
-  void held_by_stalled_consumer() override { ++held; }
+  void paused_by_stalled_consumer() override { ++held; }
 };
 
 inline std::uint64_t dropped(const gc::consumer& c, gc::drop_reason r) {
@@ -310,7 +310,8 @@ struct io_fixture {
     BOOST_TEST(in_use() == live_before);
   }
 
-  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s, gc::queue_budget* budget = nullptr,
+  std::shared_ptr<gc::consumer> make(const gc::consumer_spec& s,
+                                     gatewayd::runtime::byte_budget* budget = nullptr,
                                      gc::link_limits limits = {},
                                      std::chrono::milliseconds slow_after = 100ms) {
     gc::consumer::options o;

@@ -41,7 +41,7 @@ struct frames {
 
 // As a consumer that stopped keeping up (its socket refused bytes) admits: the policy applies.
 admission put(frame_queue& q, std::span<const frame_slice> f, const queue_limits& l,
-              queue_budget* budget = nullptr) {
+              gatewayd::runtime::byte_budget* budget = nullptr) {
   release_batch refused;
   return admit(q, f, l, budget, true, nullptr, refused);
 }
@@ -148,7 +148,7 @@ BOOST_AUTO_TEST_CASE(frames_that_can_never_fit_are_refused_by_every_dropping_pol
 }
 
 BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_cap) {
-  queue_budget budget(1000);
+  gatewayd::runtime::byte_budget budget(1000);
   frames f;
   frame_queue q;
   const queue_limits newest{.capacity = 100, .policy = overflow_policy::drop_newest};
@@ -164,7 +164,7 @@ BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_c
   // drop-oldest makes room for the newest by evicting, counted as global_bytes.
   frame_queue other;
   const queue_limits oldest{.capacity = 100, .policy = overflow_policy::drop_oldest};
-  budget.release(q.clear(protocol::reject_reason::removed).bytes);
+  budget.give_back(q.clear(protocol::reject_reason::removed).bytes);
   put(other, f.make(10), oldest, &budget);
   const auto b = put(other, f.make(2), oldest, &budget);
   BOOST_TEST(b.queued == 2u);
@@ -178,8 +178,8 @@ BOOST_AUTO_TEST_CASE(the_global_budget_holds_queued_bytes_and_refuses_past_its_c
   BOOST_TEST(c.queued == 1u);
   BOOST_TEST(c.over_budget);
   BOOST_TEST(budget.used() == 1100u);
-  budget.release(other.clear(protocol::reject_reason::removed).bytes +
-                 third.clear(protocol::reject_reason::removed).bytes);
+  budget.give_back(other.clear(protocol::reject_reason::removed).bytes +
+                   third.clear(protocol::reject_reason::removed).bytes);
   BOOST_TEST(budget.used() == 0u);
 }
 
@@ -187,7 +187,7 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_keeps_up_loses_nothing_whatever_its_policy)
   for (const auto policy : {overflow_policy::drop_oldest, overflow_policy::drop_newest,
                             overflow_policy::disconnect, overflow_policy::backpressure}) {
     BOOST_TEST_CONTEXT("policy " << to_string(policy)) {
-      queue_budget budget(500);
+      gatewayd::runtime::byte_budget budget(500);
       frames f;
       frame_queue q;
       const queue_limits l{.capacity = 4, .byte_cap = 300, .policy = policy};
@@ -202,7 +202,7 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_keeps_up_loses_nothing_whatever_its_policy)
       BOOST_TEST(a.over_budget);
       BOOST_TEST(budget.used() == 800u);
       BOOST_TEST(above_high_water(q, l));
-      budget.release(q.clear(protocol::reject_reason::removed).bytes);
+      budget.give_back(q.clear(protocol::reject_reason::removed).bytes);
     }
   }
 }
@@ -262,7 +262,7 @@ BOOST_AUTO_TEST_CASE(a_congested_consumer_copies_only_sparse_runs_out_of_their_c
 namespace {
 
 struct held_queue {
-  queue_budget budget{100000};
+  gatewayd::runtime::byte_budget budget{100000};
   frames f;
   frame_queue q;
 
@@ -285,7 +285,7 @@ struct held_queue {
       o.push_back(s.offset);
     return o;
   }
-  ~held_queue() { budget.release(q.clear(protocol::reject_reason::removed).bytes); }
+  ~held_queue() { budget.give_back(q.clear(protocol::reject_reason::removed).bytes); }
 };
 
 }  // namespace

@@ -38,7 +38,7 @@ struct fixture {
 // that is down, keeps at most 64 bytes for it (its anchor and a block of one entry), not a
 // 64-entry block and the whole ledger (1,704 bytes before); a few frames keep a few blocks.
 BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_at_most_64_bytes_per_frame_owed) {
-  confirm_ledger_budget budget;
+  gatewayd::runtime::byte_budget budget;
   for (std::size_t sent = 1; sent <= 7; ++sent) {
     auto o = std::make_shared<owner>();
     auto ledger = confirm_ledger::make(o, 1u << 20, &budget);

@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(a_frame_left_unsettled_is_never_confirmed) {
 // still owes, and the ledger's anchor; the ledger and every other block go when the owner lets
 // go, and the rest with the last frame settled. The budget sees each step.
 BOOST_AUTO_TEST_CASE(a_closed_ledger_keeps_only_the_blocks_of_frames_still_owed) {
-  confirm_ledger_budget budget;
+  gatewayd::runtime::byte_budget budget;
   auto o = std::make_shared<owner>();
   auto ledger = confirm_ledger::make(o, 1u << 20, &budget);
   BOOST_TEST(budget.used() == confirm_ledger::ledger_bytes());
@@ -193,7 +193,7 @@ BOOST_AUTO_TEST_CASE(a_closed_ledger_keeps_only_the_blocks_of_frames_still_owed)
 // Frames rejected at read cost a run, not an entry each: 100,000 unroutable frames in a row
 // hold no block, and what the budget counts stays small.
 BOOST_AUTO_TEST_CASE(frames_rejected_at_read_take_no_ledger_space) {
-  confirm_ledger_budget budget;
+  gatewayd::runtime::byte_budget budget;
   fixture f;
   f.ledger = confirm_ledger::make(f.o, 1u << 20, &budget);
   for (int i = 0; i < 100000; ++i)
@@ -315,7 +315,7 @@ BOOST_AUTO_TEST_CASE(threads_settling_at_once_lose_no_frame_and_no_wake_up) {
 // run moves on or is flushed: until then those holds keep the block, and the ledger, alive
 // after the owner let go; rejects keep their reasons; the owner is woken.
 BOOST_AUTO_TEST_CASE(a_run_of_settlements_holds_its_block_until_it_is_flushed) {
-  confirm_ledger_budget budget;
+  gatewayd::runtime::byte_budget budget;
   fixture f;
   f.ledger = confirm_ledger::make(f.o, 1u << 20, &budget);
   std::vector<confirm_entry*> e;
@@ -347,7 +347,7 @@ BOOST_AUTO_TEST_CASE(a_run_of_settlements_holds_its_block_until_it_is_flushed) {
 // the last one frees the ledger (LeakSanitizer checks it; the budget it drew on shows it in any
 // build), and nobody is woken any more.
 BOOST_AUTO_TEST_CASE(a_ledger_outlives_its_owner_while_frames_are_owed) {
-  confirm_ledger_budget budget;
+  gatewayd::runtime::byte_budget budget;
   auto o = std::make_shared<owner>();
   auto ledger = confirm_ledger::make(o, 100, &budget);
   confirm_entry* a = ledger->add(2);
@@ -367,7 +367,7 @@ BOOST_AUTO_TEST_CASE(a_ledger_outlives_its_owner_while_frames_are_owed) {
 BOOST_AUTO_TEST_CASE(an_owner_closing_while_threads_settle_frees_every_block_once) {
   constexpr int frames = 50'000;
   constexpr int consumers = 2;
-  confirm_ledger_budget budget;
+  gatewayd::runtime::byte_budget budget;
   auto o = std::make_shared<owner>();
   auto ledger = confirm_ledger::make(o, 2 * frames, &budget);
   std::vector<confirm_entry*> entries;

@@ -140,7 +140,7 @@ BOOST_FIXTURE_TEST_CASE(byte_cap_drop_oldest_keeps_the_newest_while_away, io_fix
 BOOST_FIXTURE_TEST_CASE(global_budget_drops_count_as_global_bytes, io_fixture) {
   frame_source src(1000);
   const std::uint64_t frame_size = 10 + 5 + 1000;  // header, "t.seq", payload
-  gc::queue_budget budget(20 * frame_size + 100);
+  gatewayd::runtime::byte_budget budget(20 * frame_size + 100);
   auto a = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_newest), &budget);
   auto b = make(spec(unused_endpoint(), 1000, gc::overflow_policy::drop_oldest), &budget);
 

@@ -199,7 +199,7 @@ std::size_t feed_until_refused(frame_stream& s, std::string_view bytes) {
 // exceeds that chunk, and given back when the stream lets the buffer go.
 BOOST_AUTO_TEST_CASE(large_frames_share_a_budget_for_what_exceeds_a_chunk) {
   constexpr std::size_t cap = 1200 * 1024;  // one large frame and a bit
-  partial_frame_budget budget(cap);
+  gatewayd::runtime::byte_budget budget(cap);
   const std::string big = encode_frame("big", std::string(default_max_payload, 'b'));
   auto a = std::make_unique<frame_stream>(default_max_payload, &budget);
   BOOST_TEST_REQUIRE(feed_until_refused(*a, std::string_view(big).substr(0, 600000)) == 600000u);
@@ -237,7 +237,7 @@ BOOST_AUTO_TEST_CASE(large_frames_share_a_budget_for_what_exceeds_a_chunk) {
 // A budget of max_payload always lets one frame of max_payload through, whatever its pieces.
 BOOST_AUTO_TEST_CASE(a_budget_of_max_payload_fits_the_largest_frame) {
   for (std::uint32_t max : {std::uint32_t{65536}, std::uint32_t{100000}, default_max_payload}) {
-    partial_frame_budget budget(max);
+    gatewayd::runtime::byte_budget budget(max);
     frame_stream s(max, &budget);
     const std::string big = encode_frame(std::string(255, 'a'), std::string(max, 'p'));
     std::mt19937 rng(max);

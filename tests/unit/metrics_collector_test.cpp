@@ -22,7 +22,7 @@ struct collector_fixture {
   suppliers::route_snapshot_holder routes;
   runtime::latency_histogram promotion;
   metrics::reload_stats reloads;
-  consumers::queue_budget budget{0};
+  gatewayd::runtime::byte_budget budget{0};
   metrics::gateway_collector collector{
       {supplier_stats, routes, promotion, reloads, budget,
        [] {

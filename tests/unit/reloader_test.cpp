@@ -76,7 +76,7 @@ struct reload_fixture : io_fixture {
   gw::consumer_set set{ex, control, loaded.service,
                        std::make_shared<gatewayd::routing::publish_drop_counters>()};
   gatewayd::suppliers::supplier_stats stats;
-  gatewayd::protocol::partial_frame_budget partial{1 << 20};
+  gatewayd::runtime::byte_budget partial{1 << 20};
   gw::supplier_listener listener{ex, loaded.service, {set.routes(), stats, partial, set.readers()}};
   gw::systemd_notify notify{ex};
   gw::reloader reloader{
