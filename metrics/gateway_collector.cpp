@@ -232,6 +232,17 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
       family_of_one("gatewayd_queued_bytes",
                     "Bytes queued across all consumers (the max_queued_bytes budget in use).",
                     MetricType::Gauge, static_cast<double>(s_.budget.used())));
+  out.push_back(family_of_one(
+      "gatewayd_frame_memory_bytes",
+      "Memory of the read chunks that hold frames: queued ones, ones being written, the "
+      "suppliers' current reads, and a few free chunks per thread. Within 1.25 x "
+      "gatewayd_queued_bytes plus a few MiB.",
+      MetricType::Gauge, static_cast<double>(consumers::queue_memory::chunk_bytes())));
+  out.push_back(family_of_one(
+      "gatewayd_frame_memory_returned_bytes_total",
+      "Memory handed back to the system after the queues let go of it: by how much the bytes "
+      "queued and the chunk memory alive had fallen since the last time.",
+      MetricType::Counter, static_cast<double>(s_.queue_memory.returned_bytes())));
 }
 
 void gateway_collector::collect_config(std::vector<prometheus::MetricFamily>& out) const {
