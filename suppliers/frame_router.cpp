@@ -4,6 +4,21 @@
 
 namespace gatewayd::suppliers {
 
+namespace {
+std::atomic<std::size_t> scratch_total{0};
+}  // namespace
+
+frame_router::~frame_router() {
+  std::size_t bytes = 0;
+  for (const auto& b : batches_)
+    bytes += b.capacity() * sizeof(protocol::frame_slice);
+  scratch_total.fetch_sub(bytes, std::memory_order_relaxed);
+}
+
+std::size_t frame_router::scratch_bytes() noexcept {
+  return scratch_total.load(std::memory_order_relaxed);
+}
+
 void frame_router::begin_pass(const route_snapshot_holder& routes) {
   // Announce the table first, then check it is still the newest: a reload that published a
   // newer one either is seen here or sees this pass in route_readers::all_past.
@@ -94,9 +109,17 @@ inline void frame_router::fan_out(std::span<const routing::consumer_index> consu
   for (const routing::consumer_index i : consumers) {
     auto& batch = batches_[i];
     if (batch.empty()) touched_.push_back(i);
-    batch.push_back(slice);
+    if (batch.size() == batch.capacity()) [[unlikely]] {
+      const std::size_t had = batch.capacity();
+      batch.push_back(slice);
+      scratch_total.fetch_add((batch.capacity() - had) * sizeof(protocol::frame_slice),
+                              std::memory_order_relaxed);
+    } else {
+      batch.push_back(slice);
+    }
   }
   pending_refs_ += static_cast<std::uint32_t>(consumers.size());
+  slices_ += consumers.size();
 }
 
 void frame_router::supplier(std::string_view identity) noexcept {
@@ -132,6 +155,7 @@ frame_router::flush_result frame_router::flush(
   // Other threads write everything this pass routed (posted now, or already writing).
   r.handed_off = !write_here && !wrote;
   touched_.clear();
+  slices_ = 0;
   reading_.leave();
   return r;
 }

@@ -209,6 +209,8 @@ void supplier_session::read_pass(routed& all) {
       all.end = pass_end::drained;
       break;
     }
+    // A wide fan-out ends the pass early (its budget stays `budget`: the next pass follows).
+    if (router.slices() >= frame_router::pass_slices) break;
   }
   flush(router, reads > 1, all);
   // What the pass settled itself (frames no consumer owes, frames this thread wrote) goes back
