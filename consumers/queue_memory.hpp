@@ -20,9 +20,9 @@ namespace gatewayd::consumers {
 // every queued frame costs its consumer beside them: ring slots grown past the capacity while it
 // kept up, write batches, their iovecs, freed on different threads than they were taken on.
 // check() runs off the data path (a timer, a few times a second): when the bytes queued plus
-// the chunk memory alive have fallen by `step` or more since their highest point since the last
-// return, malloc_trim() hands every free page of every arena back. The hot path is untouched; the
-// trim takes each arena's lock for about a millisecond per GiB it walks, at most once per tick.
+// the chunk and slot memory alive have fallen by `step` or more since their highest point since the
+// last return, malloc_trim() hands every free page of every arena back. The hot path is untouched;
+// the trim takes each arena's lock for about a millisecond per GiB it walks, at most once per tick.
 class queue_memory {
  public:
   static constexpr std::size_t default_step = 32u << 20;
@@ -38,6 +38,9 @@ class queue_memory {
   // Chunk bytes alive now: what queued frames and the suppliers' current reads hold, and the
   // per-thread caches (frame_chunk::live_bytes()).
   static std::size_t chunk_bytes() noexcept;
+  // Slot bytes alive now: the consumers' queue rings and their write batches' frame and iovec
+  // vectors (frame_queue and write_batch count them where they allocate, never per frame).
+  static std::size_t slot_bytes() noexcept;
   // How many times, and by how many bytes queued and chunk memory had fallen when it was.
   std::uint64_t returns() const noexcept { return returns_.load(std::memory_order_relaxed); }
   std::uint64_t returned_bytes() const noexcept {
