@@ -135,8 +135,23 @@ class flooding_supplier {
     stop_ = false;
     thread_ = std::thread([this] {
       test_supplier s(port_);
-      while (!stop_)
-        s.send_within(batch_, 1s);
+      auto& socket = s.socket();
+      socket.non_blocking(true);
+      // Goes on where the last write stopped: a write cut in the middle of a frame and begun
+      // again from the batch's start would send the gateway a broken frame, and it would close
+      // the connection (a round that queued nothing).
+      std::size_t at = 0;
+      while (!stop_) {
+        std::error_code ec;
+        at += socket.write_some(asio::buffer(batch_.data() + at, batch_.size() - at), ec);
+        if (at == batch_.size()) at = 0;
+        if (ec == asio::error::would_block) {
+          pollfd p{socket.native_handle(), POLLOUT, 0};
+          ::poll(&p, 1, 100);
+        } else if (ec) {
+          break;
+        }
+      }
     });
   }
   void stop() {
@@ -184,6 +199,9 @@ struct fan_out {
   double chunks_mib() const {
     return scrape_metric(gw->metrics_port, "gatewayd_frame_memory_bytes") / (1 << 20);
   }
+  double slots_mib() const {
+    return scrape_metric(gw->metrics_port, "gatewayd_queue_slot_bytes") / (1 << 20);
+  }
   // RSS above idle, in MiB.
   double grown_mib() const { return static_cast<double>(gw->rss_kib() - idle_kib) / 1024; }
   // Waits until the gauge stops moving (the queues are full and nothing is in flight).
@@ -218,14 +236,19 @@ BOOST_AUTO_TEST_CASE(queued_memory_follows_the_gauge_and_goes_back_once_drained)
       f.pool.stall((i * 7 + round) % consumers, true);
       if (i % 10 == 9) std::this_thread::sleep_for(5ms);
     }
+    // The frames keep coming until the queues hold most of what they can: the kernel's socket
+    // buffers may have taken a whole burst, and a round with empty queues proves nothing.
+    const double full = static_cast<double>(consumers) * 1000 * supplier.frame_size();
+    BOOST_TEST_REQUIRE(eventually([&] { return f.queued() >= 0.8 * full; }, 60s),
+                       "round " << round << ": queued " << f.queued() << " of " << full);
     supplier.stop();
     const double gauge = f.settled_queued();
     const double grown = f.grown_mib();
     const double gauge_mib = gauge / (1 << 20);
     BOOST_TEST_MESSAGE("round " << round << ": queues full, gauge " << gauge_mib
                                 << " MiB, RSS above idle " << grown << " MiB (" << grown / gauge_mib
-                                << "x), chunks " << f.chunks_mib() << " MiB");
-    BOOST_TEST(gauge > 0);
+                                << "x), chunks " << f.chunks_mib() << " MiB, slots "
+                                << f.slots_mib() << " MiB");
     BOOST_TEST(grown <= 1.25 * gauge_mib * memory_slack, "round " << round << ": RSS grew " << grown
                                                                   << " MiB for a gauge of "
                                                                   << gauge_mib << " MiB");
@@ -233,10 +256,15 @@ BOOST_AUTO_TEST_CASE(queued_memory_follows_the_gauge_and_goes_back_once_drained)
     for (std::size_t i = 0; i < consumers; ++i)
       f.pool.stall(i, false);
     BOOST_TEST_REQUIRE(eventually([&] { return f.queued() == 0; }, 30s));
-    // The memory goes back within a second or so of the queues draining.
-    const bool back = eventually([&] { return f.grown_mib() <= 128.0 * memory_slack; }, 5s);
+    // The memory goes back within a second or so of the queues draining: within 128 MiB of
+    // idle for 1,000 consumers (the report's scale), so proportionally less for fewer (what a
+    // consumer keeps between bursts, its ring, write batch and routing slots, is about 0.1 MiB).
+    const double drained_bound = 128.0 * static_cast<double>(consumers) / 1000;
+    const bool back = eventually([&] { return f.grown_mib() <= drained_bound * memory_slack; }, 5s);
     BOOST_TEST_MESSAGE("round " << round << ": drained, RSS above idle " << f.grown_mib()
-                                << " MiB, chunks " << f.chunks_mib() << " MiB");
-    BOOST_TEST(back, "round " << round << ": RSS stayed " << f.grown_mib() << " MiB above idle");
+                                << " MiB, chunks " << f.chunks_mib() << " MiB, slots "
+                                << f.slots_mib() << " MiB");
+    BOOST_TEST(back, "round " << round << ": RSS stayed " << f.grown_mib()
+                              << " MiB above idle (bound " << drained_bound << " MiB)");
   }
 }
