@@ -16,9 +16,11 @@ namespace gatewayd::consumers {
 // had drained (issue 42: 310-505 MiB above idle with 1,000 consumers), and the next fill took
 // fresh pages beside the retained ones.
 //
-// What a fill takes is mostly not the chunks (consumers fed by one supplier share them) but what
-// every queued frame costs its consumer beside them: ring slots grown past the capacity while it
-// kept up, write batches, their iovecs, freed on different threads than they were taken on.
+// What a burst took beside the chunks (consumers fed by one supplier share them) was found with
+// mallinfo2() against the counters here: ~115 MB of live heap after the queues had drained at
+// 300 consumers, nearly all the routing threads' per-consumer batches (bounded since by
+// suppliers::frame_router::pass_slices), with rings and write batches counted in slot_bytes();
+// one malloc arena (gateway/main.cpp) keeps what they free reusable.
 // check() runs off the data path (a timer, a few times a second): when the bytes queued plus
 // the chunk and slot memory alive have fallen by `step` or more since their highest point since the
 // last return, malloc_trim() hands every free page of every arena back. The hot path is untouched;
