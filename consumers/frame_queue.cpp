@@ -10,8 +10,11 @@ namespace {
 // Small enough that 1,000 idle consumers cost nothing worth measuring, large enough that a
 // trickle of frames does not reallocate every few pushes.
 constexpr std::size_t min_slots = 16;
-// What an empty queue keeps at most (24 KiB), whatever its capacity (see maybe_shrink()).
-constexpr std::size_t keep_empty_slots = 1024;
+// What an empty queue keeps at most (96 KiB), whatever its capacity (see maybe_shrink()): the
+// backlog a consumer that keeps up reaches before its suppliers are paused (admission's high
+// water, 4 write batches), so that one never reallocates (1,024 cost bench/compare's S2 and S3,
+// whose queues cycle up to it: 0.84-0.93x).
+constexpr std::size_t keep_empty_slots = 4096;
 // Counted where a ring is allocated or freed (never per frame): the slot memory gauge.
 std::atomic<std::size_t> slot_bytes{0};
 }  // namespace
@@ -194,8 +197,8 @@ void frame_queue::reallocate(std::size_t slots) {
 // Storage that grew past the capacity (a backpressure overshoot, a capacity lowered by a
 // reload), or past keep_empty_slots, is given back once the queue empties: a drained queue of
 // the default capacity (10,000) would otherwise keep 240 KB for good, 1,000 of them 240 MB after
-// one burst. A queue that empties and refills within a few hundred frames, the common case,
-// never gets here and does not reallocate; one whose backlog passes 1,024 frames before it
+// one burst. A queue that empties and refills within its high-water backlog, the common case,
+// never gets here and does not reallocate; one whose backlog passes 4,096 frames before it
 // empties pays a handful of allocations per backlog (the ring doubles back up from 16 slots).
 void frame_queue::maybe_shrink() noexcept {
   if (slots_ > std::max(std::min(hint_, keep_empty_slots), min_slots)) {

@@ -42,7 +42,7 @@ inline std::uint32_t confirms_in(std::span<const frame_slice> frames) noexcept {
 // enough, so an idle or lightly used consumer costs a few hundred bytes however large its
 // configured capacity; past the hint (a backpressure overshoot, a put-back batch) it keeps
 // doubling, and goes back to the hint once trimmed to it (fit_to_hint). An emptied queue keeps
-// 1,024 slots at most (24 KiB). The steady state allocates nothing.
+// 4,096 slots at most (96 KiB). The steady state allocates nothing.
 class frame_queue {
  public:
   explicit frame_queue(std::size_t capacity_hint = 0) noexcept : hint_(capacity_hint) {}
