@@ -12,8 +12,7 @@ namespace {
 constexpr std::size_t min_slots = 16;
 // What an empty queue keeps at most (96 KiB), whatever its capacity (see maybe_shrink()): the
 // backlog a consumer that keeps up reaches before its suppliers are paused (admission's high
-// water, 4 write batches), so that one never reallocates (1,024 cost bench/compare's S2 and S3,
-// whose queues cycle up to it: 0.84-0.93x).
+// water, 4 write batches), so that one never reallocates on its way back to empty.
 constexpr std::size_t keep_empty_slots = 4096;
 // Counted where a ring is allocated or freed (never per frame): the slot memory gauge.
 std::atomic<std::size_t> slot_bytes{0};
