@@ -25,9 +25,9 @@ bool is_token_char(unsigned char c) noexcept {
   return token_table[c];
 }
 
-std::size_t first_bad_address_byte(std::string_view address) noexcept {
-  bool token_start = true;
-  for (std::size_t i = 0; i < address.size(); ++i) {
+std::size_t first_bad_address_byte(std::string_view address, std::size_t checked) noexcept {
+  bool token_start = checked == 0 || address[checked - 1] == '.';
+  for (std::size_t i = checked; i < address.size(); ++i) {
     const auto c = static_cast<unsigned char>(address[i]);
     if (c == '.') {
       if (token_start) return i;  // empty token

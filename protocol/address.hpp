@@ -14,6 +14,8 @@ bool is_token_char(unsigned char c) noexcept;
 bool valid_address(std::string_view address) noexcept;
 // The offset of the first byte that makes `address` invalid (an empty token blames its dot),
 // or address.size() when every byte is fine. The length limit is not checked here.
-std::size_t first_bad_address_byte(std::string_view address) noexcept;
+// `checked`: its first `checked` bytes are known to begin a valid address (they are the start
+// of one already checked), so only the bytes after them are looked at.
+std::size_t first_bad_address_byte(std::string_view address, std::size_t checked = 0) noexcept;
 
 }  // namespace gatewayd::protocol

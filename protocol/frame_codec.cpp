@@ -1,6 +1,9 @@
 #include "protocol/frame_codec.hpp"
 
+#include <algorithm>
 #include <stdexcept>
+
+#include "runtime/hash.hpp"
 
 namespace gatewayd::protocol {
 namespace {
@@ -26,8 +29,8 @@ parse_result more(std::size_t needed) noexcept {
 
 }  // namespace
 
-parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
-                         flag_policy accept) noexcept {
+parse_result parse_frame(std::string_view buf, std::uint32_t max_payload, flag_policy accept,
+                         std::string_view checked_address) noexcept {
   const auto* p = reinterpret_cast<const unsigned char*>(buf.data());
   const std::size_t n = buf.size();
   // Check each fixed field as soon as its bytes are here: garbage is refused at once.
@@ -46,7 +49,9 @@ parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
   const std::size_t frame_size = header_size + address_length + payload_length;
   if (n < header_size + address_length) return more(frame_size);
   const std::string_view address = buf.substr(header_size, address_length);
-  if (const auto bad = first_bad_address_byte(address); bad != address.size()) {
+  const std::size_t shared = runtime::common_prefix(
+      address.data(), checked_address.data(), std::min(address.size(), checked_address.size()));
+  if (const auto bad = first_bad_address_byte(address, shared); bad != address.size()) {
     return fail(frame_error::bad_address, header_size + bad);
   }
   if (n < frame_size) return more(frame_size);

@@ -93,8 +93,12 @@ struct parse_result {
 // Parses the frame at the start of `buf`. Errors are reported as early as the bytes allow
 // (a bad magic after one byte, a flag `accept` refuses, an oversized payload from the header
 // alone), so a hostile length is refused before anything is allocated for it.
+// `checked_address`: an address known to be valid (the previous frame's); the bytes this
+// frame's address shares with it at the start are not checked again (a supplier's addresses
+// often differ in their last token only).
 parse_result parse_frame(std::string_view buf, std::uint32_t max_payload,
-                         flag_policy accept = data_frames) noexcept;
+                         flag_policy accept = data_frames,
+                         std::string_view checked_address = {}) noexcept;
 
 // The address of a whole frame that parse_frame() accepted (what a queue holds): the bytes
 // its header's length field names. Empty for bytes too short to be one.

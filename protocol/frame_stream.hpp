@@ -2,6 +2,7 @@
 // frames come out as slices of reference-counted chunks, a partial frame waits for more.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -80,31 +81,40 @@ class frame_stream {
   std::size_t end_ = 0;                // first byte not yet written
   std::size_t needed_ = header_size;   // bytes the frame at begin_ needs in all
   std::uint64_t consumed_before_ = 0;  // stream bytes that lived in earlier chunks
-  // The last address parse_frame() validated: a frame carrying the same bytes needs only its
-  // fixed header checked (a supplier usually repeats one address frame after frame).
+  // The last address validated: a frame carrying the same bytes needs only its fixed header
+  // checked (a supplier usually repeats one address frame after frame), and one whose address
+  // shares its first bytes only the bytes after them (t.x.00000001, t.x.00000002, ...).
   static constexpr std::size_t known_address_capacity = 64;
   char known_address_[known_address_capacity] = {};
   std::size_t known_address_length_ = 0;  // 0 = none (addresses are never empty)
 
-  // The frame at `p` (with `n` bytes available) if it is whole, well-formed and carries the
-  // known address; its size, or 0 to let parse_frame() decide.
-  std::size_t known_frame_size(const char* p, std::size_t n) const noexcept;
+  // The frame at `p` (with `n` bytes available) if it is whole, well-formed and its address
+  // fits known_address_, which it then becomes; its size, or 0 to let parse_frame() decide
+  // (and name the error, if any).
+  std::size_t known_frame_size(const char* p, std::size_t n) noexcept;
 };
 
-inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) const noexcept {
+inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) noexcept {
   const auto* u = reinterpret_cast<const unsigned char*>(p);
-  const std::size_t a = known_address_length_;
-  if (a == 0 || n < header_size + a) return 0;
+  if (n < header_size) return 0;
+  const std::size_t a = u[5];
   // Magic, version, flags and the 16-bit address length, as parse_frame() checks them.
   if (u[0] != magic_0 || u[1] != magic_1 || u[2] != protocol_version || !accept_.accepts(u[3]) ||
-      u[4] != 0 || u[5] != a)
+      u[4] != 0 || a == 0 || a > known_address_capacity)
     return 0;
   const std::uint32_t payload = (std::uint32_t{u[6]} << 24) | (std::uint32_t{u[7]} << 16) |
                                 (std::uint32_t{u[8]} << 8) | std::uint32_t{u[9]};
   if (payload > max_payload_) return 0;
   const std::size_t size = header_size + a + payload;
+  if (n < size) return 0;
+  const char* address = p + header_size;
   // Word compares inline: a memcmp call would cost more than the rest of this check.
-  if (n < size || !runtime::same_bytes(p + header_size, known_address_, a)) return 0;
+  if (a == known_address_length_ && runtime::same_bytes(address, known_address_, a)) return size;
+  const std::size_t shared =
+      runtime::common_prefix(address, known_address_, std::min(a, known_address_length_));
+  if (first_bad_address_byte({address, a}, shared) != a) return 0;
+  std::memcpy(known_address_ + shared, address + shared, a - shared);
+  known_address_length_ = a;
   return size;
 }
 
@@ -125,7 +135,8 @@ frame_stream::stream_error frame_stream::parse(OnFrame&& on_frame) {
       on_frame(f, slice);
       continue;
     }
-    const parse_result r = parse_frame({base + begin_, end_ - begin_}, max_payload_, accept_);
+    const parse_result r = parse_frame({base + begin_, end_ - begin_}, max_payload_, accept_,
+                                       {known_address_, known_address_length_});
     if (r.state == parse_result::status::need_more) {
       needed_ = r.needed;
       return {};

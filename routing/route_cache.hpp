@@ -20,9 +20,18 @@ namespace gatewayd::routing {
 // of a set sit together, so a lookup reads one small block of tags and compares the address
 // bytes of at most the one entry whose tag matches.
 //
-// Before any hashing a lookup tries the entry that answered last, then the one that answered
-// after it last time: a run of one address costs one compare, a supplier cycling over a few
-// addresses two.
+// Before any hashing a lookup tries the runs, then the entry that answered last, then the one
+// that answered after it last time: a run of one address costs one compare, a supplier cycling
+// over a few addresses two.
+//
+// A run: a table walk that did not need the whole address (lookup_result::decided_by, a `>`
+// route) leaves its answer keyed by the prefix that decided it, so that every following
+// address with that prefix (t.x.1, t.x.2, ... under t.>) is answered by one short compare,
+// however many distinct addresses the supplier cycles through: a million addresses cost what
+// one does, with nothing stored per address. The last few such prefixes are kept (a supplier
+// mixing orders.> and audit.> keeps both), the one that answered last tried first. The publish
+// answer depends on the whole address, so a supplier with a publish rule to check is not
+// answered by a run.
 //
 // The one cache on the routing path (the frame router's, one per thread: not thread-safe);
 // keyed by the table's id(), so publishing a new table empties it on the next lookup. Beside
@@ -46,11 +55,15 @@ struct cached_answer {
 
 class route_cache {
  public:
-  static constexpr std::size_t entry_count = 64;  // a power of two
+  // 1,024 entries (128 KiB a thread, allocated on first lookup) hold the addresses a busy
+  // supplier mixes (issue 45 measured 256 distinct ones missing a 64-entry cache on every
+  // frame); a larger space is answered by the run, or walks the trie: bounded either way.
+  static constexpr std::size_t entry_count = 1024;  // a power of two, at most 65,536
   static constexpr std::size_t ways = 4;
   static constexpr std::size_t max_consumers = 8;
   static constexpr std::size_t max_patterns = 4;
   static constexpr std::size_t max_address_length = 76;
+  static constexpr std::size_t run_count = 4;
 
   route_cache() = default;  // the entries are allocated on first lookup
   route_cache(const route_cache&) = delete;
@@ -69,14 +82,26 @@ class route_cache {
   // answer as who.permissions->permitted(who.rule, address)).
   cached_answer lookup(const routing_table& table, std::string_view address,
                        lookup_scratch& scratch, const publish_check& who) {
-    // Suppliers send runs of one address, or cycle over a few (frame i to consumer i mod n):
-    // the entry that answered last, then the one that answered after it last time, are tried
-    // here in the caller before any hashing.
+    // Suppliers send runs of one address, or cycle over a few (frame i to consumer i mod n),
+    // or spread over many under one prefix: the entry that answered last, then the one that
+    // answered after it last time, then the runs, are tried here in the caller before any
+    // hashing.
     if (storage_ && table_id_ == table.id() && !address.empty()) {
-      std::size_t at = last_hit_;
-      if (holds(at, address) || holds(at = storage_->next_hit[at], address)) {
+      if (const std::size_t at = last_hit_; holds(at, address)) {
         ++hits_;
         return answer(at, who, address);
+      }
+      if (const std::size_t at = storage_->next_hit[last_hit_]; holds(at, address)) {
+        ++hits_;
+        return answer(at, who, address);
+      }
+      if (runs_ != 0 && !who.permissions) {
+        if (const std::size_t r = find_run(address); r != no_run) {
+          ++hits_;
+          const entry& e = storage_->runs[r];
+          return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
+                  true};
+        }
       }
     }
     return probe(table, address, scratch, who);
@@ -100,6 +125,7 @@ class route_cache {
     char address[max_address_length] = {};
   };
   static_assert(sizeof(entry) == 128, "an entry should stay two cache lines");
+  static_assert(entry_count <= 65536, "next_hit numbers entries in 16 bits");
 
   struct storage {
     std::uint32_t tags[entry_count] = {};  // upper hash bits, set by set
@@ -107,9 +133,26 @@ class route_cache {
     std::uint32_t permits[entry_count] = {};
     // By entry: the entry that answered after it, last time (a cycle of addresses learns its
     // order).
-    std::uint8_t next_hit[entry_count] = {};
+    std::uint16_t next_hit[entry_count] = {};
     entry entries[entry_count];
+    // The runs' answers (runs_ of them); each one's address is the prefix that decided it.
+    entry runs[run_count];
   };
+  static constexpr std::size_t no_run = static_cast<std::size_t>(-1);
+  bool in_run(std::size_t r, std::string_view address) const noexcept {
+    const std::size_t n = storage_->runs[r].address_length;  // 0: every address
+    return n < address.size() && runtime::same_bytes(storage_->runs[r].address, address.data(), n);
+  }
+  // The run whose prefix `address` starts with, or no_run.
+  std::size_t find_run(std::string_view address) noexcept {
+    if (in_run(last_run_, address)) return last_run_;
+    for (std::size_t r = 0; r < runs_; ++r) {
+      if (r != last_run_ && in_run(r, address)) return last_run_ = r;
+    }
+    return no_run;
+  }
+  // Keeps `result`, decided by the first result.decided_by bytes of `address`, as a run.
+  void start_run(std::string_view address, const lookup_result& result) noexcept;
   static bool ask(const publish_check& who, std::string_view address) noexcept {
     return !who.permissions || who.permissions->permitted(who.rule, address);
   }
@@ -122,7 +165,7 @@ class route_cache {
   // after the previous last hit.
   cached_answer answer(std::size_t at, const publish_check& who,
                        std::string_view address) noexcept {
-    storage_->next_hit[last_hit_] = static_cast<std::uint8_t>(at);
+    storage_->next_hit[last_hit_] = static_cast<std::uint16_t>(at);
     last_hit_ = at;
     const entry& e = storage_->entries[at];
     return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
@@ -143,6 +186,9 @@ class route_cache {
   std::uint64_t misses_ = 0;
   std::uint32_t next_victim_ = 0;  // round-robin over the ways: no pathological cycle
   std::size_t last_hit_ = 0;       // the entry that answered last: tried first
+  std::size_t runs_ = 0;           // runs in use, 0..run_count
+  std::size_t last_run_ = 0;       // the run that answered or started last: tried first
+  std::size_t next_run_ = 0;       // the run a new prefix replaces once all are in use
 };
 
 }  // namespace gatewayd::routing

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <bitset>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -26,6 +27,14 @@ std::uint64_t edge_hash(std::uint32_t parent, std::uint64_t token_hash) noexcept
 struct routing_table::walk {
   lookup_scratch& scratch;
   std::size_t token_count;
+  // Tokens are hashed when a node with literal children asks for them, once each: below a
+  // `>` route nothing is hashed (t.> answers t.x.1234 from the first token alone).
+  std::bitset<max_tokens> hashed;
+  // What the walk depended on: the nodes it visited go this deep, and it read the values of
+  // this many leading tokens. Past both, the address made no difference (lookup_result's
+  // decided_by).
+  std::size_t deepest = 0;
+  std::size_t examined = 0;
   // Until a second non-empty consumer list matches, the answer is the first one, straight
   // from the table: the common single-route case needs no merge at all.
   std::span<const consumer_index> first;
@@ -49,6 +58,14 @@ struct routing_table::walk {
       take(first);
     }
     take(list);
+  }
+
+  std::uint64_t token_hash(std::size_t depth) noexcept {
+    if (!hashed.test(depth)) {
+      scratch.token_hashes_[depth] = runtime::hash_bytes(scratch.tokens_[depth]);
+      hashed.set(depth);
+    }
+    return scratch.token_hashes_[depth];
   }
 
   void take(std::span<const consumer_index> list) {
@@ -196,14 +213,15 @@ std::uint32_t routing_table::find_child(std::uint32_t parent, std::string_view t
 void routing_table::collect(std::uint32_t node_id, std::size_t depth, walk& w) const {
   const node& n = nodes_[node_id];
   const auto lists = consumer_lists_.data();
+  w.deepest = std::max(w.deepest, depth);
   if (depth == w.token_count) {
     w.add({lists + n.exact_begin, n.exact_count}, n.exact_pattern);
     return;
   }
   w.add({lists + n.tail_begin, n.tail_count}, n.tail_pattern);
   if (n.literal_children != 0) {
-    const auto child =
-        find_child(node_id, w.scratch.tokens_[depth], w.scratch.token_hashes_[depth]);
+    w.examined = std::max(w.examined, depth + 1);
+    const auto child = find_child(node_id, w.scratch.tokens_[depth], w.token_hash(depth));
     if (child != no_node) collect(child, depth + 1, w);
   }
   if (n.star != no_node) collect(n.star, depth + 1, w);
@@ -211,10 +229,9 @@ void routing_table::collect(std::uint32_t node_id, std::size_t depth, walk& w) c
 
 lookup_result routing_table::lookup(std::string_view address, lookup_scratch& scratch) const {
   auto& tokens = scratch.tokens_;
-  auto& hashes = scratch.token_hashes_;
   if (tokens.capacity() < max_tokens) {
     tokens.reserve(max_tokens);
-    hashes.reserve(max_tokens);
+    scratch.token_hashes_.resize(max_tokens);
     scratch.patterns_.reserve(16);
     scratch.merged_.reserve(std::min<std::size_t>(rules_.consumers.size(), 64));
   }
@@ -222,27 +239,31 @@ lookup_result routing_table::lookup(std::string_view address, lookup_scratch& sc
     scratch.seen_.resize(rules_.consumers.size(), 0);
   }
   tokens.clear();
-  hashes.clear();
   scratch.patterns_.clear();
   std::size_t start = 0;
   while (true) {
     const auto dot = address.find('.', start);
     const auto token = address.substr(start, dot == std::string_view::npos ? dot : dot - start);
     tokens.push_back(token);
-    hashes.push_back(runtime::hash_bytes(token));
     if (dot == std::string_view::npos) break;
     start = dot + 1;
   }
 
-  walk w{scratch, tokens.size(), {}, false};
+  walk w{scratch, tokens.size(), {}, 0, 0, {}, false};
   collect(0, 0, w);
+  // The walk never reached the end of the address, nor read a token past `read`: any address
+  // with the same first `read` tokens and at least one more is walked the same way.
+  const std::size_t read = std::max(w.deepest, w.examined);
+  const std::size_t decided_by =
+      read < tokens.size() ? static_cast<std::size_t>(tokens[read].data() - address.data())
+                           : lookup_result::whole;
   if (w.merging) {
     std::sort(scratch.merged_.begin(), scratch.merged_.end());
-    return {scratch.merged_, true, scratch.patterns_};
+    return {scratch.merged_, true, scratch.patterns_, decided_by};
   }
-  if (!w.first.empty()) return {w.first, true, scratch.patterns_};
-  if (dead_letter_) return {dead_letter_list_, false, {}};
-  return {{}, false, {}};
+  if (!w.first.empty()) return {w.first, true, scratch.patterns_, decided_by};
+  if (dead_letter_) return {dead_letter_list_, false, {}, decided_by};
+  return {{}, false, {}, decided_by};
 }
 
 std::optional<consumer_index> routing_table::find_consumer(std::string_view name) const {

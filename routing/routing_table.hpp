@@ -30,6 +30,13 @@ struct lookup_result {
   // The patterns that matched, each once, in no particular order; empty when none did. Valid
   // as long as `consumers`.
   std::span<const pattern_index> patterns;
+  // How much of the address decided this answer: every address that starts with its first
+  // `decided_by` bytes (empty, or tokens ending in a '.') gets the same answer, patterns and
+  // all. `whole` when the lookup reached the end of the address. A `>` route makes the tokens
+  // after it irrelevant: t.> answers t.x.1 and t.y.2 alike (decided_by 2, "t."), so a router
+  // can answer a run of such addresses without a lookup each (route_cache).
+  std::size_t decided_by = whole;
+  static constexpr std::size_t whole = static_cast<std::size_t>(-1);
 };
 
 class routing_table;

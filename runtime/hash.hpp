@@ -2,6 +2,7 @@
 // cache, a consumer group's address balance); keys come from config and trusted-length input.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -79,6 +80,26 @@ inline bool same_bytes(const char* a, const char* b, std::size_t n) noexcept {
   for (std::size_t i = 0; i < n; ++i)
     if (a[i] != b[i]) return false;
   return true;
+}
+
+// How many of the first `n` bytes at a and b are equal: whole words, then the first differing
+// byte of the word that differs.
+inline std::size_t common_prefix(const char* a, const char* b, std::size_t n) noexcept {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) {
+      const std::uint64_t diff = x ^ y;  // its first non-zero byte in memory order
+      const int bit = std::endian::native == std::endian::little ? std::countr_zero(diff)
+                                                                 : std::countl_zero(diff);
+      return i + static_cast<std::size_t>(bit / 8);
+    }
+  }
+  while (i < n && a[i] == b[i])
+    ++i;
+  return i;
 }
 
 }  // namespace gatewayd::runtime

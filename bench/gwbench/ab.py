@@ -27,6 +27,7 @@ def cases(keys):
         "S2": [scenarios.fan_out("S2", consumer_extra=scenarios.LOSSLESS)],
         "S3": scenarios.MIXED_SHAPES,
         "S4": [scenarios.latency(100000)],
+        "A": scenarios.ADDRESS_SHAPES,
     }
     out = []
     for k in keys:
@@ -90,7 +91,7 @@ def main(argv=None):
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--threads", type=int, default=2,
                     help="gateway threads (2: the shape the issues measure)")
-    ap.add_argument("--scenarios", default="S1 S2 S3 S4")
+    ap.add_argument("--scenarios", default="S1 S2 S3 S4 A")
     ap.add_argument("--out", default="", help="also write the table to this Markdown file")
     args = ap.parse_args(argv)
     try:

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import statistics
 import ssl
 import subprocess
 import tempfile
@@ -26,6 +27,7 @@ class Sender:
     rate: int = 0  # frames/s over its connections; 0 = as fast as it goes
     connections: int = 1
     confirm_window: int = 0  # send --confirm --window N (0: plain frames, nothing confirmed)
+    spread: int = 0  # send --spread N: each address gets a numbered last token, N of them
 
 
 @dataclasses.dataclass
@@ -64,6 +66,9 @@ class Harness:
         self.seq = 0
         self.tls_legs = tls_legs  # "supplier" or "both" (supplier and consumer legs)
         self.dead_cpu = {}  # pid -> CPU seconds of a receiver killed on purpose, before it died
+        # bench/curves: time GET /readyz (median of 5) half-way through each case's load.
+        self.probe_readyz = False
+        self.readyz = None
         self._pki = None
 
     def pki(self):
@@ -150,7 +155,7 @@ class Harness:
             sent, sent_rate, sender_cpu, timeline = self.send_killing(case, sport, mport, seconds,
                                                                       receivers)
         else:
-            sent, sent_rate, sender_cpu = self.send(case, sport, seconds)
+            sent, sent_rate, sender_cpu = self.send(case, sport, seconds, mport)
         self.settle(mport)
         if case.kill:
             takeover.wait_acknowledged(mport)
@@ -163,6 +168,8 @@ class Harness:
         res.update(self.measure(case, recv, before, after, wall, sent, sent_rate, sender_cpu,
                                 self.threads or os.cpu_count()))
         res.update(self.settlement)
+        if self.readyz is not None:
+            res["readyz_ms"] = self.readyz
         if case.kill:
             # The killed receiver left no summary: lost and duplicates come from the frames'
             # identities every receiver logged, not from the receivers' totals.
@@ -244,9 +251,14 @@ class Harness:
             raise RuntimeError(f"{name}: consumers did not all connect: see {log}")
         return gw, sport, mport
 
-    def send(self, case, sport, seconds):
+    def send(self, case, sport, seconds, mport=None):
         """Runs the senders to their end: (frames sent, frames/s, their CPU seconds)."""
-        return self.senders_done(self.start_senders(case, sport, seconds), seconds + 60)
+        running = self.start_senders(case, sport, seconds)
+        self.readyz = None
+        if self.probe_readyz and mport:
+            time.sleep(seconds / 2)
+            self.readyz = statistics.median(probes.readyz_ms(mport)[1] for _ in range(5))
+        return self.senders_done(running, seconds + 60)
 
     def send_killing(self, case, sport, mport, seconds, receivers):
         """send() while SIGKILLing the receivers of case.kill on time and sampling the group
@@ -286,6 +298,8 @@ class Harness:
                 cmd += ["--rate", str(s.rate)]
             if s.confirm_window:
                 cmd += ["--confirm", "--window", str(s.confirm_window)]
+            if s.spread:
+                cmd += ["--spread", str(s.spread)]
             if "supplier" in self.legs(case):
                 k = self.pki()
                 cmd += ["--tls-ca", k["ca"], "--tls-cert", k["supplier_crt"], "--tls-key",

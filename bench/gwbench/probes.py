@@ -126,6 +126,17 @@ def sums_by(text, name, label):
     return out
 
 
+def readyz_ms(port):
+    """One GET /readyz: (HTTP status, milliseconds it took)."""
+    t0 = time.perf_counter()
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as r:
+            status = r.status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    return status, (time.perf_counter() - t0) * 1e3
+
+
 def consumers_connected(port, names, timeout):
     """True once gatewayd_consumer_connected is 1 for every named consumer; a name "g/h:p" is
     the member h:p of the group g."""

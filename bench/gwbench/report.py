@@ -78,6 +78,22 @@ def throughput_per_receiver(results, rep):
     return body
 
 
+def addresses(results, rep):
+    """Each distinct-address case beside the one-address case of the same run: its rate and
+    CPU per frame as a share of that one's."""
+    one = results[0]
+    rows = []
+    for r in results:
+        rate = r["deliveries_per_s"] / one["deliveries_per_s"] if one["deliveries_per_s"] else 0
+        cpu = r["cpu_us_per_frame"] / one["cpu_us_per_frame"] if one["cpu_us_per_frame"] else 0
+        rows.append([r["name"], millions(r["deliveries_per_s"]), "%.2fx" % rate,
+                     "%.3f" % r["cpu_us_per_frame"], "%.2fx" % cpu,
+                     "%.3f" % r["user_us_per_frame"], lost(r), drops(r), cpu_split(r)])
+    return table(["case", "delivered/s", "of 1 address", "gatewayd CPU us/frame",
+                  "of 1 address", "user CPU us/frame", "lost", "drops by reason (gatewayd)",
+                  "CPU gatewayd / tools / others (cores)"], rows)
+
+
 def latency(results, rep):
     rows = [[r["name"], "%.0f" % r["p50_us"], "%.0f" % r["p99_us"], "%.0f" % r["p999_us"],
              "%.0f" % r["max_us"], fmt(r["promotion_p99_us"]), cpu_split(r),

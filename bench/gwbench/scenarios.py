@@ -50,6 +50,21 @@ def mixed(name, suppliers, n=4, consumer_extra=""):
                 [Sender(addresses) for _ in range(suppliers)], consumer_extra=consumer_extra)
 
 
+def addresses(n, routes=1):
+    """Issue 45's shape: 1 supplier -> 1 consumer, 128 B, max rate, lossless; frame i to
+    t.x.<i mod n> (n distinct addresses, gateway-peer send --spread n), over the one route t.>,
+    or over `routes` routes (half exact t.x.<j>, half t.*.<j>: each address matches one)."""
+    if routes == 1:
+        table = {"t.>": ["c1"]}
+    else:
+        table = {f"t.{'*' if j % 2 else 'x'}.{j:08d}": ["c1"] for j in range(routes)}
+    label = {1: "1", 1000: "1k", 1000000: "1M"}.get(n, f"{n:,}")
+    name = f"A {label} address" + ("es" if n > 1 else "") + (
+        f"/{ {1000: '1k'}.get(routes, routes)} routes" if routes > 1 else "")
+    return Case(name, {"c1": ["c1"]}, table, [Sender(["t.x"], spread=n)],
+                consumer_extra=LOSSLESS)
+
+
 def tls_pairs():
     """S1, S2 and the mixed shapes (default policy) in clear and with TLS, in one run: the ratio
     is what TLS costs on this machine at this moment (report.tls); then what 10,000 idle
@@ -151,6 +166,9 @@ def group_kill_cases():
 
 
 MIXED_SHAPES = [mixed("S3 4->4 mixed", 4), mixed("S3 1->4 alternating", 1)]
+# Distinct addresses (issue 45): one address, 256 and a million over one wildcard route, 256
+# over 1,000 routes; the first is what the others are held to.
+ADDRESS_SHAPES = [addresses(1), addresses(256), addresses(1000000), addresses(256, 1000)]
 SWEEP_SIZES = (16, 64, 128, 256, 1024, 4096, 16384, 65536)
 S6_CONSUMERS = (1, 10, 100, 1000)
 # What the model comparison runs for every line of bench/model_harness/models.txt (bench/run's
@@ -171,6 +189,10 @@ SCENARIOS = [
                    "to the next consumer in turn, 128 B, max rate, default overflow policy "
                    "and queue capacity",
              lambda secs: MIXED_SHAPES, report.throughput_per_receiver),
+    Scenario("addresses", "Distinct addresses: 1 supplier -> 1 consumer, 128 B, max rate, "
+                          "lossless; frame i to t.x.<i mod N> over the route t.> (N = 1, 256, "
+                          "1,000,000), and 256 addresses over 1,000 routes",
+             lambda secs: ADDRESS_SHAPES, report.addresses),
     Scenario("S4", "S4: latency at fixed rates, 1 -> 1, 128 B",
              lambda secs: [latency(20000), latency(100000), no_gateway(100000)],
              report.latency),

@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "gateway/command_line.hpp"
+#include "tests/support/binaries.hpp"
 #include "tests/support/tls_peers.hpp"
 
 extern char** environ;
 
 using namespace gatewayd::gateway;
+using gatewayd::test::gatewayd_binary;
 namespace fs = std::filesystem;
 using mode = command_line::mode;
 
@@ -52,7 +54,7 @@ run_result run_gatewayd(const std::vector<std::string>& args,
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
-  std::vector<std::string> argv_storage{GATEWAYD_BINARY};
+  std::vector<std::string> argv_storage{gatewayd_binary()};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_storage)
@@ -67,11 +69,11 @@ run_result run_gatewayd(const std::vector<std::string>& args,
   envp.push_back(nullptr);
   pid_t pid = -1;
   const int spawned =
-      ::posix_spawn(&pid, GATEWAYD_BINARY, &actions, nullptr, argv.data(), envp.data());
+      ::posix_spawn(&pid, gatewayd_binary().c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(out_pipe[1]);
   ::close(err_pipe[1]);
-  BOOST_REQUIRE_MESSAGE(spawned == 0, "cannot start " GATEWAYD_BINARY);
+  BOOST_REQUIRE_MESSAGE(spawned == 0, "cannot start " << gatewayd_binary());
 
   run_result result;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

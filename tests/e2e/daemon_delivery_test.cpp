@@ -82,14 +82,21 @@ BOOST_AUTO_TEST_CASE(routes_every_frame_in_per_supplier_order) {
   }
   for (auto& t : threads)
     t.join();
+  // Nothing extra follows: each supplier ends with a marker to both consumers. A supplier's
+  // frames reach a consumer in order, so once all its markers are in, anything extra is among
+  // what arrived.
+  const std::string marker = "marker";
+  for (auto& s : senders)
+    s->send_frame("both.x", marker);
 
   for (auto [name, c] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
     std::size_t total = 0;
     for (const auto& e : expect[name])
       total += e.size();
-    BOOST_TEST_REQUIRE(c->wait_for_count(total, 20s), name << " got " << c->count());
-    std::this_thread::sleep_for(100ms);  // nothing extra may follow
-    BOOST_TEST(c->count() == total, name);
+    BOOST_TEST_REQUIRE(c->wait_for_payload(marker, std::size_t{suppliers}, 20s),
+                       name << " got " << c->count());
+    BOOST_TEST(c->count_payload(marker) == std::size_t{suppliers}, name);
+    BOOST_TEST(c->count() == total + suppliers, name);
     BOOST_TEST(c->corruptions() == 0u);
     for (int s = 1; s <= suppliers; ++s)
       BOOST_TEST((of_supplier(*c, s) == expect[name][s]), name << " supplier " << s);
@@ -214,11 +221,15 @@ BOOST_AUTO_TEST_CASE(the_strand_drains_deliver_byte_for_byte_in_order) {
   std::vector<std::string> sent2_two;
   for (const auto& x : sent2)
     if (x[0] == 'f') sent2_two.push_back(x);
-  BOOST_TEST_REQUIRE(one.wait_for_count(2 * frames, 20s), "one got " << one.count());
-  BOOST_TEST_REQUIRE(two.wait_for_count(frames + sent2_two.size(), 20s));
-  std::this_thread::sleep_for(100ms);
-  BOOST_TEST(one.count() == 2u * frames);
-  BOOST_TEST(two.count() == frames + sent2_two.size());
+  // Nothing extra follows: each supplier ends with a marker to both consumers, behind its
+  // frames on its connection.
+  const std::string marker = "marker";
+  s1.send_frame("f.end", marker);
+  s2.send_frame("f.end", marker);
+  BOOST_TEST_REQUIRE(one.wait_for_payload(marker, 2, 20s), "one got " << one.count());
+  BOOST_TEST_REQUIRE(two.wait_for_payload(marker, 2, 20s), "two got " << two.count());
+  BOOST_TEST(one.count() == 2u * frames + 2);
+  BOOST_TEST(two.count() == frames + sent2_two.size() + 2);
   BOOST_TEST(one.corruptions() == 0u);
   BOOST_TEST(two.corruptions() == 0u);
   BOOST_TEST((of_supplier(one, 1) == sent1));
@@ -232,7 +243,7 @@ BOOST_AUTO_TEST_CASE(the_strand_drains_deliver_byte_for_byte_in_order) {
   };
   BOOST_TEST(
       scrape_metric(gw.metrics_port, "gatewayd_consumer_messages_sent_total{consumer=\"one\"}") ==
-      2.0 * frames);
+      2.0 * frames + 2);
   // Contended queue-lock time is all a consumer can cost a thread: nothing writes blocking.
   BOOST_TEST(scrape_metric(gw.metrics_port, series("lock")) >= 0.0);
   BOOST_TEST(scrape_metric(gw.metrics_port, series("write")) == -1.0);  // no such series

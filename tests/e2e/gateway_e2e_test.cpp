@@ -37,6 +37,9 @@ std::vector<std::string> of_sender(const std::vector<std::string>& lines, std::u
   return out;
 }
 
+// The payload of the frames a test sends after the rest, to show nothing more is on its way.
+const std::string marker = "marker";
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(routes_exact_wildcard_fanout_and_unroutable_byte_for_byte) {
@@ -75,12 +78,20 @@ BOOST_AUTO_TEST_CASE(routes_exact_wildcard_fanout_and_unroutable_byte_for_byte) 
         expect[c].push_back(a + "|" + p);
     }
   }
+  // Nothing extra follows: each supplier ends with a marker to every consumer. A supplier's
+  // frames reach a consumer in order, so once both markers are in, anything extra of theirs
+  // is among what arrived.
+  for (auto* s : {&s1, &s2}) {
+    s->send_frame("orders.eu.created", marker);  // exact, star, tail
+    s->send_frame("billing.x", marker);          // dead
+  }
   const std::map<std::string, test_consumer*> by_name = {
       {"exact", &exact}, {"star", &star}, {"tail", &tail}, {"dead", &dead}};
   for (const auto& [name, c] : by_name) {
-    BOOST_TEST_REQUIRE(c->wait_for_count(expect[name].size(), 10s), name);
-    std::this_thread::sleep_for(50ms);  // nothing extra may follow
+    BOOST_TEST_REQUIRE(c->wait_for_payload(marker, 2, 10s), name << " got " << c->count());
+    BOOST_TEST(c->count_payload(marker) == 2u, name);
     auto got = payloads_of(*c);
+    std::erase_if(got, [](const std::string& x) { return x.ends_with("|" + marker); });
     BOOST_TEST(got.size() == expect[name].size(), name);
     // Per-supplier order: filter each supplier's frames and compare sequences.
     for (std::uint16_t sender = 1; sender <= 2; ++sender)
@@ -180,10 +191,14 @@ BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
   }
   BOOST_TEST(c.wait_for_connections(3, 10s));
   // Frames the kernel had taken before a cut may be lost, nothing else: allow a socket
-  // buffer's worth per cut, require everything sent after the last reconnect.
-  BOOST_TEST(c.wait_for_count(frames - 2 * 8000, 10s));
-  std::this_thread::sleep_for(500ms);
-  const auto got = c.frames();
+  // buffer's worth per cut, require everything sent after the last reconnect. A marker sent
+  // last shows that everything before it has arrived.
+  s.send_frame("r.x", marker);
+  BOOST_TEST_REQUIRE(c.wait_for_payload(marker, 1, 20s), c.count() << " frames");
+  auto got = c.frames();
+  BOOST_TEST_REQUIRE(got.back().payload == marker);
+  got.pop_back();
+  BOOST_TEST(got.size() >= std::size_t{frames - 2 * 8000});
   BOOST_TEST(c.corruptions() == 0u);
   BOOST_TEST(got.back().payload == numbered_payload(1, frames - 1, 500));
   // No duplicates and order kept within what arrived.
@@ -201,7 +216,11 @@ BOOST_AUTO_TEST_CASE(consumer_restart_redials_and_no_frame_is_ever_partial) {
 // With the default backoff (reconnect_max_ms = 2000; it was 30 s) a consumer that comes back,
 // however long it was away, is redialled within 2 s: equal jitter keeps every delay at or below
 // the cap. Away until the backoff has reached its cap (seven redials), then listening again.
-BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_default) {
+// The delays are the daemon's own (its log); the perf case below times the redial itself.
+namespace {
+
+// Returns how long after the consumer came back the daemon redialled it.
+std::chrono::steady_clock::duration a_consumer_comes_back_after_seven_redials() {
   unsigned short port = 0;
   {
     test_consumer gone;  // a port nobody listens on once it closes
@@ -227,7 +246,19 @@ BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_defau
   const auto redialled_after = std::chrono::steady_clock::now() - back_at;
   BOOST_TEST_MESSAGE("redialled " << std::chrono::duration<double>(redialled_after).count()
                                   << " s after the consumer came back");
-  BOOST_TEST(redialled_after < 2500ms);  // the 2 s cap, and a loaded machine's scheduling
+  return redialled_after;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_s_by_default) {
+  (void)a_consumer_comes_back_after_seven_redials();
+}
+
+BOOST_AUTO_TEST_CASE(a_consumer_that_comes_back_is_redialled_within_2_5_s_measured,
+                     *boost::unit_test::label("perf")) {
+  // The 2 s cap, and a loaded machine's scheduling.
+  BOOST_TEST(a_consumer_comes_back_after_seven_redials() < 2500ms);
 }
 
 BOOST_AUTO_TEST_CASE(sigterm_drains_queued_frames_then_exits_zero) {

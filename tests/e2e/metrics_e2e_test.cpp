@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "protocol/frame_codec.hpp"
+#include "tests/support/binaries.hpp"
 #include "tests/support/exposition.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
@@ -42,7 +43,7 @@ void expect_eventually(const gateway_fixture& gw, const std::string& series, dou
 }
 
 std::string version_of_binary() {
-  const auto r = run_command(GATEWAYD_BINARY, {"--version"});
+  const auto r = run_command(gatewayd_binary(), {"--version"});
   std::string v = r.out.empty() ? r.err : r.out;
   v = v.substr(v.rfind(' ') + 1);
   while (!v.empty() && (v.back() == '\n' || v.back() == '\r'))

@@ -140,8 +140,12 @@ BOOST_AUTO_TEST_CASE(a_stop_ends_in_time_and_delivers_everything_while_systemd_r
 // 100 ms (each reload says RELOADING and READY): every frame arrives, and arrivals never pause
 // for half a second. Before the fix the pool threads queued up behind the reader in sendmsg:
 // arrivals stopped for a whole reading period (1 s) again and again, reloads stalled, and the
-// stop never ended.
-BOOST_AUTO_TEST_CASE(frames_keep_flowing_while_systemd_reads_one_message_a_second) {
+// stop never ended. The functional case checks what arrived, the reloads and the stop; the
+// perf case (release only) bounds the longest pause in arrivals.
+namespace {
+
+// The run above; returns the longest pause in arrivals.
+clock_type::duration stream_and_reload_while_systemd_reads_one_message_a_second() {
   temp_dir sock_dir;
   notify_listener systemd((sock_dir.path() / "notify").string());
   test_consumer c;
@@ -207,8 +211,6 @@ BOOST_AUTO_TEST_CASE(frames_keep_flowing_while_systemd_reads_one_message_a_secon
              "got " << c.count() << " of " << sent.load() << " 10 s after the last was sent");
   BOOST_TEST_MESSAGE("longest pause in arrivals: " << ms(longest_pause) << " ms, " << sent.load()
                                                    << " frames, " << reloads_asked << " SIGHUPs");
-  // A pool thread waiting in sendmsg for the reader paused arrivals for up to its period (1 s).
-  BOOST_TEST(ms(longest_pause) < 500, "arrivals paused for " << ms(longest_pause) << " ms");
   const auto counts = verified(c);
   BOOST_TEST(counts.lost == 0u);
   BOOST_TEST(counts.reordered == 0u);
@@ -229,6 +231,20 @@ BOOST_AUTO_TEST_CASE(frames_keep_flowing_while_systemd_reads_one_message_a_secon
 
   gw.daemon->signal(SIGTERM);
   const auto code = gw.daemon->wait_exit(10s);
-  BOOST_TEST_REQUIRE(code.has_value(), gw.daemon->log());
-  BOOST_TEST(*code == 0);
+  BOOST_TEST(code.has_value(), gw.daemon->log());
+  BOOST_TEST(code.value_or(-1) == 0);
+  return longest_pause;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(frames_keep_flowing_while_systemd_reads_one_message_a_second) {
+  (void)stream_and_reload_while_systemd_reads_one_message_a_second();
+}
+
+BOOST_AUTO_TEST_CASE(arrivals_never_pause_for_half_a_second_while_systemd_reads_slowly,
+                     *boost::unit_test::label("perf")) {
+  const auto longest_pause = stream_and_reload_while_systemd_reads_one_message_a_second();
+  // A pool thread waiting in sendmsg for the reader paused arrivals for up to its period (1 s).
+  BOOST_TEST(ms(longest_pause) < 500, "arrivals paused for " << ms(longest_pause) << " ms");
 }

@@ -55,6 +55,16 @@ void large_frames_arrive_whole(const gateway_fixture& gw, const test_consumer& s
   BOOST_TEST(sink.corruptions() == 0u);
 }
 
+// The large frames written out and released: what the gateway holds now is its baseline.
+void queue_emptied(const gateway_fixture& gw) {
+  BOOST_TEST_REQUIRE(eventually(
+      [&] { return scrape_metric(gw.metrics_port, "gatewayd_queued_bytes") == 0; }, 10s));
+}
+
+double bytes_received(const gateway_fixture& gw) {
+  return scrape_metric(gw.metrics_port, "gatewayd_supplier_bytes_received_total");
+}
+
 std::string routes(const test_consumer& sink) {
   return consumer_toml("sink", sink.endpoint()) + route_toml("t.>", {"sink"});
 }
@@ -69,27 +79,32 @@ BOOST_AUTO_TEST_CASE(an_announced_frame_costs_what_arrived_not_what_it_announced
   gateway_fixture gw(routes(sink), gateway_keys());
   BOOST_TEST_REQUIRE(gw.metrics_port != 0);
   large_frames_arrive_whole(gw, sink);
-  std::this_thread::sleep_for(300ms);
+  queue_emptied(gw);
   const long vm_before = gw.vm_size_kib();
   const long rss_before = gw.rss_kib();
 
   constexpr int n = 1000;
+  const std::string first = frame_header(3, default_max_payload) + "h.x" + "first";
+  double expected = bytes_received(gw);
   std::vector<int> fds;
   for (int i = 0; i < n; ++i) {
     const int fd = dial(gw.supplier_port);
     BOOST_TEST_REQUIRE(fd >= 0);
-    BOOST_TEST_REQUIRE(send_all(fd, frame_header(3, default_max_payload) + "h.x" + "first"));
+    BOOST_TEST_REQUIRE(send_all(fd, first));
     fds.push_back(fd);
   }
+  expected += static_cast<double>(n * first.size());
   BOOST_TEST_REQUIRE(eventually(
       [&] { return scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") == n; }, 30s));
-  // Each later read of a frame whose header is in used to allocate all of it.
+  // Each later read of a frame whose header is in used to allocate all of it: a round is
+  // read (and held) once the gateway counts its bytes received.
   for (int round = 0; round < 3; ++round) {
     for (int fd : fds)
       BOOST_TEST_REQUIRE(send_all(fd, std::string(100, 'p')));
-    std::this_thread::sleep_for(200ms);
+    expected += n * 100.0;
+    BOOST_TEST_REQUIRE(eventually([&] { return bytes_received(gw) >= expected; }, 30s),
+                       "received " << bytes_received(gw) << " of " << expected << " bytes");
   }
-  std::this_thread::sleep_for(300ms);
   const long vm_held = gw.vm_size_kib();
   const long rss_held = gw.rss_kib();
   BOOST_TEST_MESSAGE(n << " connections announcing " << default_max_payload
@@ -113,7 +128,7 @@ BOOST_AUTO_TEST_CASE(half_received_frames_are_held_to_max_partial_frame_bytes) {
   gateway_fixture gw(routes(sink), gateway_keys());
   BOOST_TEST_REQUIRE(gw.metrics_port != 0);
   large_frames_arrive_whole(gw, sink);
-  std::this_thread::sleep_for(300ms);
+  queue_emptied(gw);
   const long rss_before = gw.rss_kib();
 
   constexpr int n = 200;
@@ -132,6 +147,7 @@ BOOST_AUTO_TEST_CASE(half_received_frames_are_held_to_max_partial_frame_bytes) {
     for (int i = 0; i < n; ++i)
       if (!closed[i] && (is_closed(fds[i]) || !send_all(fds[i], std::string(piece, 'p'))))
         closed[i] = true;
+    // Not synchronisation: the suppliers' pace, a piece each 100 ms; the count below is awaited.
     std::this_thread::sleep_for(100ms);
   }
   // Settled: the gateway's count of open connections is what this side sees open.

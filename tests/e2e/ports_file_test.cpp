@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gateway/ports_file.hpp"
+#include "tests/support/binaries.hpp"
 #include "tests/support/daemon_process.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
@@ -85,7 +86,7 @@ BOOST_AUTO_TEST_CASE(a_ports_file_that_cannot_be_written_stops_the_start_with_th
                                 "routes_file = \"routes.toml\"\n[metrics]\nenabled = false\n");
   const auto bad = (dir.path() / "no" / "such" / "dir" / "ports.json").string();
   const auto r =
-      run_command(GATEWAYD_BINARY, {"--config", config.string(), "--ports-file", bad}, 30s);
+      run_command(gatewayd_binary(), {"--config", config.string(), "--ports-file", bad}, 30s);
   BOOST_TEST(r.exit_code == 1);
   // The operator's message is the behaviour here.
   BOOST_TEST(r.err.find("cannot write the ports file " + bad) != std::string::npos, r.err);

@@ -69,15 +69,14 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_resuming_after_sigterm_is_drained_within
                                      << gw.daemon->log());
       BOOST_TEST_REQUIRE(queued(gw) > frames / 2, "queued " << queued(gw));
 
-      const auto t0 = std::chrono::steady_clock::now();
       gw.daemon->signal(SIGTERM);
-      std::this_thread::sleep_for(200ms);
+      // The consumer resumes once the daemon is stopping, as in the check.
+      BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("shutting down", 5s).has_value());
       a.stall(false);
       // drain_timeout_ms (5 s) plus a small bound: here everything drains long before.
       const auto code = gw.daemon->wait_exit(7s);
       BOOST_TEST_REQUIRE(code.has_value(), "still running after 7 s:\n" << gw.daemon->log());
       BOOST_TEST(*code == 0);
-      BOOST_TEST((std::chrono::steady_clock::now() - t0 < 7s));
       BOOST_TEST(a.wait_for_count(frames, 5s), "got " << a.count() << "\n" << gw.daemon->log());
       BOOST_TEST(a.corruptions() == 0u);
     }
@@ -97,14 +96,14 @@ BOOST_AUTO_TEST_CASE(a_second_sigterm_ends_the_drain_at_once) {
                                                                               << gw.daemon->log());
   gw.daemon->signal(SIGTERM);
   BOOST_TEST_REQUIRE(gw.daemon->wait_for_log("shutting down", 5s).has_value());
+  // Not synchronisation: the drain going on while nothing is read is what is observed.
   std::this_thread::sleep_for(300ms);
   BOOST_TEST(gw.daemon->running());  // draining: the consumer still does not read
-  const auto t0 = std::chrono::steady_clock::now();
   gw.daemon->signal(SIGTERM);
+  // The drain would last drain_timeout_ms (30 s): an exit within 3 s is the second SIGTERM's.
   const auto code = gw.daemon->wait_exit(3s);
   BOOST_TEST_REQUIRE(code.has_value(), "the second SIGTERM did not end the drain:\n"
                                            << gw.daemon->log());
-  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 2s));
   // What was left is still named and counted.
   BOOST_TEST(gw.daemon->count_in_log("frames undelivered at shutdown") >= 1u, gw.daemon->log());
 }

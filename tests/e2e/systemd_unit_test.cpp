@@ -8,6 +8,7 @@
 #include <regex>
 #include <sstream>
 
+#include "tests/support/binaries.hpp"
 #include "tests/support/daemon_process.hpp"
 
 using namespace gatewayd::test;
@@ -34,7 +35,7 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 fs::path unit_copy(const temp_dir& dir, const std::string& extra_line = "") {
   auto unit = read_file(fs::path(GATEWAYD_SOURCE_DIR) / "systemd/gatewayd.service");
   BOOST_TEST_REQUIRE(!unit.empty());
-  unit = replace_all(unit, "/usr/sbin/gatewayd", GATEWAYD_BINARY);
+  unit = replace_all(unit, "/usr/sbin/gatewayd", gatewayd_binary());
   if (!extra_line.empty())
     unit = replace_all(unit, "[Service]\n", "[Service]\n" + extra_line + "\n");
   return dir.write("gatewayd.service", unit);
@@ -221,7 +222,7 @@ BOOST_AUTO_TEST_CASE(the_units_check_refuses_a_drain_its_stop_timeout_would_cut_
     std::istringstream words(command);
     for (std::string w; words >> w;)
       args.push_back(w);
-    const std::string binary = GATEWAYD_BINARY;
+    const std::string binary = gatewayd_binary();
     args.erase(args.begin());
     for (const auto& [drain, expected] : {std::pair{(stop - 1) * 1000, 1}, std::pair{5000, 0}}) {
       dir.write("gw.toml", "[gateway]\nroutes_file = \"routes.toml\"\ndrain_timeout_ms = " +

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,6 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/support/binaries.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
 
@@ -41,13 +41,6 @@ std::optional<std::string> read_ports_file(const std::filesystem::path& path,
       },
       timeout);
   return json;
-}
-
-// The daemon built beside the tests, or the one GATEWAYD_TEST_DAEMON names: a test run against
-// another build (main's, say) gives the "before" figure of a change.
-std::string daemon_binary() {
-  const char* other = std::getenv("GATEWAYD_TEST_DAEMON");
-  return other && *other ? other : GATEWAYD_BINARY;
 }
 
 }  // namespace
@@ -89,7 +82,7 @@ void gateway_fixture::restart(const std::string& log_name, const std::vector<std
 
 void gateway_fixture::start(const std::string& log_name, const std::vector<std::string>& env) {
   daemon = std::make_unique<daemon_process>(
-      daemon_binary(),
+      gatewayd_binary(),
       std::vector<std::string>{"--config", config_path(), "--ports-file", ports_path()},
       dir.path() / log_name, env);
   const auto json = read_ports_file(ports_path(), *daemon, std::chrono::seconds(20));

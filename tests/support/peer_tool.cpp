@@ -5,11 +5,6 @@
 
 namespace gatewayd::test {
 
-const std::string& peer_binary() {
-  static const std::string path = GATEWAY_PEER_BINARY;
-  return path;
-}
-
 peer_receiver::peer_receiver(const temp_dir& dir, const std::string& name,
                              std::vector<std::string> args) {
   args.insert(args.begin(), {"recv", "--listen", "127.0.0.1:0"});

@@ -6,12 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/binaries.hpp"
 #include "tests/support/daemon_process.hpp"
 
 namespace gatewayd::test {
-
-// The gateway-peer binary the build made (GATEWAY_PEER_BINARY).
-const std::string& peer_binary();
 
 // `gateway-peer recv ARGS...` on a kernel-chosen 127.0.0.1 port, logging to `dir`/NAME.log; the
 // port is the one it prints on stderr ("listening on HOST:PORT", its documented interface).

@@ -64,6 +64,7 @@ void test_consumer::run() {
     std::error_code ec;
     conn->close(ec);
     conn.reset();
+    ++closes_;
   };
   while (!stop_) {
     if (conn && drop_.exchange(false)) close_conn();
@@ -134,6 +135,25 @@ std::size_t test_consumer::count() const {
 bool test_consumer::wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const {
   std::unique_lock lock(mutex_);
   return changed_.wait_for(lock, timeout, [&] { return frames_.size() >= n; });
+}
+
+std::size_t test_consumer::count_payload(const std::string& payload) const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(
+      std::count_if(frames_.begin(), frames_.end(),
+                    [&](const received_frame& f) { return f.payload == payload; }));
+}
+
+bool test_consumer::wait_for_payload(const std::string& payload, std::size_t n,
+                                     std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(mutex_);
+  // Only the frames that arrived since the last look are scanned.
+  std::size_t seen = 0, found = 0;
+  return changed_.wait_for(lock, timeout, [&] {
+    for (; seen < frames_.size(); ++seen)
+      found += frames_[seen].payload == payload ? 1 : 0;
+    return found >= n;
+  });
 }
 
 bool test_consumer::wait_for_connections(std::size_t n, std::chrono::milliseconds timeout) const {

@@ -52,7 +52,15 @@ class test_consumer {
   std::size_t corruptions() const noexcept { return corruptions_.load(); }
   // Frames cut by a closed connection (a partial frame at the end of a stream).
   std::size_t partial_at_close() const noexcept { return partial_at_close_.load(); }
+  // Connections this side has finished with (end of stream, an error, drop_connection()):
+  // everything the gateway sent on them has been read.
+  std::size_t closes() const noexcept { return closes_.load(); }
   bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const;
+  // Frames whose payload is `payload`: the markers a test sends after the rest, so that once
+  // they are in, nothing sent before them on their connections is still on its way.
+  std::size_t count_payload(const std::string& payload) const;
+  bool wait_for_payload(const std::string& payload, std::size_t n,
+                        std::chrono::milliseconds timeout) const;
   bool wait_for_connections(std::size_t n, std::chrono::milliseconds timeout) const;
 
  private:
@@ -71,6 +79,7 @@ class test_consumer {
   std::atomic<std::size_t> connections_{0};
   std::atomic<std::size_t> corruptions_{0};
   std::atomic<std::size_t> partial_at_close_{0};
+  std::atomic<std::size_t> closes_{0};
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::vector<received_frame> frames_;

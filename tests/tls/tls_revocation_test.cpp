@@ -14,6 +14,7 @@
 #include <string>
 #include <utility>
 
+#include "tests/support/binaries.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/scrape.hpp"
 #include "tests/support/test_peers.hpp"
@@ -78,8 +79,7 @@ std::size_t from(const test_consumer& sink, std::uint16_t sender) {
 
 // `gatewayd --check` on the fixture's configuration: its exit status and what it printed.
 std::pair<int, std::string> check(const gateway_fixture& gw) {
-  const std::string command =
-      std::string(GATEWAYD_BINARY) + " --check --config " + gw.config_path() + " 2>&1";
+  const std::string command = gatewayd_binary() + " --check --config " + gw.config_path() + " 2>&1";
   std::FILE* out = ::popen(command.c_str(), "r");
   BOOST_TEST_REQUIRE(out != nullptr);
   std::string said;

@@ -175,18 +175,33 @@ BOOST_AUTO_TEST_CASE(rotation_under_traffic_loses_no_frame) {
   BOOST_TEST(logged->find(p.at("live.key").string()) != std::string::npos, *logged);
   BOOST_TEST(new_handshake(p, "rogue", gw.supplier_port) == served(p, "gateway"));
 
-  // Every open connection, old CA included, kept streaming through all of it.
-  std::this_thread::sleep_for(300ms);
+  // Every open connection, old CA included, kept streaming through all of it: each sends past
+  // where it was before the switch; a wait that runs out shows in the checks below.
+  (void)eventually(
+      [&] {
+        for (const auto& s : streams)
+          if (s.failed.load() || s.sent.load() <= before_switch[s.sender]) return false;
+        return true;
+      },
+      10s);
+  // Each stream ends with a marker frame on its own connection: a connection's frames reach
+  // the sink in order (checked below), so once every marker is in, nothing more of theirs is
+  // on its way, and a duplicate or stray frame is already among what arrived.
+  const std::string marker = "end of stream";
   std::uint64_t total = 0;
   for (auto& s : streams) {
     s.halt();
     BOOST_TEST(!s.failed.load(), "supplier " << s.sender << " lost its connection");
     BOOST_TEST(s.sent.load() > before_switch[s.sender], "supplier " << s.sender << " stalled");
     total += s.sent.load();
+    BOOST_TEST_REQUIRE(!s.link.send(
+        gatewayd::protocol::encode_frame("stream." + std::to_string(s.sender), marker)));
   }
-  BOOST_TEST_REQUIRE(sink.wait_for_count(total, 10s), sink.count() << " of " << total);
-  std::this_thread::sleep_for(100ms);  // nothing more may arrive
-  const auto got = sink.frames();
+  BOOST_TEST_REQUIRE(sink.wait_for_payload(marker, streams.size(), 10s),
+                     sink.count_payload(marker) << " of " << streams.size() << " markers");
+  std::vector<received_frame> got;
+  for (auto& f : sink.frames())
+    if (f.payload != marker) got.push_back(std::move(f));
   BOOST_TEST(got.size() == total);
   BOOST_TEST(sink.corruptions() == 0u);
   std::map<std::uint16_t, std::uint64_t> next;  // per supplier: exactly 0, 1, 2, ... in order

@@ -15,6 +15,7 @@
 
 #include "net/tls_context.hpp"
 #include "protocol/frame_codec.hpp"
+#include "tests/support/binaries.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/raw_suppliers.hpp"
 #include "tests/support/scrape.hpp"
@@ -33,8 +34,7 @@ std::string failures(const std::string& reason) {
 
 // `gatewayd --check` on a config: exit status and what it printed.
 std::pair<int, std::string> check(const fs::path& config) {
-  const std::string cmd =
-      std::string(GATEWAYD_BINARY) + " --check --config " + config.string() + " 2>&1";
+  const std::string cmd = gatewayd_binary() + " --check --config " + config.string() + " 2>&1";
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   BOOST_TEST_REQUIRE(p != nullptr);

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "protocol/frame_codec.hpp"
@@ -91,6 +92,39 @@ BOOST_AUTO_TEST_CASE(renumber_starts_a_new_sender_from_zero) {
   BOOST_TEST(got[1].header.sequence == 0u);
   BOOST_TEST(got[2].header.sequence == 1u);
   BOOST_TEST(b.sender() == 6u);
+}
+
+// --spread: one frame in memory per address, yet frame i carries number i mod spread; a resend
+// (append_frame) carries the number of the frame it repeats.
+BOOST_AUTO_TEST_CASE(spread_numbers_the_last_token_and_resends_keep_it) {
+  frame_batch b({"t.x", "u"}, 16, 5, 4, 256 * 1024, 0, 3);
+  std::vector<sent_frame> all;
+  for (std::size_t n : {3, 4, 4, 2}) {
+    const auto got = frames_in(b.next(n, 1));
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  BOOST_TEST_REQUIRE(all.size() == 13u);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const std::string number = "0000000" + std::to_string(i % 3);
+    BOOST_TEST(all[i].address == (i % 2 ? "u." : "t.x.") + number, "frame " << i);
+    BOOST_TEST(all[i].header.stream == i % 2);
+    BOOST_TEST(all[i].header.sequence == i / 2);
+  }
+  std::string again;
+  b.append_frame(again, b.header_of(7, 1));
+  const auto resent = frames_in(again);
+  BOOST_TEST_REQUIRE(resent.size() == 1u);
+  BOOST_TEST(resent[0].address == "u.00000001");
+  // Counted up digit by digit: the carries, and the wrap at the spread.
+  frame_batch wide({"w"}, 16, 5, 64, 256 * 1024, 0, 12);
+  const auto numbered = frames_in(wide.next(14, 1));
+  BOOST_TEST_REQUIRE(numbered.size() == 14u);
+  BOOST_TEST(numbered[9].address == "w.00000009");
+  BOOST_TEST(numbered[10].address == "w.00000010");
+  BOOST_TEST(numbered[11].address == "w.00000011");
+  BOOST_TEST(numbered[12].address == "w.00000000");
+  BOOST_CHECK_THROW(frame_batch({"x"}, 16, 1, 8, 1024, 0, frame_batch::max_spread + 1),
+                    std::invalid_argument);
 }
 
 BOOST_AUTO_TEST_CASE(a_batch_holds_about_max_bytes_and_at_least_one_frame) {

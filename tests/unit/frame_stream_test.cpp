@@ -360,6 +360,37 @@ BOOST_AUTO_TEST_CASE(a_repeated_address_is_still_checked_field_by_field) {
   }
 }
 
+// Addresses that share their first bytes with the last one (t.x.00000001, t.x.00000002) have
+// only the rest checked: every bad byte after the shared part is still refused at its offset,
+// whatever the shared part ends with, and a good address after a bad one is not taken for it.
+BOOST_AUTO_TEST_CASE(addresses_sharing_a_prefix_are_checked_past_it) {
+  const std::string known = encode_frame("t.x.00000001", "p");
+  const std::string good = known + encode_frame("t.x.00000002", "p") + encode_frame("t.y", "p") +
+                           encode_frame("t.x.00000002.z", "p") + encode_frame("t", "p");
+  feeder ok;
+  BOOST_TEST_REQUIRE(ok.feed(good));
+  BOOST_TEST_REQUIRE(ok.frames.size() == 5u);
+  BOOST_TEST(ok.frames[1].address == "t.x.00000002");
+  BOOST_TEST(ok.frames[2].address == "t.y");
+  BOOST_TEST(ok.frames[3].address == "t.x.00000002.z");
+  BOOST_TEST(ok.frames[4].address == "t");
+  struct bad_address {
+    const char* address;
+    std::size_t offset;  // of the byte blamed, in the address
+  };
+  for (const bad_address b :
+       {bad_address{"t.x.0000000$", 11}, bad_address{"t.x..1", 4}, bad_address{"t.x.", 3},
+        bad_address{"t.x.00000001.", 12}, bad_address{"t.x.0000 001", 8},
+        bad_address{"t.x.00000001\x80", 12}}) {
+    feeder f;
+    const std::string bad = encode_frame(b.address, "p");
+    BOOST_TEST(!f.feed(known + bad), b.address);
+    BOOST_TEST(f.frames.size() == 1u);
+    BOOST_TEST(to_string(f.error.reason) == "bad_address");
+    BOOST_TEST(f.error.offset == known.size() + header_size + b.offset, b.address);
+  }
+}
+
 // A supplier's CONFIRM frames come out with their flag, on the known-address fast path too (the
 // same address repeated) and mixed with plain frames; a CONTROL frame is a protocol error.
 BOOST_AUTO_TEST_CASE(confirm_frames_pass_with_their_flag_and_control_frames_do_not) {

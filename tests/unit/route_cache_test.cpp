@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE route_cache
 #include <boost/test/unit_test.hpp>
 
+#include <malloc.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -141,8 +143,8 @@ BOOST_AUTO_TEST_CASE(wide_results_and_long_addresses_bypass) {
 
 BOOST_AUTO_TEST_CASE(hot_addresses_stay_cached) {
   // A session cycling over a few addresses must hit every time once warm, whatever sets
-  // they hash to.
-  const auto table = routing_table::build(make_config({"a"}, {{"hot.>", {"a"}}}));
+  // they hash to (hot.* needs the whole address: no run answers them).
+  const auto table = routing_table::build(make_config({"a"}, {{"hot.*", {"a"}}}));
   std::vector<std::string> hot;
   for (std::size_t i = 0; i < 12; ++i)
     hot.push_back(numbered("hot.address-", i));
@@ -157,6 +159,98 @@ BOOST_AUTO_TEST_CASE(hot_addresses_stay_cached) {
   }
   BOOST_TEST(cache.hits() == 10 * hot.size());
   BOOST_TEST(cache.misses() == hot.size());
+}
+
+BOOST_AUTO_TEST_CASE(a_run_answers_every_address_its_prefix_decided) {
+  // t.> decides t.x.N by its first token: one walk, then the run answers the rest, however
+  // many distinct addresses follow.
+  const auto table = routing_table::build(
+      make_config({"a", "b"}, {{"t.>", {"a"}}, {"u.v", {"b"}}}, std::string{"b"}));
+  lookup_scratch scratch;
+  route_cache cache;
+  for (int i = 0; i < 1000; ++i) {
+    const auto r = cache.lookup(*table, numbered("t.x.", i), scratch);
+    BOOST_TEST(to_vector(r) == (indices{0}), boost::test_tools::per_element());
+    BOOST_TEST(r.matched);
+  }
+  BOOST_TEST(cache.misses() == 1u);
+  // Addresses the prefix does not cover get their own answers; the run stays.
+  BOOST_TEST(to_vector(cache.lookup(*table, "u.v", scratch)) == (indices{1}),
+             boost::test_tools::per_element());
+  for (const char* other : {"t", "tx.y", "u.w.z"}) {
+    const auto r = cache.lookup(*table, other, scratch);
+    BOOST_TEST(!r.matched, other);  // the dead letter
+    BOOST_TEST(to_vector(r) == (indices{1}), boost::test_tools::per_element());
+  }
+  const auto misses = cache.misses();
+  BOOST_TEST(cache.lookup(*table, "t.q", scratch).matched);
+  BOOST_TEST(cache.misses() == misses);
+}
+
+// A reload publishes a new table: the run and every entry of the old one go, so a cached
+// address sees the route change at once.
+BOOST_AUTO_TEST_CASE(a_route_change_is_seen_by_cached_addresses_and_the_run) {
+  const auto before =
+      routing_table::build(make_config({"a", "b"}, {{"t.>", {"a"}}, {"e.x", {"a"}}}));
+  const auto after = routing_table::build(
+      make_config({"a", "b"}, {{"t.x.>", {"b"}}, {"t.>", {"a"}}, {"e.x", {"b"}}}));
+  lookup_scratch scratch;
+  route_cache cache;
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST(to_vector(cache.lookup(*before, "t.x.1", scratch)) == (indices{0}),
+               boost::test_tools::per_element());
+    BOOST_TEST(to_vector(cache.lookup(*before, "e.x", scratch)) == (indices{0}),
+               boost::test_tools::per_element());
+  }
+  BOOST_TEST(cache.hits() == 4u);
+  BOOST_TEST(to_vector(cache.lookup(*after, "t.x.1", scratch)) == (indices{0, 1}),
+             boost::test_tools::per_element());
+  BOOST_TEST(to_vector(cache.lookup(*after, "t.y.1", scratch)) == (indices{0}),
+             boost::test_tools::per_element());
+  BOOST_TEST(to_vector(cache.lookup(*after, "t.x.2", scratch)) == (indices{0, 1}),
+             boost::test_tools::per_element());
+  BOOST_TEST(to_vector(cache.lookup(*after, "e.x", scratch)) == (indices{1}),
+             boost::test_tools::per_element());
+  // And back: the old table's answers are not kept under its id either.
+  BOOST_TEST(to_vector(cache.lookup(*before, "t.x.3", scratch)) == (indices{0}),
+             boost::test_tools::per_element());
+}
+
+// The run answers routes only: a supplier whose publish rule must be asked gets the rule's
+// answer for each whole address.
+BOOST_AUTO_TEST_CASE(a_publish_rule_is_asked_past_the_run) {
+  const auto table = routing_table::build(make_config({"a"}, {{"t.>", {"a"}}}));
+  const publish_permissions perms({{"svc", "svc-id", {"t.>"}, {"t.secret.>"}}}, {"", "", {}, {}});
+  const publish_check svc{&perms, perms.rule_for("svc-id")};
+  lookup_scratch scratch;
+  route_cache cache;
+  BOOST_TEST(cache.lookup(*table, "t.ok.1", scratch).matched);  // starts the run
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST(!cache.lookup(*table, "t.secret.1", scratch, svc).permitted);
+    BOOST_TEST(cache.lookup(*table, "t.ok.2", scratch, svc).permitted);
+    BOOST_TEST(cache.lookup(*table, "t.secret.2", scratch, publish_check{}).permitted);
+  }
+}
+
+// Hostile: far more distinct addresses than any cache holds, walked (m.*: no run) and run
+// (r.>): the heap must not grow with them.
+BOOST_AUTO_TEST_CASE(a_million_distinct_addresses_keep_memory_bounded) {
+  const auto table = routing_table::build(
+      make_config({"a", "b"}, {{"m.*", {"a"}}, {"r.>", {"b"}}}, std::string{"b"}));
+  lookup_scratch scratch;
+  route_cache cache;
+  cache.lookup(*table, "m.warm", scratch);  // the entries and the scratch, allocated once
+  const auto heap = [] { return mallinfo2().uordblks; };
+  const std::size_t before = heap();
+  std::string address;
+  for (std::size_t i = 0; i < 1'000'000; ++i) {
+    address = (i % 4 ? "r.x." : "m.") + std::to_string(i * 2654435761u % 1'000'003u);
+    const auto r = cache.lookup(*table, address, scratch);
+    BOOST_REQUIRE(r.consumers.size() == 1u);
+    BOOST_REQUIRE(r.consumers[0] == (i % 4 ? 1u : 0u));
+  }
+  BOOST_TEST(heap() <= before + 4096);
+  BOOST_TEST(cache.misses() > 250'000u);  // the m.* addresses each walked
 }
 
 BOOST_AUTO_TEST_CASE(clear_forgets) {

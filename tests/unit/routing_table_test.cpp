@@ -220,6 +220,28 @@ BOOST_AUTO_TEST_CASE(accessors) {
 
 // Route hit counts are kept by pattern: each route knows its pattern, the same `match` written
 // twice is one pattern, and a lookup names every pattern that matched.
+// decided_by: the bytes of the address the answer depended on (a prefix ending in '.'), or
+// whole when the walk reached its end.
+BOOST_AUTO_TEST_CASE(answers_say_which_prefix_decided_them) {
+  const auto tail = routing_table::build(make_config({"a"}, {{"t.>", {"a"}}}));
+  lookup_scratch scratch;
+  BOOST_TEST(tail->lookup("t.x.00000001", scratch).decided_by == 2u);
+  BOOST_TEST(tail->lookup("t.x", scratch).decided_by == 2u);
+  BOOST_TEST(tail->lookup("t", scratch).decided_by == lookup_result::whole);  // t.> needs more
+  BOOST_TEST(tail->lookup("u.x", scratch).decided_by == 2u);  // no route under u: unroutable
+
+  const auto mixed = routing_table::build(
+      make_config({"a", "b"}, {{"a.b", {"a"}}, {"*.>", {"b"}}, {"a.*.c", {"a"}}}));
+  BOOST_TEST(mixed->lookup("a.b", scratch).decided_by == lookup_result::whole);
+  BOOST_TEST(mixed->lookup("q.r.s", scratch).decided_by == 2u);    // "q.": only *.> below
+  BOOST_TEST(mixed->lookup("a.x.d.e", scratch).decided_by == 6u);  // "a.x.d.": a.*.c read d
+  BOOST_TEST(mixed->lookup("a.x.c", scratch).decided_by == lookup_result::whole);
+
+  const auto everything = routing_table::build(make_config({"a"}, {{">", {"a"}}}));
+  BOOST_TEST(everything->lookup("any.thing", scratch).decided_by == 0u);
+  BOOST_TEST(everything->lookup("x", scratch).decided_by == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(lookups_name_the_patterns_that_matched) {
   const auto table = routing_table::build(make_config({"a", "b"}, {{"orders.*.created", {"a"}},
                                                                    {"orders.>", {"b"}},
@@ -336,6 +358,7 @@ BOOST_AUTO_TEST_CASE(trie_agrees_with_reference_matcher) {
 
   std::size_t checked = 0;
   std::size_t matched = 0;
+  std::size_t decided_early = 0;
   for (int trial = 0; trial < 8; ++trial) {
     std::vector<std::string> consumers;
     const auto consumer_count = 1 + pick(40);
@@ -373,11 +396,29 @@ BOOST_AUTO_TEST_CASE(trie_agrees_with_reference_matcher) {
       BOOST_TEST(to_vector(cached) == expected_consumers, boost::test_tools::per_element());
       BOOST_TEST(cached.matched == should_match);
       BOOST_TEST(sorted(cached.patterns) == want_patterns, boost::test_tools::per_element());
+      // What decided the answer decides it for every address that shares it: any tokens in
+      // place of the rest give the oracle's same answer, patterns and all, and so does the
+      // cache, which answers them from its run.
+      if (got.decided_by != lookup_result::whole) {
+        ++decided_early;
+        BOOST_TEST_REQUIRE(got.decided_by < address.size());
+        BOOST_TEST((got.decided_by == 0 || address[got.decided_by - 1] == '.'));
+        const auto other = address.substr(0, got.decided_by) + random_address();
+        BOOST_TEST_INFO("same prefix: " << other);
+        BOOST_TEST(oracle(*table, other) == want, boost::test_tools::per_element());
+        BOOST_TEST(pattern_oracle(*table, other) == want_patterns,
+                   boost::test_tools::per_element());
+        const auto run = cache.lookup(*table, other, scratch);
+        BOOST_TEST(to_vector(run) == expected_consumers, boost::test_tools::per_element());
+        BOOST_TEST(run.matched == should_match);
+        BOOST_TEST(sorted(run.patterns) == want_patterns, boost::test_tools::per_element());
+      }
       ++checked;
       if (should_match) ++matched;
     }
   }
   BOOST_TEST(checked == 4000u);
+  BOOST_TEST(decided_early > 200u);
   // The test only means something if both outcomes were exercised plenty.
   BOOST_TEST(matched > 400u);
   BOOST_TEST(checked - matched > 400u);

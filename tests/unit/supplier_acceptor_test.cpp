@@ -10,12 +10,10 @@
 #include "net/cidr_block.hpp"
 #include "suppliers/session_registry.hpp"
 #include "suppliers/supplier_acceptor.hpp"
-#include "tests/support/consumer_harness.hpp"
 #include "tests/support/proxy_v2.hpp"
-#include "tests/support/routing_rules.hpp"
+#include "tests/support/supplier_side.hpp"
 
 using namespace gatewayd::test;
-namespace su = gatewayd::suppliers;
 
 namespace {
 
@@ -26,41 +24,25 @@ su::supplier_acceptor::admission blocks(const std::vector<std::string>& cidrs) {
   return su::supplier_acceptor::from_blocks(std::move(b));
 }
 
-// The gateway's side: one consumer routed "t.>", the context every session shares, and the
-// acceptor under test listening on 127.0.0.1 (an ephemeral port).
-struct gateway_side {
-  su::route_snapshot_holder routes;
-  su::supplier_stats stats;
-  su::session_registry registry;
-  su::route_readers readers;
-  su::frame_routers routers{readers};  // this test's io_context threads are not a pool's
-  su::session_context ctx;
+// The gateway's side (tests/support/supplier_side.hpp) with the acceptor under test listening
+// on 127.0.0.1 (an ephemeral port).
+struct gateway_side : supplier_side {
   std::shared_ptr<su::supplier_acceptor> acceptor;
 
   gateway_side(asio::io_context& ioc, const std::shared_ptr<gc::consumer>& c,
                std::size_t max_connections, su::supplier_acceptor::admission allow = {},
                su::supplier_acceptor::proxy_options proxy = {}, std::size_t max_handshakes = 256)
-      : ctx{routes, stats, registry, gs::default_max_payload, 0ms} {
-    ctx.routers = &routers;
-    auto snap = std::make_shared<su::route_snapshot>();
-    snap->table =
-        gatewayd::routing::routing_table::build(make_config({c->name()}, {{"t.>", {c->name()}}}));
-    snap->consumers.push_back(c);
-    routes.publish(std::move(snap));
+      : supplier_side(c) {
     acceptor = std::make_shared<su::supplier_acceptor>(
         gatewayd::runtime::make_executor(ioc), gatewayd::net::endpoint{"127.0.0.1", 0}, ctx,
         max_connections, std::move(allow), std::move(proxy), max_handshakes);
     acceptor->start();
   }
-  // The acceptor stopped and every session gone before the context they point to.
+  // The acceptor stopped and every session asked to stop; supplier_side waits until they are
+  // gone.
   ~gateway_side() {
     acceptor->stop();
     registry.for_each([](su::supplier_session& s) { s.stop(); });
-    if (!wait_until([&] { return registry.size() == 0; }, 3s))
-      BOOST_ERROR("a supplier session outlived its test");
-  }
-  std::uint64_t closed(su::close_reason r) const {
-    return stats.closed[static_cast<std::size_t>(r)].load();
   }
   std::vector<std::string> peers() const {
     std::vector<std::string> out;
@@ -76,20 +58,8 @@ struct client {
 
   explicit client(const gateway_side& gw) { sock.connect(gw.acceptor->local_endpoint()); }
   void send(std::string_view bytes) { asio::write(sock, asio::buffer(bytes)); }
-  // The gateway closed the connection: the supplier reads end-of-file (or a reset).
   bool closed_by_gateway(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{sock.native_handle(), POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      char c[256];
-      std::error_code ec;
-      sock.read_some(asio::buffer(c), ec);
-      if (ec) return ec == asio::error::eof || ec == asio::error::connection_reset;
-    }
+    return gatewayd::test::closed_by_gateway(sock, timeout);
   }
 };
 

@@ -5,52 +5,21 @@
 #define BOOST_TEST_MODULE supplier_session
 #include <boost/test/unit_test.hpp>
 
-#include "suppliers/session_registry.hpp"
-#include "suppliers/supplier_session.hpp"
-#include "tests/support/consumer_harness.hpp"
-#include "tests/support/routing_rules.hpp"
+#include "tests/support/supplier_side.hpp"
 
 using namespace gatewayd::test;
-namespace su = gatewayd::suppliers;
 
 namespace {
 
-// The gateway's side: one consumer routed "t.>", the context every session shares, and a
-// listening socket the supplier connections are accepted from.
-struct gateway_side {
-  su::route_snapshot_holder routes;
-  su::supplier_stats stats;
-  su::session_registry registry;
-  su::route_readers readers;
-  su::frame_routers routers{readers};  // this test's io_context threads are not a pool's
-  su::session_context ctx;
+// The gateway's side (tests/support/supplier_side.hpp) and a listening socket the supplier
+// connections are accepted from.
+struct gateway_side : supplier_side {
   tcp::acceptor acceptor;
 
   gateway_side(asio::io_context& ioc, const std::shared_ptr<gc::consumer>& c,
                std::chrono::milliseconds idle_timeout = 0ms)
-      : ctx{routes, stats, registry, gs::default_max_payload, idle_timeout},
-        acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
-    ctx.routers = &routers;
-    auto snap = std::make_shared<su::route_snapshot>();
-    snap->table =
-        gatewayd::routing::routing_table::build(make_config({c->name()}, {{"t.>", {c->name()}}}));
-    snap->consumers.push_back(c);
-    routes.publish(std::move(snap));
-  }
-  // Every session gone before the context it points to (a failed check may leave early).
-  ~gateway_side() {
-    if (!wait_until([&] { return registry.size() == 0; }, 3s))
-      BOOST_ERROR("a supplier session outlived its test");
-  }
-  std::uint64_t closed(su::close_reason r) const {
-    return stats.closed[static_cast<std::size_t>(r)].load();
-  }
-  std::uint64_t partial_frames(su::partial_discard r) const {
-    return stats.partial_frames_discarded[static_cast<std::size_t>(r)].load();
-  }
-  std::uint64_t partial_bytes(su::partial_discard r) const {
-    return stats.partial_bytes_discarded[static_cast<std::size_t>(r)].load();
-  }
+      : supplier_side(c, idle_timeout),
+        acceptor(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {}
 };
 
 // One supplier connection: the session on the fixture's io_context over the accepted socket,
@@ -71,20 +40,8 @@ struct connection {
     if (session) session->stop();
   }
   void send(std::string_view bytes) { asio::write(client, asio::buffer(bytes)); }
-  // The gateway closed the connection: the supplier reads end-of-file (or a reset).
   bool closed_by_gateway(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{client.native_handle(), POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) return false;
-      char c[256];
-      std::error_code ec;
-      client.read_some(asio::buffer(c), ec);
-      if (ec) return ec == asio::error::eof || ec == asio::error::connection_reset;
-    }
+    return gatewayd::test::closed_by_gateway(client, timeout);
   }
 };
 

@@ -40,7 +40,7 @@ confirm_sender::confirm_sender(const send_options& o, std::uint64_t count, doubl
       count_(count),
       rate_(rate),
       deadline_ns_(deadline_ns),
-      batch_(o.addresses, o.size, 0, 4096, 256 * 1024, protocol::frame_flags::confirm),
+      batch_(o.addresses, o.size, 0, 4096, 256 * 1024, protocol::frame_flags::confirm, o.spread),
       window_(o.window) {}
 
 connection_result confirm_sender::run(traffic::supplier_link& link) {

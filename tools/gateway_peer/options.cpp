@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "protocol/frame_codec.hpp"
+#include "tools/traffic/frame_batch.hpp"
 #include "tools/traffic/payload_header.hpp"
 
 namespace gatewayd::tools {
@@ -23,8 +24,8 @@ const char* const main_help =
     "            frames a --confirm sender saw neither confirmed nor rejected)\n";
 
 const char* const send_help =
-    "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--size N]\n"
-    "                         [--rate R] [--count C | --duration D] [--connections K]\n"
+    "usage: gateway-peer send --to HOST:PORT[,HOST:PORT...] --address A[,B...] [--spread N]\n"
+    "                         [--size N] [--rate R] [--count C | --duration D] [--connections K]\n"
     "                         [--reconnect] [--json]\n"
     "                         [--confirm [--window N] [--confirm-wait S]\n"
     "                          [--confirm-deadline S]]\n"
@@ -44,6 +45,9 @@ const char* const send_help =
     "  --address A[,B...] the frames' address, e.g. orders.eu.created; with several (at most\n"
     "                     256), frame i of a connection goes to the i-th in turn (mixed\n"
     "                     addresses) and is numbered in that address's stream\n"
+    "  --spread N         many distinct addresses: each address gets a last token of 8 digits,\n"
+    "                     frame i of a connection the number i mod N (--address t.x --spread\n"
+    "                     1000000: t.x.00000000 .. t.x.00999999 in turn); at most 100000000\n"
     "  --size N           payload bytes (default 128, at least 16: the first 16 carry the send\n"
     "                     time, the sequence number, stream and sender id the receiver checks)\n"
     "  --rate R           frames per second over all connections (default: as fast as possible)\n"
@@ -273,6 +277,9 @@ send_options parse_send(const std::vector<std::string>& args) {
     } else if (flag == "--address") {
       o.addresses = to_addresses(flag, r.value(flag));
       have_address = true;
+    } else if (flag == "--spread") {
+      o.spread = static_cast<std::uint32_t>(
+          to_count(flag, r.value(flag), 1, traffic::frame_batch::max_spread));
     } else if (flag == "--size") {
       o.size = to_count(flag, r.value(flag), traffic::header_size, 256u << 20);
     } else if (flag == "--rate") {

@@ -26,10 +26,11 @@ struct usage_error : std::runtime_error {
 struct send_options {
   std::vector<net::endpoint> to;       // gateways (or balancers): a lost one moves to the next
   std::vector<std::string> addresses;  // frame i goes to addresses[i mod k]: stream i mod k
-  std::size_t size = 128;              // payload bytes, at least traffic::header_size
-  double rate = 0;                     // frames/s over all connections; 0 = as fast as possible
-  std::uint64_t count = 0;             // frames over all connections; 0 = no limit
-  double duration = 0;                 // seconds; 0 = no limit
+  std::uint32_t spread = 0;  // > 0: each address gets an 8-digit last token, frame i's i mod spread
+  std::size_t size = 128;    // payload bytes, at least traffic::header_size
+  double rate = 0;           // frames/s over all connections; 0 = as fast as possible
+  std::uint64_t count = 0;   // frames over all connections; 0 = no limit
+  double duration = 0;       // seconds; 0 = no limit
   unsigned connections = 1;
   bool reconnect = false;  // also implied by several --to addresses
   bool json = false;

@@ -58,7 +58,7 @@ class connection_sender {
         count_(count),
         rate_(rate),
         deadline_ns_(deadline_ns),
-        batch_(o.addresses, o.size, 0) {}
+        batch_(o.addresses, o.size, 0, 4096, 256 * 1024, 0, o.spread) {}
 
   connection_result run(traffic::supplier_link& link) {
     connection_result r;

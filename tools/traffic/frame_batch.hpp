@@ -1,5 +1,6 @@
 // A sender's frames, encoded once and stamped in place before each write: frame i of the
-// sender goes to address i mod k and is numbered in stream i mod k (mixed-address traffic).
+// sender goes to address i mod k and is numbered in stream i mod k (mixed-address traffic),
+// optionally with a numbered last token that spreads it over many distinct addresses.
 #pragma once
 
 #include <cstddef>
@@ -17,10 +18,15 @@ class frame_batch {
   // `addresses`: 1..max_streams valid GWP/1 addresses (one is a plain single-address sender);
   // `payload_size` >= header_size. One next() returns at most `max_frames` frames and about
   // `max_bytes` (at least one frame). `flags`: byte 3 of every frame (0x01 asks the gateway to
-  // confirm each one).
+  // confirm each one). `spread` > 0: every address gets a last token of spread_digits digits,
+  // frame i's the number i mod spread (the index counted since renumber()), so that k
+  // addresses become up to k x spread distinct ones without a frame each in memory.
   frame_batch(std::vector<std::string> addresses, std::size_t payload_size, std::uint16_t sender,
               std::size_t max_frames = 4096, std::size_t max_bytes = 256 * 1024,
-              std::uint8_t flags = 0);
+              std::uint8_t flags = 0, std::uint32_t spread = 0);
+
+  static constexpr std::size_t spread_digits = 8;
+  static constexpr std::uint32_t max_spread = 100'000'000;  // what spread_digits can number
 
   // How many frames one next() may stamp.
   std::size_t capacity() const noexcept { return capacity_; }
@@ -51,6 +57,12 @@ class frame_batch {
   void append_frame(std::string& out, const payload_header& h) const;
 
  private:
+  // Writes the spread number of the index-th frame into the address that ends at `end`.
+  void stamp_spread(char* end, std::uint64_t index) const noexcept;
+  // next()'s frames are numbered in turn: the next one's digits, counted up in place (a
+  // division per frame made the sender, not the gateway, the bound of a --spread run).
+  void advance_spread() noexcept;
+
   std::vector<std::string> addresses_;
   std::uint16_t sender_;
   std::size_t capacity_ = 1;
@@ -61,6 +73,9 @@ class frame_batch {
   std::vector<std::size_t> header_at_;
   std::vector<std::uint64_t> next_sequence_;
   std::uint64_t stamped_ = 0;
+  std::uint32_t spread_ = 0;
+  char spread_digits_[spread_digits] = {'0', '0', '0', '0', '0', '0', '0', '0'};
+  std::uint32_t spread_next_ = 0;  // the number spread_digits_ spell
 };
 
 }  // namespace gatewayd::traffic

@@ -1,0 +1,26 @@
+#include "tests/support/binaries.hpp"
+
+#include <cstdlib>
+
+namespace gatewayd::test {
+
+namespace {
+
+std::string from_env(const char* name, const char* built) {
+  const char* other = std::getenv(name);
+  return other && *other ? other : built;
+}
+
+}  // namespace
+
+const std::string& gatewayd_binary() {
+  static const std::string path = from_env("GATEWAYD_TEST_DAEMON", GATEWAYD_BINARY);
+  return path;
+}
+
+const std::string& peer_binary() {
+  static const std::string path = from_env("GATEWAYD_TEST_PEER", GATEWAY_PEER_BINARY);
+  return path;
+}
+
+}  // namespace gatewayd::test
