@@ -41,7 +41,8 @@ metrics_server::response reply(int status, const json& body) {
   return {status, "application/json", body.dump(2) + '\n'};
 }
 
-std::uint64_t value(const std::atomic<std::uint64_t>& a) {
+// A counter read for JSON: exact, where a Prometheus sample is a double (family_builder value()).
+std::uint64_t exact(const std::atomic<std::uint64_t>& a) {
   return a.load(std::memory_order_relaxed);
 }
 
@@ -71,7 +72,7 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
   const auto& st = c.stats();
   json dropped = json::object();
   for (std::size_t r = 0; r < consumers::drop_reason_count; ++r)
-    dropped[std::string(to_string(static_cast<consumers::drop_reason>(r)))] = value(st.dropped[r]);
+    dropped[std::string(to_string(static_cast<consumers::drop_reason>(r)))] = exact(st.dropped[r]);
   json error = nullptr;
   if (const auto e = st.last_error.get()) {
     error = {{"message", e->message}, {"at", timestamp(e->at)}};
@@ -86,22 +87,22 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
       {"congested", st.congested.load(std::memory_order_relaxed)},
       {"overflow", std::string(to_string(c.policy()))},
       {"queue",
-       {{"depth", value(st.queued_frames)},
-        {"bytes", value(st.queued_bytes)},
+       {{"depth", exact(st.queued_frames)},
+        {"bytes", exact(st.queued_bytes)},
         {"capacity", c.capacity()}}},
-      {"sent", {{"frames", value(st.sent_frames)}, {"bytes", value(st.sent_bytes)}}},
+      {"sent", {{"frames", exact(st.sent_frames)}, {"bytes", exact(st.sent_bytes)}}},
       {"dropped", dropped},
       {"ack", c.acks()},
       // An `ack = true` consumer's frames written and not acknowledged yet (0 for others).
       {"unacked",
-       {{"frames", value(st.unacked_frames)},
-        {"bytes", value(st.unacked_bytes)},
-        {"redelivered", value(st.redelivered_frames)}}},
-      {"reconnects", value(st.reconnects)},
+       {{"frames", exact(st.unacked_frames)},
+        {"bytes", exact(st.unacked_bytes)},
+        {"redelivered", exact(st.redelivered_frames)}}},
+      {"reconnects", exact(st.reconnects)},
       {"handovers",
-       {{"count", value(st.handovers)},
-        {"given", value(st.handed_over_frames)},
-        {"taken", value(st.taken_over_frames)}}},
+       {{"count", exact(st.handovers)},
+        {"given", exact(st.handed_over_frames)},
+        {"taken", exact(st.taken_over_frames)}}},
       {"last_error", error},
   };
 }
@@ -158,15 +159,15 @@ supplier_row row_of(std::uint64_t id, const suppliers::supplier_session& s, cloc
   return {id,
           s.peer(),
           st.since,
-          value(st.frames),
-          value(st.bytes),
+          exact(st.frames),
+          exact(st.bytes),
           s.paused(),
           wall(s.paused_by_consumer_since()),
           s.awaiting_confirms(),
           wall(s.waiting_since()),
           st.tls_records.load(std::memory_order_relaxed),
-          value(st.confirmed),
-          value(st.pending)};
+          exact(st.confirmed),
+          exact(st.pending)};
 }
 
 }  // namespace
@@ -248,7 +249,7 @@ metrics_server::response operator_api::routez() const {
     const auto& route = table.rules().routes[r];
     routes.push_back({{"match", route.match},
                       {"to", route.to},
-                      {"hits", value(snap->pattern_hits[table.route_pattern(r)])}});
+                      {"hits", exact(snap->pattern_hits[table.route_pattern(r)])}});
   }
   json dead_letter = nullptr;
   if (table.rules().dead_letter) dead_letter = *table.rules().dead_letter;
@@ -257,7 +258,7 @@ metrics_server::response operator_api::routez() const {
                      {"loaded_at", timestamp(snap->loaded_at)},
                      {"routes", routes},
                      {"dead_letter", dead_letter},
-                     {"unroutable", value(s_.suppliers.unroutable)}});
+                     {"unroutable", exact(s_.suppliers.unroutable)}});
 }
 
 }  // namespace gatewayd::metrics

@@ -293,7 +293,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_group_member_loses_no_confirmed_frame) {
     return std::distance(seen.begin(), seen.upper_bound(routed)) ==
            static_cast<std::ptrdiff_t>(routed + 1);
   };
-  const auto bound = std::chrono::milliseconds(consumer_timeout_ms + 1000) * peer_slowdown;
+  const auto bound = std::chrono::milliseconds(consumer_timeout_ms + 1000) * peer_slowdown();
   const bool handed_over = eventually(up_to_routed, bound + 2s);
   const auto took = std::chrono::steady_clock::now() - t0;
   up_to_routed();

@@ -371,7 +371,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_
     return u;
   };
   BOOST_TEST_REQUIRE(eventually([&] { return all_seen().seen.size() >= total; },
-                                std::chrono::milliseconds(2000 + 1000) * peer_slowdown + 2s),
+                                std::chrono::milliseconds(2000 + 1000) * peer_slowdown() + 2s),
                      all_seen().seen.size());
   const auto took = std::chrono::steady_clock::now() - t0;
   const auto u = all_seen();
@@ -380,7 +380,7 @@ BOOST_AUTO_TEST_CASE(a_killed_ack_member_hands_its_unacknowledged_frames_to_the_
                      << u.duplicates() << ", all delivered "
                      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
                      << " ms after the kill");
-  BOOST_TEST(took <= std::chrono::milliseconds(2000 + 1000) * peer_slowdown);
+  BOOST_TEST(took <= std::chrono::milliseconds(2000 + 1000) * peer_slowdown());
   BOOST_TEST(scrape_metric(gw.metrics_port,
                            member_series("gatewayd_consumer_handovers_total", "billing", at)) >= 1);
   BOOST_TEST(b.corruptions() + c.corruptions() == 0u);
@@ -449,7 +449,7 @@ BOOST_AUTO_TEST_CASE(a_member_killed_while_all_are_behind_hands_over_to_the_conn
                series("gatewayd_consumer_queue_depth", at) == 0 &&
                series("gatewayd_consumer_unacked_frames", at) == 0;
       },
-      std::chrono::milliseconds(2000 + 1000) * peer_slowdown));
+      std::chrono::milliseconds(2000 + 1000) * peer_slowdown()));
   const auto took = std::chrono::steady_clock::now() - t0;
   BOOST_TEST(series("gatewayd_consumer_handovers_total", at) >= 1);
   // And every frame reaches a member: what the survivors printed, with what the dead one had.

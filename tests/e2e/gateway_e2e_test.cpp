@@ -154,8 +154,8 @@ BOOST_AUTO_TEST_CASE(a_stalled_consumer_does_not_slow_the_healthy_ones) {
   }
   // The stalled consumer's share is bounded by its queue (2,000 frames of ~1 KB) plus the
   // kernel's socket buffers, and the gateway's memory with it. (Sanitizers' shadow memory and
-  // quarantine multiply the daemon's RSS: memory_slack, as for every memory bound.)
-  const long rss_limit_kib = 64 * 1024 * memory_slack;
+  // quarantine multiply the daemon's RSS: memory_slack(), as for every memory bound.)
+  const long rss_limit_kib = 64 * 1024 * memory_slack();
   BOOST_TEST(gw.peak_rss_kib() < rss_limit_kib, "peak RSS " << gw.peak_rss_kib() << " KiB");
   stalled.stall(false);
   // drop-oldest: what the stalled consumer finally gets ends with the newest frame.

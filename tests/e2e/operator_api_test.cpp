@@ -273,7 +273,7 @@ BOOST_AUTO_TEST_CASE(connz_answers_a_bounded_page_and_keeps_no_memory) {
   const bool back = wait_until(
       [&] {
         rss_after = gw.rss_kib();
-        return rss_after - rss_before <= 64 * 1024 * memory_slack;
+        return rss_after - rss_before <= 64 * 1024 * memory_slack();
       },
       2s, 50ms);
   BOOST_TEST_MESSAGE("30 x /connz?limit=0 with " << sessions << " sessions: largest answer "

@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(an_announced_frame_costs_what_arrived_not_what_it_announced
   // Announced: 1,000 MiB. Held: at most a standard chunk (64 KiB) each, plus the allocator's
   // and the sessions' own.
   BOOST_TEST(vm_held - vm_before < n * 192L);
-  BOOST_TEST(rss_held - rss_before < n * 80L * memory_slack);
+  BOOST_TEST(rss_held - rss_before < n * 80L * memory_slack());
   BOOST_TEST(scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") == n);
   BOOST_TEST(scrape_metric(gw.metrics_port, refused) == 0);
   close_all(fds);
@@ -175,7 +175,7 @@ BOOST_AUTO_TEST_CASE(half_received_frames_are_held_to_max_partial_frame_bytes) {
   BOOST_TEST(gw.daemon->wait_for_log("(partial_frame_budget)", 5s).has_value());
   // The cap, a standard chunk per connection and working memory; not the 150 MiB sent.
   BOOST_TEST(peak - rss_before <
-             (static_cast<long>(budget / 1024) + n * 80L + 32 * 1024) * memory_slack);
+             (static_cast<long>(budget / 1024) + n * 80L + 32 * 1024) * memory_slack());
   close_all(fds);
   BOOST_TEST(eventually(
       [&] { return scrape_metric(gw.metrics_port, "gatewayd_supplier_connections") == 0; }, 20s));

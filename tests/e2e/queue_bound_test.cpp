@@ -79,7 +79,7 @@ std::vector<std::uint64_t> seqs(const test_consumer& c, const std::string& addre
 // has been read its queue may take to be within its capacity (the grace is counted from the
 // stall, which came earlier; the margin is for a loaded machine).
 std::chrono::milliseconds held_within(std::chrono::milliseconds grace) {
-  return grace + 2s * peer_slowdown;
+  return grace + 2s * peer_slowdown();
 }
 
 }  // namespace
@@ -148,8 +148,8 @@ struct overshoot {
   static constexpr std::size_t batch = 1200;
   static constexpr std::size_t payload = 32;
   // Two batches take milliseconds, tens of them under the sanitizers: a grace ten times as long
-  // there (as peer_slowdown would give) would only add to the suite's time.
-  static constexpr std::chrono::milliseconds grace{peer_slowdown > 1 ? 3000 : 1500};
+  // there (as peer_slowdown() would give) would only add to the suite's time.
+  const std::chrono::milliseconds grace{peer_slowdown() > 1 ? 3000 : 1500};
 
   test_consumer consumer;
   std::unique_ptr<gateway_fixture> gw;

@@ -1,6 +1,7 @@
 #include "tests/support/binaries.hpp"
 
 #include <cstdlib>
+#include <string_view>
 
 namespace gatewayd::test {
 
@@ -16,6 +17,15 @@ std::string from_env(const char* name, const char* built) {
 const std::string& gatewayd_binary() {
   static const std::string path = from_env("GATEWAYD_TEST_DAEMON", GATEWAYD_BINARY);
   return path;
+}
+
+bool instrumented() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  const char* flag = std::getenv("GATEWAYD_TEST_INSTRUMENTED");
+  return flag && std::string_view(flag) == "1";
+#endif
 }
 
 const std::string& peer_binary() {

@@ -45,6 +45,14 @@ std::optional<std::string> read_ports_file(const std::filesystem::path& path,
 
 }  // namespace
 
+long memory_slack() {
+  return instrumented() ? 4 : 1;
+}
+
+int peer_slowdown() {
+  return instrumented() ? 10 : 1;
+}
+
 gateway_fixture::gateway_fixture(const std::string& routes, const std::string& gateway_extra,
                                  const std::vector<std::string>& env, bool metrics,
                                  const std::string& tables) {

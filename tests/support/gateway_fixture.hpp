@@ -45,7 +45,7 @@ struct gateway_fixture {
                            std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
   // Peak and current resident memory of the daemon, and its address space, in KiB (from
   // /proc/PID/status).
-  // (Bounds on them are multiplied by memory_slack, below.)
+  // (Bounds on them are multiplied by memory_slack(), below.)
   long rss_kib() const;
   long peak_rss_kib() const;
   long vm_size_kib() const;
@@ -55,20 +55,13 @@ struct gateway_fixture {
 };
 
 // How much more memory an instrumented build may take than the bounds the memory tests assert:
-// sanitizer shadow memory and quarantines.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr long memory_slack = 4;
-#else
-inline constexpr long memory_slack = 1;
-#endif
+// sanitizer shadow memory and quarantines (4 when instrumented(), support/binaries.hpp, else 1).
+long memory_slack();
 
 // How much longer an instrumented build's test peers may take to read what the gateway writes:
-// for a grace period a test wants shorter than its load but longer than a healthy peer's pauses.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr int peer_slowdown = 10;
-#else
-inline constexpr int peer_slowdown = 1;
-#endif
+// for a grace period a test wants shorter than its load but longer than a healthy peer's pauses
+// (10 when instrumented(), else 1).
+int peer_slowdown();
 
 // [consumers.NAME] with the endpoint and optional extra lines.
 std::string consumer_toml(const std::string& name, const std::string& endpoint,

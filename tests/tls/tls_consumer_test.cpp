@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(a_tls_consumer_that_keeps_up_loses_nothing_to_a_burst) {
                      // Shorter than the burst takes (~25 MB through TLS), and long enough
                      // that a reader the scheduler sets aside for a few time slices on a
                      // loaded machine still counts as keeping up (20 ms did not: it dropped).
-                     "slow_consumer_ms = " + std::to_string(100 * peer_slowdown) + "\n");
+                     "slow_consumer_ms = " + std::to_string(100 * peer_slowdown()) + "\n");
   BOOST_TEST_REQUIRE(gw.consumers_connected({"billing"}));
   constexpr int burst = 40000;  // ~25 MB
   send_frames(gw.supplier_port, 0, burst, 600);
