@@ -249,9 +249,9 @@ BOOST_AUTO_TEST_CASE(queued_memory_follows_the_gauge_and_goes_back_once_drained)
                                 << " MiB, RSS above idle " << grown << " MiB (" << grown / gauge_mib
                                 << "x), chunks " << f.chunks_mib() << " MiB, slots "
                                 << f.slots_mib() << " MiB");
-    BOOST_TEST(grown <= 1.25 * gauge_mib * memory_slack, "round " << round << ": RSS grew " << grown
-                                                                  << " MiB for a gauge of "
-                                                                  << gauge_mib << " MiB");
+    BOOST_TEST(grown <= 1.25 * gauge_mib * memory_slack(),
+               "round " << round << ": RSS grew " << grown << " MiB for a gauge of " << gauge_mib
+                        << " MiB");
     // Everyone reads again: the queues drain, and what they held goes back.
     for (std::size_t i = 0; i < consumers; ++i)
       f.pool.stall(i, false);
@@ -260,7 +260,8 @@ BOOST_AUTO_TEST_CASE(queued_memory_follows_the_gauge_and_goes_back_once_drained)
     // idle for 1,000 consumers (the report's scale), so proportionally less for fewer (what a
     // consumer keeps between bursts, its ring, write batch and routing slots, is about 0.1 MiB).
     const double drained_bound = 128.0 * static_cast<double>(consumers) / 1000;
-    const bool back = eventually([&] { return f.grown_mib() <= drained_bound * memory_slack; }, 5s);
+    const bool back =
+        eventually([&] { return f.grown_mib() <= drained_bound * memory_slack(); }, 5s);
     BOOST_TEST_MESSAGE("round " << round << ": drained, RSS above idle " << f.grown_mib()
                                 << " MiB, chunks " << f.chunks_mib() << " MiB, slots "
                                 << f.slots_mib() << " MiB");
