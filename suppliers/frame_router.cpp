@@ -8,12 +8,7 @@ namespace {
 std::atomic<std::size_t> scratch_total{0};
 }  // namespace
 
-frame_router::~frame_router() {
-  std::size_t bytes = 0;
-  for (const auto& b : batches_)
-    bytes += b.capacity() * sizeof(protocol::frame_slice);
-  scratch_total.fetch_sub(bytes, std::memory_order_relaxed);
-}
+frame_router::~frame_router() { scratch_total.fetch_sub(counted_bytes_, std::memory_order_relaxed); }
 
 std::size_t frame_router::scratch_bytes() noexcept {
   return scratch_total.load(std::memory_order_relaxed);
@@ -40,7 +35,10 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   cache_.forget_permissions();  // the rules may have changed with the table kept
   const std::size_t n =
       snapshot_ ? std::max(snapshot_->consumers.size(), snapshot_->targets.size()) : 0;
-  if (batches_.size() < n) batches_.resize(n);
+  if (batches_.size() < n) {
+    batches_.resize(n);
+    counted_slots_.resize(n);
+  }
   const std::size_t patterns =
       snapshot_ && snapshot_->table ? snapshot_->table->pattern_count() : 0;
   if (pattern_hits_.size() < patterns) pattern_hits_.resize(patterns);
@@ -109,14 +107,7 @@ inline void frame_router::fan_out(std::span<const routing::consumer_index> consu
   for (const routing::consumer_index i : consumers) {
     auto& batch = batches_[i];
     if (batch.empty()) touched_.push_back(i);
-    if (batch.size() == batch.capacity()) [[unlikely]] {
-      const std::size_t had = batch.capacity();
-      batch.push_back(slice);
-      scratch_total.fetch_add((batch.capacity() - had) * sizeof(protocol::frame_slice),
-                              std::memory_order_relaxed);
-    } else {
-      batch.push_back(slice);
-    }
+    batch.push_back(slice);
   }
   pending_refs_ += static_cast<std::uint32_t>(consumers.size());
   slices_ += consumers.size();
@@ -144,8 +135,11 @@ frame_router::flush_result frame_router::flush(
   publish_hits();
   flush_result r;
   bool wrote = false;
+  std::size_t grown = 0;  // slots the pass's batches grew by (a batch never shrinks)
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
+    grown += batch.capacity() - counted_slots_[i];
+    counted_slots_[i] = batch.capacity();
     const auto put = snapshot_->put(i, batch, listener, group_scratch_, write_here);
     r.pause = r.pause || put.pause_supplier;
     r.paused_by_consumer = r.paused_by_consumer || put.paused_by_consumer;
@@ -156,6 +150,11 @@ frame_router::flush_result frame_router::flush(
   r.handed_off = !write_here && !wrote;
   touched_.clear();
   slices_ = 0;
+  // Counted once a pass, not where a batch grows: fan_out stays the tight loop it was.
+  if (grown) {
+    counted_bytes_ += grown * sizeof(protocol::frame_slice);
+    scratch_total.fetch_add(grown * sizeof(protocol::frame_slice), std::memory_order_relaxed);
+  }
   reading_.leave();
   return r;
 }

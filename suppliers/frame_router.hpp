@@ -40,7 +40,7 @@ class frame_router {
   // Slices routed in the open pass (the session ends it between reads at pass_slices).
   std::size_t slices() const noexcept { return slices_; }
   // Bytes the routers' per-consumer batches hold allocated, all threads together: counted
-  // where a batch grows (never per frame), for the slot memory gauge.
+  // once a pass (never per frame), for the slot memory gauge.
   static std::size_t scratch_bytes() noexcept;
 
   // Starts a pass by the newest table in `routes`; flush() ends it. While a pass is open a
@@ -108,6 +108,8 @@ class frame_router {
   routing::route_cache cache_;
   std::vector<std::vector<protocol::frame_slice>> batches_;  // by consumer index
   std::size_t slices_ = 0;                                   // in them, this pass
+  std::vector<std::size_t> counted_slots_;  // each batch's capacity as scratch_bytes() has it
+  std::size_t counted_bytes_ = 0;           // this router's share of scratch_bytes()
   consumers::group_scratch group_scratch_;  // where a group splits its batch by member
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
