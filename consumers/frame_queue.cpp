@@ -10,12 +10,8 @@ namespace {
 // Small enough that 1,000 idle consumers cost nothing worth measuring, large enough that a
 // trickle of frames does not reallocate every few pushes.
 constexpr std::size_t min_slots = 16;
-// What an empty queue keeps at most (96 KiB), whatever its capacity (see maybe_shrink()): the
-// backlog a consumer that keeps up reaches before its suppliers are paused (admission's high
-// water, 4 write batches), so that one never reallocates on its way back to empty.
-constexpr std::size_t keep_empty_slots = 4096;
 // Counted where a ring is allocated or freed (never per frame): the slot memory gauge.
-std::atomic<std::size_t> slot_bytes{0};
+std::atomic<std::size_t> ring_bytes{0};
 }  // namespace
 
 frame_queue::~frame_queue() {
@@ -24,7 +20,7 @@ frame_queue::~frame_queue() {
 }
 
 std::size_t frame_queue::slot_bytes_total() noexcept {
-  return slot_bytes.load(std::memory_order_relaxed);
+  return ring_bytes.load(std::memory_order_relaxed);
 }
 
 namespace {
@@ -186,22 +182,23 @@ void frame_queue::reallocate(std::size_t slots) {
   if (slots) ring = std::make_unique_for_overwrite<frame_slice[]>(slots);
   for (std::size_t i = 0; i < size_; ++i)
     ring[i] = ring_[index(i)];
-  slot_bytes.fetch_add(slots * sizeof(frame_slice), std::memory_order_relaxed);
-  slot_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
+  ring_bytes.fetch_add(slots * sizeof(frame_slice), std::memory_order_relaxed);
+  ring_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
   ring_ = std::move(ring);
   slots_ = slots;
   head_ = 0;
 }
 
 // Storage that grew past the capacity (a backpressure overshoot, a capacity lowered by a
-// reload), or past keep_empty_slots, is given back once the queue empties: a drained queue of
-// the default capacity (10,000) would otherwise keep 240 KB for good, 1,000 of them 240 MB after
-// one burst. A queue that empties and refills within its high-water backlog, the common case,
-// never gets here and does not reallocate; one whose backlog passes 4,096 frames before it
-// empties pays a handful of allocations per backlog (the ring doubles back up from 16 slots).
+// reload) is given back once the queue empties; up to the capacity it is kept, so a queue that
+// empties and refills all the time does not reallocate. Giving back more (an emptied ring kept
+// 4,096 slots at most) cost the fan-out shape 28 instructions a frame in reallocations
+// (bench/instructions --shape fanout): its queues cycle past that between empty and the
+// high-water mark. What rings keep is gatewayd_queue_slot_bytes: at most queue_capacity x 24 B
+// per consumer.
 void frame_queue::maybe_shrink() noexcept {
-  if (slots_ > std::max(std::min(hint_, keep_empty_slots), min_slots)) {
-    slot_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
+  if (slots_ > std::max(hint_, min_slots)) {
+    ring_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
     ring_.reset();
     slots_ = 0;
     head_ = 0;

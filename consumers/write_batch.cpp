@@ -5,18 +5,18 @@
 namespace gatewayd::consumers {
 
 namespace {
-std::atomic<std::size_t> slot_bytes{0};
+std::atomic<std::size_t> batch_bytes{0};
 }  // namespace
 
 write_batch::~write_batch() {
   discard(std::nullopt);  // only when the gateway is going: nobody is told
-  slot_bytes.fetch_sub(
+  batch_bytes.fetch_sub(
       frames_.capacity() * sizeof(frame_slice) + buffers_.capacity() * sizeof(iovec),
       std::memory_order_relaxed);
 }
 
 std::size_t write_batch::slot_bytes_total() noexcept {
-  return slot_bytes.load(std::memory_order_relaxed);
+  return batch_bytes.load(std::memory_order_relaxed);
 }
 
 void write_batch::count_slots(std::size_t frames, std::size_t buffers) noexcept {
@@ -24,8 +24,8 @@ void write_batch::count_slots(std::size_t frames, std::size_t buffers) noexcept 
   const std::size_t now =
       frames_.capacity() * sizeof(frame_slice) + buffers_.capacity() * sizeof(iovec);
   if (now != was) {
-    slot_bytes.fetch_add(now, std::memory_order_relaxed);
-    slot_bytes.fetch_sub(was, std::memory_order_relaxed);
+    batch_bytes.fetch_add(now, std::memory_order_relaxed);
+    batch_bytes.fetch_sub(was, std::memory_order_relaxed);
   }
 }
 

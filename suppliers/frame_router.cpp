@@ -8,7 +8,9 @@ namespace {
 std::atomic<std::size_t> scratch_total{0};
 }  // namespace
 
-frame_router::~frame_router() { scratch_total.fetch_sub(counted_bytes_, std::memory_order_relaxed); }
+frame_router::~frame_router() {
+  scratch_total.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+}
 
 std::size_t frame_router::scratch_bytes() noexcept {
   return scratch_total.load(std::memory_order_relaxed);
