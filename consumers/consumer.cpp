@@ -154,6 +154,7 @@ void consumer::enter_locked(flow to) noexcept {
 
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
   a = trim(queue_, limits_, opts_.budget, released);
+  if (limits_.policy != overflow_policy::backpressure) queue_.fit_to_hint();
   return a.slow ? give_up_link_locked() : 0;
 }
 

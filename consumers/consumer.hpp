@@ -226,8 +226,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void publish_pause_mark_locked() noexcept;
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
   // congested (fell_behind, on_link_down) and when a write hands frames back to a congested
-  // queue, so that its limits are what a dashboard shows. Returns the connection the disconnect
-  // policy gave up (0: none), for carry_out_policy() to drop.
+  // queue, so that its limits are what a dashboard shows, and the ring's slots what it holds
+  // (frame_queue::fit_to_hint, dropping policies). Returns the connection the disconnect policy
+  // gave up (0: none), for carry_out_policy() to drop.
   std::uint64_t hold_to_limits_locked(admission& a, protocol::release_batch& released);
   // The disconnect policy fired with the link up: no write may start on it from here on.
   std::uint64_t give_up_link_locked() noexcept;

@@ -10,7 +10,18 @@ namespace {
 // Small enough that 1,000 idle consumers cost nothing worth measuring, large enough that a
 // trickle of frames does not reallocate every few pushes.
 constexpr std::size_t min_slots = 16;
+// Counted where a ring is allocated or freed (never per frame): the slot memory gauge.
+std::atomic<std::size_t> ring_bytes{0};
 }  // namespace
+
+frame_queue::~frame_queue() {
+  clear(std::nullopt);
+  reallocate(0);
+}
+
+std::size_t frame_queue::slot_bytes_total() noexcept {
+  return ring_bytes.load(std::memory_order_relaxed);
+}
 
 namespace {
 std::uint64_t chunk_bytes(const frame_slice& f) noexcept {
@@ -157,20 +168,37 @@ void frame_queue::grow(std::size_t needed) {
   // Stop at the configured capacity while it suffices: a full queue then holds exactly
   // capacity slots, not the next power of two.
   if (slots_ < hint_ && next > hint_) next = hint_;
-  next = std::max(next, needed);
-  auto ring = std::make_unique_for_overwrite<frame_slice[]>(next);
+  reallocate(std::max(next, needed));
+}
+
+void frame_queue::fit_to_hint() {
+  const std::size_t keep = std::max(hint_, min_slots);
+  if (slots_ > keep && size_ <= keep) reallocate(size_ == 0 ? 0 : keep);
+}
+
+// Moves the queued frames, in order, to a ring of `slots` (0: none; never fewer than size_).
+void frame_queue::reallocate(std::size_t slots) {
+  std::unique_ptr<frame_slice[]> ring;
+  if (slots) ring = std::make_unique_for_overwrite<frame_slice[]>(slots);
   for (std::size_t i = 0; i < size_; ++i)
     ring[i] = ring_[index(i)];
+  ring_bytes.fetch_add(slots * sizeof(frame_slice), std::memory_order_relaxed);
+  ring_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
   ring_ = std::move(ring);
-  slots_ = next;
+  slots_ = slots;
   head_ = 0;
 }
 
-// Storage that grew far past the capacity (a backpressure overshoot, a capacity lowered by a
-// reload) is given back once the queue empties; ordinary use never gets here, so a queue that
-// empties and refills all the time does not reallocate.
+// Storage that grew past the capacity (a backpressure overshoot, a capacity lowered by a
+// reload) is given back once the queue empties; up to the capacity it is kept, so a queue that
+// empties and refills all the time does not reallocate. Giving back more (an emptied ring kept
+// 4,096 slots at most) cost the fan-out shape 28 instructions a frame in reallocations
+// (bench/instructions --shape fanout): its queues cycle past that between empty and the
+// high-water mark. What rings keep is gatewayd_queue_slot_bytes: at most queue_capacity x 24 B
+// per consumer.
 void frame_queue::maybe_shrink() noexcept {
   if (slots_ > std::max(hint_, min_slots)) {
+    ring_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
     ring_.reset();
     slots_ = 0;
     head_ = 0;

@@ -41,11 +41,12 @@ inline std::uint32_t confirms_in(std::span<const frame_slice> frames) noexcept {
 // Storage grows geometrically (16, 32, ... slots) and stops at the capacity hint while it is
 // enough, so an idle or lightly used consumer costs a few hundred bytes however large its
 // configured capacity; past the hint (a backpressure overshoot, a put-back batch) it keeps
-// doubling. The steady state allocates nothing.
+// doubling, and goes back to the hint once a dropping policy trims it (fit_to_hint) or it
+// empties. The steady state allocates nothing.
 class frame_queue {
  public:
   explicit frame_queue(std::size_t capacity_hint = 0) noexcept : hint_(capacity_hint) {}
-  ~frame_queue() { clear(std::nullopt); }  // (the gateway is going: nobody is told)
+  ~frame_queue();  // (the gateway is going: nobody is told)
   frame_queue(const frame_queue&) = delete;
   frame_queue& operator=(const frame_queue&) = delete;
 
@@ -59,6 +60,16 @@ class frame_queue {
   // Slots allocated (for tests and memory accounting), not the configured capacity.
   std::size_t slots() const noexcept { return slots_; }
   void set_capacity_hint(std::size_t hint) noexcept { hint_ = hint; }
+  // Storage grown past the capacity hint (frames queued past the capacity while the consumer
+  // counted as keeping up, then trimmed to its limits by a dropping policy) goes back to the
+  // hint as soon as the queue fits in it again, not only once it empties: off the per-frame
+  // path (its callers run when a consumer falls behind or loses its link). Not under
+  // backpressure: there the overshoot is what a pass had in flight, and it comes back with
+  // every pause, so fitting each time reallocated the ring per cycle.
+  void fit_to_hint();
+  // Bytes of ring slots allocated by every queue in the process (the metrics' slot memory):
+  // what queued frames cost beside their chunks.
+  static std::size_t slot_bytes_total() noexcept;
   // Where the CONFIRM frames this queue drops are counted as settled: its consumer's
   // confirms_settled (what it owes is its own, consumer_stats.hpp). Set once, before use.
   void count_settled_in(std::atomic<std::uint64_t>* counter) noexcept { settled_count_ = counter; }
@@ -99,6 +110,7 @@ class frame_queue {
     if (needed > slots_) grow(needed);
   }
   [[gnu::noinline]] void grow(std::size_t needed);
+  void reallocate(std::size_t slots);
   void maybe_shrink() noexcept;
 
   std::unique_ptr<frame_slice[]> ring_;

@@ -4,18 +4,42 @@
 
 namespace gatewayd::consumers {
 
+namespace {
+std::atomic<std::size_t> batch_bytes{0};
+}  // namespace
+
 write_batch::~write_batch() {
   discard(std::nullopt);  // only when the gateway is going: nobody is told
+  batch_bytes.fetch_sub(
+      frames_.capacity() * sizeof(frame_slice) + buffers_.capacity() * sizeof(iovec),
+      std::memory_order_relaxed);
+}
+
+std::size_t write_batch::slot_bytes_total() noexcept {
+  return batch_bytes.load(std::memory_order_relaxed);
+}
+
+void write_batch::count_slots(std::size_t frames, std::size_t buffers) noexcept {
+  const std::size_t was = frames * sizeof(frame_slice) + buffers * sizeof(iovec);
+  const std::size_t now =
+      frames_.capacity() * sizeof(frame_slice) + buffers_.capacity() * sizeof(iovec);
+  if (now != was) {
+    batch_bytes.fetch_add(now, std::memory_order_relaxed);
+    batch_bytes.fetch_sub(was, std::memory_order_relaxed);
+  }
 }
 
 frame_counts write_batch::fill(frame_queue& queue, std::uint64_t bytes) {
   reset();
+  const std::size_t had = frames_.capacity();
   const frame_counts taken = queue.take(max_frames, std::min(bytes, max_bytes), frames_);
+  count_slots(had, buffers_.capacity());
   bytes_ = taken.bytes;
   return taken;
 }
 
 std::span<const iovec> write_batch::unwritten() {
+  const std::size_t had = buffers_.capacity();
   buffers_.clear();
   const frame_slice* prev = nullptr;
   for (std::size_t i = next_; i < frames_.size(); ++i) {
@@ -28,6 +52,7 @@ std::span<const iovec> write_batch::unwritten() {
     }
     prev = &f;
   }
+  count_slots(frames_.capacity(), had);
   return buffers_;
 }
 

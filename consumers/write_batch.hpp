@@ -66,8 +66,16 @@ class write_batch {
   void compact(frame_packer& packer);
   // Where the CONFIRM frames it settles are counted: its consumer's confirms_settled. Set once.
   void count_settled_in(std::atomic<std::uint64_t>* counter) noexcept { settled_count_ = counter; }
+  // Bytes of the slots (frames and iovecs) every batch in the process has allocated: a batch
+  // keeps them between writes, so a consumer that once wrote a full batch costs about 40 KiB
+  // for its life (a slot memory gauge beside the queues' rings).
+  static std::size_t slot_bytes_total() noexcept;
 
  private:
+  // Counts what the vectors' capacity changed by since `frames`/`buffers` (per batch, never
+  // per frame).
+  void count_slots(std::size_t frames, std::size_t buffers) noexcept;
+
   void reset() noexcept;
   // Moves past the frames the socket's `n` more bytes completed, calling on_whole(slice) for
   // each.

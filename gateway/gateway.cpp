@@ -32,7 +32,8 @@ gateway::gateway(config::service_config service, const config::routes_config& ro
       stop_timer_(control_),
       notify_(executor_),
       watchdog_(executor_, notify_),
-      log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }) {
+      log_flush_(executor_, std::chrono::seconds(1), [] { log::flush_suppressed(); }),
+      memory_check_(executor_, std::chrono::milliseconds(250), [this] { queue_memory_.check(); }) {
   listener_ = std::make_unique<supplier_listener>(
       executor_, service_,
       supplier_listener::shared{consumers_.routes(), supplier_stats_, partial_budget_,
@@ -61,6 +62,7 @@ void gateway::start_metrics() {
       std::make_unique<metrics::metrics_server>(service_.metrics_listen, service_.metrics_allow);
   metrics_->add(std::make_shared<metrics::gateway_collector>(metrics::gateway_collector::sources{
       supplier_stats_, consumers_.routes(), promotion_, reloader_->stats(), consumers_.budget(),
+      queue_memory_,
       [this] {
         const auto r = pool_.roles();
         return metrics::gateway_collector::thread_roles{r.leader, r.processing, r.follower,
@@ -82,6 +84,7 @@ void gateway::run() {
   enter(lifecycle::serving);
   watchdog_.start();
   log_flush_.start();
+  memory_check_.start();
   if (watchdog_.period().count()) {
     GW_LOG(info)
         << "systemd watchdog: pinging every "

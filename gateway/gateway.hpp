@@ -15,6 +15,7 @@
 #include "config/routes_config.hpp"
 #include "config/service_config.hpp"
 #include "consumers/consumer.hpp"
+#include "consumers/queue_memory.hpp"
 #include "gateway/consumer_set.hpp"
 #include "gateway/reloader.hpp"
 #include "gateway/signal_watch.hpp"
@@ -119,6 +120,8 @@ class gateway {
   systemd_notify notify_;
   watchdog watchdog_;
   runtime::periodic_timer log_flush_;  // reports rate-limited log lines held back
+  consumers::queue_memory queue_memory_{consumers_.budget()};  // checked by memory_check_ alone
+  runtime::periodic_timer memory_check_;  // hands back what drained queues let go of
   metrics::serving_state serving_;
   std::unique_ptr<metrics::operator_api> operator_api_;  // outlives metrics_, which calls it
   std::unique_ptr<metrics::metrics_server> metrics_;

@@ -203,6 +203,7 @@ void gateway::finish_shutdown(std::uint64_t undelivered) {
   watchdog_.stop();
   notify_.stop();
   log_flush_.stop();
+  memory_check_.stop();
   // With the acceptor, sessions, consumers, signals, watcher and watchdog closed, the io_context
   // runs out of work and the pool's threads leave on their own.
 }

@@ -3,6 +3,7 @@
 #include <iterator>
 
 #include "metrics/family_builder.hpp"
+#include "suppliers/frame_router.hpp"
 
 namespace gatewayd::metrics {
 
@@ -232,6 +233,26 @@ void gateway_collector::collect_runtime(std::vector<prometheus::MetricFamily>& o
       family_of_one("gatewayd_queued_bytes",
                     "Bytes queued across all consumers (the max_queued_bytes budget in use).",
                     MetricType::Gauge, static_cast<double>(s_.budget.used())));
+  out.push_back(family_of_one(
+      "gatewayd_frame_memory_bytes",
+      "Memory of the read chunks that hold frames: queued ones, ones being written, the "
+      "suppliers' current reads, and a few free chunks per thread. Within 1.25 x "
+      "gatewayd_queued_bytes plus a few MiB.",
+      MetricType::Gauge, static_cast<double>(consumers::queue_memory::chunk_bytes())));
+  out.push_back(family_of_one(
+      "gatewayd_queue_slot_bytes",
+      "Memory of the slots that point at queued and routed frames, 24 bytes each: the consumers' "
+      "queue rings (up to queue_capacity slots once a queue filled), their write batches (about "
+      "40 KiB for one that once wrote a full batch) and the routing threads' per-consumer "
+      "batches (about one read's frames each).",
+      MetricType::Gauge,
+      static_cast<double>(consumers::queue_memory::slot_bytes() +
+                          suppliers::frame_router::scratch_bytes())));
+  out.push_back(family_of_one(
+      "gatewayd_frame_memory_returned_bytes_total",
+      "Memory handed back to the system after the queues let go of it: by how much the bytes "
+      "queued and the chunk memory alive had fallen since the last time.",
+      MetricType::Counter, static_cast<double>(s_.queue_memory.returned_bytes())));
 }
 
 void gateway_collector::collect_config(std::vector<prometheus::MetricFamily>& out) const {

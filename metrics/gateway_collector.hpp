@@ -10,6 +10,7 @@
 #include <functional>
 #include <string>
 
+#include "consumers/queue_memory.hpp"
 #include "metrics/reload_stats.hpp"
 #include "net/tls_context.hpp"
 #include "runtime/byte_budget.hpp"
@@ -32,6 +33,7 @@ class gateway_collector : public prometheus::Collectable {
     const runtime::latency_histogram& promotion_latency;
     const reload_stats& reloads;
     const runtime::byte_budget& budget;
+    const consumers::queue_memory& queue_memory;
     std::function<thread_roles()> roles;
     std::string version;
     // The certificates the TLS contexts loaded (empty without [tls]), read at scrape time.

@@ -4,6 +4,18 @@
 
 namespace gatewayd::suppliers {
 
+namespace {
+std::atomic<std::size_t> scratch_total{0};
+}  // namespace
+
+frame_router::~frame_router() {
+  scratch_total.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+}
+
+std::size_t frame_router::scratch_bytes() noexcept {
+  return scratch_total.load(std::memory_order_relaxed);
+}
+
 void frame_router::begin_pass(const route_snapshot_holder& routes) {
   // Announce the table first, then check it is still the newest: a reload that published a
   // newer one either is seen here or sees this pass in route_readers::all_past.
@@ -25,7 +37,10 @@ void frame_router::refresh(const route_snapshot_holder& routes) {
   cache_.forget_permissions();  // the rules may have changed with the table kept
   const std::size_t n =
       snapshot_ ? std::max(snapshot_->consumers.size(), snapshot_->targets.size()) : 0;
-  if (batches_.size() < n) batches_.resize(n);
+  if (batches_.size() < n) {
+    batches_.resize(n);
+    counted_slots_.resize(n);
+  }
   const std::size_t patterns =
       snapshot_ && snapshot_->table ? snapshot_->table->pattern_count() : 0;
   if (pattern_hits_.size() < patterns) pattern_hits_.resize(patterns);
@@ -97,6 +112,7 @@ inline void frame_router::fan_out(std::span<const routing::consumer_index> consu
     batch.push_back(slice);
   }
   pending_refs_ += static_cast<std::uint32_t>(consumers.size());
+  slices_ += consumers.size();
 }
 
 void frame_router::supplier(std::string_view identity) noexcept {
@@ -121,8 +137,11 @@ frame_router::flush_result frame_router::flush(
   publish_hits();
   flush_result r;
   bool wrote = false;
+  std::size_t grown = 0;  // slots the pass's batches grew by (a batch never shrinks)
   for (const routing::consumer_index i : touched_) {
     auto& batch = batches_[i];
+    grown += batch.capacity() - counted_slots_[i];
+    counted_slots_[i] = batch.capacity();
     const auto put = snapshot_->put(i, batch, listener, group_scratch_, write_here);
     r.pause = r.pause || put.pause_supplier;
     r.paused_by_consumer = r.paused_by_consumer || put.paused_by_consumer;
@@ -132,6 +151,12 @@ frame_router::flush_result frame_router::flush(
   // Other threads write everything this pass routed (posted now, or already writing).
   r.handed_off = !write_here && !wrote;
   touched_.clear();
+  slices_ = 0;
+  // Counted once a pass, not where a batch grows: fan_out stays the tight loop it was.
+  if (grown) {
+    counted_bytes_ += grown * sizeof(protocol::frame_slice);
+    scratch_total.fetch_add(grown * sizeof(protocol::frame_slice), std::memory_order_relaxed);
+  }
   reading_.leave();
   return r;
 }

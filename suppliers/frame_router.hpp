@@ -2,6 +2,7 @@
 // snapshot, batches slices per consumer, and hands each consumer its batch in one put().
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -24,8 +25,23 @@ class frame_router {
  public:
   // Its passes are announced in `readers` (their owner retires consumers by them).
   explicit frame_router(route_readers& readers) : reading_(readers) {}
+  ~frame_router();
   frame_router(const frame_router&) = delete;
   frame_router& operator=(const frame_router&) = delete;
+
+  // Slices (a frame for one consumer) a pass may hold before its session hands them over:
+  // each consumer's batch keeps its storage for the next pass, so what a pass fans out stays
+  // allocated in every routing thread. Bounded by bytes read alone (a 1 MiB pass of 141-byte
+  // frames for 1,000 consumers is 7.4 million slices, 178 MB, per thread), the scratch kept
+  // 310-505 MiB after a burst had drained (issue 42). With this bound a pass ends after the
+  // read that reaches it: a consumer's batch holds about one read's frames at most when the
+  // fan-out is wide, and as many as before when it is narrow (the read budget ends those first).
+  static constexpr std::size_t pass_slices = 64 * 1024;
+  // Slices routed in the open pass (the session ends it between reads at pass_slices).
+  std::size_t slices() const noexcept { return slices_; }
+  // Bytes the routers' per-consumer batches hold allocated, all threads together: counted
+  // once a pass (never per frame), for the slot memory gauge.
+  static std::size_t scratch_bytes() noexcept;
 
   // Starts a pass by the newest table in `routes`; flush() ends it. While a pass is open a
   // reload does not close the consumers its table names.
@@ -91,6 +107,9 @@ class frame_router {
   routing::lookup_scratch scratch_;
   routing::route_cache cache_;
   std::vector<std::vector<protocol::frame_slice>> batches_;  // by consumer index
+  std::size_t slices_ = 0;                                   // in them, this pass
+  std::vector<std::size_t> counted_slots_;  // each batch's capacity as scratch_bytes() has it
+  std::size_t counted_bytes_ = 0;           // this router's share of scratch_bytes()
   consumers::group_scratch group_scratch_;  // where a group splits its batch by member
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken

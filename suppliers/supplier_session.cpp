@@ -209,8 +209,12 @@ void supplier_session::read_pass(routed& all) {
       all.end = pass_end::drained;
       break;
     }
+    // A wide fan-out ends the pass early (its end stays `budget`: the next pass follows).
+    if (router.slices() >= frame_router::pass_slices) break;
   }
-  flush(router, reads > 1, all);
+  // Busy: more than one read, or one read that filled the pass's slices (as busy as a long pass:
+  // its writes go to an idle thread while this one reads on).
+  flush(router, reads > 1 || router.slices() >= frame_router::pass_slices, all);
   // What the pass settled itself (frames no consumer owes, frames this thread wrote) goes back
   // now: at most one control write per pass.
   if (replies_) flush_confirms();

@@ -97,6 +97,47 @@ BOOST_AUTO_TEST_CASE(storage_grows_geometrically_and_stops_at_the_capacity) {
   d.chunk->release();
 }
 
+// Issue 42 item 6: the slots a queue holds follow what it holds. A ring grown past its capacity
+// goes back to the capacity once trimmed to it; an emptied ring keeps up to its capacity (a
+// queue that cycles does not reallocate); every slot is counted in slot_bytes_total().
+BOOST_AUTO_TEST_CASE(slots_follow_what_the_queue_holds_and_are_counted) {
+  const std::size_t before = frame_queue::slot_bytes_total();
+  test_chunk c;
+  {
+    frame_queue q(40);
+    for (int i = 0; i < 41; ++i)
+      q.push_back(c.slice(1));
+    BOOST_TEST(q.slots() == 80u);
+    BOOST_TEST(frame_queue::slot_bytes_total() == before + 80 * sizeof(frame_slice));
+    q.pop_front().chunk->release();  // trimmed to its capacity (admission's trim does this)
+    q.fit_to_hint();
+    BOOST_TEST(q.slots() == 40u);
+    BOOST_TEST(q.size() == 40u);
+    BOOST_TEST(frame_queue::slot_bytes_total() == before + 40 * sizeof(frame_slice));
+    q.fit_to_hint();  // within its capacity already: nothing moves
+    BOOST_TEST(q.slots() == 40u);
+    q.clear(protocol::reject_reason::removed);
+  }
+  BOOST_TEST(frame_queue::slot_bytes_total() == before);
+  {
+    frame_queue big(10000);
+    for (int i = 0; i < 5000; ++i)
+      big.push_back(c.slice(1));
+    BOOST_TEST(big.slots() >= 5000u);
+    while (!big.empty())
+      big.pop_front().chunk->release();
+    const std::size_t kept = big.slots();
+    BOOST_TEST(kept >= 5000u);  // within its capacity: kept
+    BOOST_TEST(frame_queue::slot_bytes_total() == before + kept * sizeof(frame_slice));
+    for (int i = 0; i < 1000; ++i)
+      big.push_back(c.slice(1));
+    BOOST_TEST(big.slots() == kept);  // refilled without reallocating
+    big.clear(protocol::reject_reason::removed);
+  }
+  BOOST_TEST(frame_queue::slot_bytes_total() == before);
+  c.chunk->release();
+}
+
 BOOST_FIXTURE_TEST_CASE(take_respects_limits_and_put_back_restores_order, live_check) {
   test_chunk c;
   frame_queue q;

@@ -23,8 +23,9 @@ struct collector_fixture {
   runtime::latency_histogram promotion;
   metrics::reload_stats reloads;
   gatewayd::runtime::byte_budget budget{0};
+  consumers::queue_memory queue_memory{budget};
   metrics::gateway_collector collector{
-      {supplier_stats, routes, promotion, reloads, budget,
+      {supplier_stats, routes, promotion, reloads, budget, queue_memory,
        [] {
          return metrics::gateway_collector::thread_roles{1, 2, 3, 7, 5};
        },
