@@ -114,10 +114,17 @@ BOOST_AUTO_TEST_CASE(round_robin_spreads_evenly_over_three_members) {
   BOOST_TEST_REQUIRE(members_connected(gw, "billing", members));
   constexpr std::uint64_t total = 300000;
   test_supplier s(gw.supplier_port);
-  for (std::uint64_t i = 0; i < total; i += 10000)
-    s.send(frames("t.a", i, i + 10000));
-  BOOST_TEST_REQUIRE(eventually([&] { return a.count() + b.count() + c.count() >= total; }, 30s),
-                     a.count() << " " << b.count() << " " << c.count());
+  // Paced, 3,000 frames at a time, each lot read before the next: a member more than its pause
+  // mark (4,096 frames) behind has no room, and round-robin gives its turns to the others by
+  // design, which a reader slowed by a loaded machine showed as an uneven spread (CI: 10,001
+  // over the 10 %). The spread is what this case checks (the skip is member_choice.cpp's rule).
+  constexpr std::uint64_t lot = 3000;
+  for (std::uint64_t i = 0; i < total; i += lot) {
+    s.send(frames("t.a", i, i + lot));
+    BOOST_TEST_REQUIRE(
+        eventually([&] { return a.count() + b.count() + c.count() >= i + lot; }, 30s),
+        a.count() << " " << b.count() << " " << c.count());
+  }
   union_of all;
   for (auto* m : {&a, &b, &c}) {
     BOOST_TEST_INFO(m->endpoint());
