@@ -9,7 +9,10 @@ std::atomic<std::size_t> scratch_total{0};
 }  // namespace
 
 frame_router::~frame_router() {
-  scratch_total.fetch_sub(counted_bytes_, std::memory_order_relaxed);
+  std::size_t slots = 0;
+  for (const std::size_t s : counted_slots_)
+    slots += s;
+  scratch_total.fetch_sub(slots * sizeof(protocol::frame_slice), std::memory_order_relaxed);
 }
 
 std::size_t frame_router::scratch_bytes() noexcept {
@@ -153,10 +156,8 @@ frame_router::flush_result frame_router::flush(
   touched_.clear();
   slices_ = 0;
   // Counted once a pass, not where a batch grows: fan_out stays the tight loop it was.
-  if (grown) {
-    counted_bytes_ += grown * sizeof(protocol::frame_slice);
+  if (grown)
     scratch_total.fetch_add(grown * sizeof(protocol::frame_slice), std::memory_order_relaxed);
-  }
   reading_.leave();
   return r;
 }

@@ -109,7 +109,6 @@ class frame_router {
   std::vector<std::vector<protocol::frame_slice>> batches_;  // by consumer index
   std::size_t slices_ = 0;                                   // in them, this pass
   std::vector<std::size_t> counted_slots_;  // each batch's capacity as scratch_bytes() has it
-  std::size_t counted_bytes_ = 0;           // this router's share of scratch_bytes()
   consumers::group_scratch group_scratch_;  // where a group splits its batch by member
   std::vector<routing::consumer_index> touched_;
   protocol::frame_chunk* refs_chunk_ = nullptr;  // chunk whose pending references are not yet taken
