@@ -364,15 +364,28 @@ std::map<pid_t, char> other_threads() {
   return out;
 }
 
-}  // namespace
-
-BOOST_AUTO_TEST_CASE(polling_threads_keep_the_roles_and_sleep_once_idle) {
+// Three threads that poll 2 ms before they sleep, started, through events_while_polling, then
+// left idle; stopped and joined when the case ends.
+struct idle_polling_pool {
   asio::io_context ioc;
   gatewayd::runtime::latency_histogram latency;
-  lf_pool pool(ioc, 3, latency, 2ms);
-  auto work = asio::make_work_guard(ioc);
-  pool.start();
-  events_while_polling(ioc, pool);
+  lf_pool pool{ioc, 3, latency, 2ms};
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
+
+  idle_polling_pool() {
+    pool.start();
+    events_while_polling(ioc, pool);
+  }
+  ~idle_polling_pool() {
+    work.reset();
+    pool.stop();
+    pool.join();
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(polling_threads_keep_the_roles_and_sleep_once_idle, idle_polling_pool) {
   // Idle, every pool thread ends up asleep in the kernel, all three at once: one polling
   // without end is never seen asleep. A sanitizer may run a thread of its own (TSan's
   // background thread starts with the first pthread_create), so every other thread must sleep,
@@ -387,19 +400,11 @@ BOOST_AUTO_TEST_CASE(polling_threads_keep_the_roles_and_sleep_once_idle) {
                  },
                  5s),
              "an idle pool kept polling: thread states " << states);
-  work.reset();
-  pool.stop();
-  pool.join();
 }
 
 // The same, measured (release only): the idle pool's CPU time over 300 ms.
-BOOST_AUTO_TEST_CASE(an_idle_polling_pool_burns_no_cpu, *boost::unit_test::label("perf")) {
-  asio::io_context ioc;
-  gatewayd::runtime::latency_histogram latency;
-  lf_pool pool(ioc, 3, latency, 2ms);
-  auto work = asio::make_work_guard(ioc);
-  pool.start();
-  events_while_polling(ioc, pool);
+BOOST_FIXTURE_TEST_CASE(an_idle_polling_pool_burns_no_cpu, idle_polling_pool,
+                        *boost::unit_test::label("perf")) {
   std::this_thread::sleep_for(50ms);  // past every poll
   const auto cpu = [] {
     timespec t{};
@@ -410,7 +415,4 @@ BOOST_AUTO_TEST_CASE(an_idle_polling_pool_burns_no_cpu, *boost::unit_test::label
   std::this_thread::sleep_for(300ms);
   // Three threads polling without end would use 900 ms here.
   BOOST_TEST((cpu() - before < 60ms), "an idle pool kept polling");
-  work.reset();
-  pool.stop();
-  pool.join();
 }
