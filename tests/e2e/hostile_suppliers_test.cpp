@@ -86,6 +86,19 @@ struct good_traffic {
     std::this_thread::sleep_for(1s);
     return frames_per_second(sink.tally(), 3s);
   }
+  // The good supplier's rate while `action` runs (frames the sink took over its seconds).
+  struct rate_over {
+    double frames_per_second;
+    double seconds;
+  };
+  template <class Action>
+  rate_over rate_while(Action&& action) {
+    const auto start = clock_type::now();
+    const auto frames_at_start = sink.tally().frames.load();
+    action();
+    const double seconds = std::chrono::duration<double>(clock_type::now() - start).count();
+    return {static_cast<double>(sink.tally().frames.load() - frames_at_start) / seconds, seconds};
+  }
 };
 
 // The hostile suppliers, one kind after another, each closed as it should be. Returns how long
@@ -236,17 +249,12 @@ BOOST_AUTO_TEST_CASE(a_good_supplier_keeps_its_rate_through_the_attack,
                      *boost::unit_test::label("perf")) {
   good_traffic t(hostile_config);
   const double rate_before = t.steady_rate();
-  const auto attack_start = clock_type::now();
-  const auto frames_at_start = t.sink.tally().frames.load();
-  const auto closed_after = attack(*t.gw);
-  const double attack_seconds =
-      std::chrono::duration<double>(clock_type::now() - attack_start).count();
-  const double rate_during =
-      static_cast<double>(t.sink.tally().frames.load() - frames_at_start) / attack_seconds;
+  std::vector<double> closed_after;
+  const auto during = t.rate_while([&] { closed_after = attack(*t.gw); });
   BOOST_TEST_MESSAGE("good supplier: " << rate_before << " frames/s before the attack, "
-                                       << rate_during << " frames/s during it (" << attack_seconds
-                                       << " s)");
-  BOOST_TEST(rate_during >= min_rate_ratio * rate_before);
+                                       << during.frames_per_second << " frames/s during it ("
+                                       << during.seconds << " s)");
+  BOOST_TEST(during.frames_per_second >= min_rate_ratio * rate_before);
   for (const double s : closed_after) {
     BOOST_TEST(s >= 0.9);
     BOOST_TEST(s < 8.0);
@@ -276,13 +284,9 @@ BOOST_AUTO_TEST_CASE(a_good_supplier_keeps_its_rate_past_the_cap,
                      *boost::unit_test::label("perf")) {
   good_traffic t(capped_config);
   const double rate_before = t.steady_rate();
-  const auto attack_start = clock_type::now();
-  const auto frames_at_start = t.sink.tally().frames.load();
-  auto fds = flood_past_the_cap(*t.gw);
-  const double flood_seconds =
-      std::chrono::duration<double>(clock_type::now() - attack_start).count();
+  std::vector<int> fds;
   const double rate_flood =
-      static_cast<double>(t.sink.tally().frames.load() - frames_at_start) / flood_seconds;
+      t.rate_while([&] { fds = flood_past_the_cap(*t.gw); }).frames_per_second;
   const double rate_during = frames_per_second(t.sink.tally(), 3s);
   BOOST_TEST_MESSAGE("2,000 connections against a cap of 1,000: "
                      << rate_flood << " frames/s while they were opened, " << rate_during
