@@ -19,6 +19,11 @@ const std::string& gatewayd_binary() {
   return path;
 }
 
+const std::string& peer_binary() {
+  static const std::string path = from_env("GATEWAYD_TEST_PEER", GATEWAY_PEER_BINARY);
+  return path;
+}
+
 bool instrumented() {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   return true;
@@ -26,11 +31,6 @@ bool instrumented() {
   const char* flag = std::getenv("GATEWAYD_TEST_INSTRUMENTED");
   return flag && std::string_view(flag) == "1";
 #endif
-}
-
-const std::string& peer_binary() {
-  static const std::string path = from_env("GATEWAYD_TEST_PEER", GATEWAY_PEER_BINARY);
-  return path;
 }
 
 }  // namespace gatewayd::test
