@@ -167,6 +167,10 @@ class flooding_supplier {
   std::thread thread_;
 };
 
+// What one consumer's slots may keep, in MiB (docs/operations.md): its ring at queue_capacity
+// 1,000 (24 KiB), its write batch (40 KiB) and a routing batch per pool thread (12 KiB each).
+constexpr double slots_per_consumer_mib = 0.112;
+
 std::size_t scale(const char* name, std::size_t fallback) {
   const char* v = std::getenv(name);
   return v ? std::strtoul(v, nullptr, 10) : fallback;
@@ -249,9 +253,18 @@ BOOST_AUTO_TEST_CASE(queued_memory_follows_the_gauge_and_goes_back_once_drained)
                                 << " MiB, RSS above idle " << grown << " MiB (" << grown / gauge_mib
                                 << "x), chunks " << f.chunks_mib() << " MiB, slots "
                                 << f.slots_mib() << " MiB");
-    BOOST_TEST(grown <= 1.25 * gauge_mib * memory_slack(),
+    // The rule (docs/operations.md, Queue memory): RSS above idle within 1.25 x the queued
+    // bytes plus the slots the daemon reports (a consumer's ring, write batch and routing slots,
+    // 24 B a frame: 17 % of these 141-byte frames, and kept between bursts), and those slots
+    // within 112 KiB a consumer. Under a loaded CI host the slots alone reached 29 MiB here,
+    // 0.64 x a 45 MiB gauge: they are the rule's second term, bounded by the third check.
+    const double slots = f.slots_mib();
+    BOOST_TEST(grown <= 1.25 * gauge_mib * memory_slack() + slots,
                "round " << round << ": RSS grew " << grown << " MiB for a gauge of " << gauge_mib
-                        << " MiB");
+                        << " MiB and " << slots << " MiB of slots");
+    BOOST_TEST(
+        slots <= slots_per_consumer_mib * static_cast<double>(consumers),
+        "round " << round << ": " << slots << " MiB of slots for " << consumers << " consumers");
     // Everyone reads again: the queues drain, and what they held goes back.
     for (std::size_t i = 0; i < consumers; ++i)
       f.pool.stall(i, false);
@@ -261,7 +274,7 @@ BOOST_AUTO_TEST_CASE(queued_memory_follows_the_gauge_and_goes_back_once_drained)
     // whatever the count (free chunks, the allocator's top), and 112 KiB a consumer (what one
     // keeps between bursts, its ring, write batch and routing slots, is about 80 KiB here:
     // gatewayd_queue_slot_bytes). 300 consumers: 49.6 MiB; measured 26-38.
-    const double drained_bound = 16.0 + 0.112 * static_cast<double>(consumers);
+    const double drained_bound = 16.0 + slots_per_consumer_mib * static_cast<double>(consumers);
     const bool back =
         eventually([&] { return f.grown_mib() <= drained_bound * memory_slack(); }, 5s);
     BOOST_TEST_MESSAGE("round " << round << ": drained, RSS above idle " << f.grown_mib()
