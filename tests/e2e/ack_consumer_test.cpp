@@ -2,7 +2,6 @@
 // written stay held until acknowledged and go first to the next connection, a consumer that
 // does not acknowledge is held to max_unacked_bytes and meets its overflow policy, and one that
 // sends anything but well-formed acks has only its own connection closed.
-#define BOOST_TEST_MODULE ack_consumer
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>

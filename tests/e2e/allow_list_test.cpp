@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE allow_list
 #include <boost/test/unit_test.hpp>
 
 #include "protocol/frame_codec.hpp"

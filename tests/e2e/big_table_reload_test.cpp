@@ -4,7 +4,6 @@
 // reload left what it parsed and the table it replaced in the arena of whichever pool thread ran
 // it: 101 MB after start, 354-420 MB after 40 reloads. Label perf: it measures memory, which only
 // the Release build's allocator tells truly (the sanitizers keep freed memory on purpose).
-#define BOOST_TEST_MODULE big_table_reload
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

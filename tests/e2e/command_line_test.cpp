@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE command_line
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>

@@ -4,7 +4,6 @@
 // is SIGKILLed and started again. The sender resends what no node confirmed, through the
 // other node: every frame reaches the consumer at least once, duplicates stay within the
 // window. `ctest -L scaleout` runs it with the other balancer tests.
-#define BOOST_TEST_MODULE confirm_failover
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

@@ -4,7 +4,6 @@
 // healthy consumer is confirmed at once. A closed connection keeps its owed frame compactly; at
 // its share a dropping consumer rejects CONFIRM frames (reason 1), a backpressure one pauses only
 // the suppliers that feed it.
-#define BOOST_TEST_MODULE confirm_share
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>

@@ -1,7 +1,6 @@
 // Consumer groups (issue 32) against the real daemon on loopback: a consumer with
 // `endpoints = [...]` sends each frame to one live member (round-robin, address), and a member
 // that dies, is down from the start, or is removed by a reload hands what it held to the others.
-#define BOOST_TEST_MODULE consumer_groups
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <csignal>

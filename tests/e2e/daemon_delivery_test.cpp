@@ -1,6 +1,5 @@
 // The real daemon end to end: routing, per-supplier order, protocol-error isolation, SIGTERM
 // drain, lossless backpressure, and byte-for-byte delivery by the consumers' strand drains.
-#define BOOST_TEST_MODULE daemon_delivery
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>

@@ -2,7 +2,6 @@
 // middle of a frame, against the real daemon, many times over: the new connection starts on a
 // frame boundary with the cut frame, whole, and every frame arrives once, in order, across all
 // connections; only an old connection may end in the middle of a frame.
-#define BOOST_TEST_MODULE endpoint_move
 #include <boost/test/unit_test.hpp>
 
 #include <poll.h>

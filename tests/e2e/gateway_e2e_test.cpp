@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE gateway_e2e
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

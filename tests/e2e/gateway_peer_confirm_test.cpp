@@ -3,7 +3,6 @@
 // frames from protocol/control_message, so it can misbehave on demand (malformed control
 // frames, a reset mid-window) as the real gateway will not. `send --confirm` and `recv --ack`
 // run as the real binary.
-#define BOOST_TEST_MODULE gateway_peer_confirm
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>

@@ -1,5 +1,4 @@
 // gateway-peer end to end: the real tool's binaries against the real gatewayd on 127.0.0.1.
-#define BOOST_TEST_MODULE gateway_peer
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>

@@ -2,7 +2,6 @@
 // the screen (capture-pane). The figures on screen are those /metrics serves, the rates follow
 // the traffic, the sort keys reorder the consumers, and q or Ctrl-C end it with the terminal
 // as it was (normal screen, canonical mode, echo).
-#define BOOST_TEST_MODULE gateway_peer_top
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

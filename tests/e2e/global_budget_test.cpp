@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE global_budget
 #include <boost/test/unit_test.hpp>
 
 #include <thread>

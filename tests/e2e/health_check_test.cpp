@@ -2,7 +2,6 @@
 // listener (issue 42, item 4), in the real daemon on loopback: /readyz and /healthz answer
 // within 100 ms however many such clients hold connections, up to the bound docs/operations.md
 // states.
-#define BOOST_TEST_MODULE health_check
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>

@@ -2,7 +2,6 @@
 // ack protocol error on every connection must be redialled with a growing backoff, not every
 // 100 ms (issue 29, item 5); one that floods acks that move nothing, or sends bytes without
 // `ack`, must not make the gateway read forever (issue 42, item 5).
-#define BOOST_TEST_MODULE hostile_consumers
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE hostile_suppliers
 #include <boost/test/unit_test.hpp>
 
 #include <sys/socket.h>

@@ -2,7 +2,6 @@
 // each kind of line is written at most once a second, with a count of what it suppressed, so
 // a reload error logged right after the flood is still there to read, and every suppressed
 // event is still accounted for in the log.
-#define BOOST_TEST_MODULE log_flood
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE metrics_e2e
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

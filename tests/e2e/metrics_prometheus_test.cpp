@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE metrics_prometheus
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

@@ -4,7 +4,6 @@
 // (before the data-path rework: 99 % of frames); this one must deliver every frame, in
 // per-supplier order, and count no drop, whether idle threads sleep at once or poll first
 // (idle_poll_us).
-#define BOOST_TEST_MODULE mixed_traffic
 // GCC 12 warns falsely (-Wrestrict, GCC bug 105329) inside the std::string concatenation with
 // which Boost names each sample of a data-driven case.
 #pragma GCC diagnostic ignored "-Wrestrict"

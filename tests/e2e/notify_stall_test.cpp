@@ -1,7 +1,6 @@
 // Issue 22, part 1: systemd's notify socket full (PID 1 busy: daemon-reload, a boot storm)
 // must stop neither the traffic nor a stop. The real daemon, a notify socket the test owns
 // and reads never or once a second, real consumers and suppliers on 127.0.0.1.
-#define BOOST_TEST_MODULE notify_stall
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

@@ -1,6 +1,5 @@
 // What the daemon tells systemd, seen from a fake NOTIFY_SOCKET the test owns: READY once it
 // accepts, RELOADING/READY around SIGHUP, WATCHDOG pings from the event loop, STOPPING.
-#define BOOST_TEST_MODULE notify
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

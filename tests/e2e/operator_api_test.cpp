@@ -1,7 +1,6 @@
 // The operator endpoints of the real daemon, read over HTTP on its metrics listener: /healthz,
 // /readyz through a lame-duck stop, /connz's facts about each supplier and consumer, /routez's
 // per-route hits and the table's sha256 (the same one gatewayd_config_info carries).
-#define BOOST_TEST_MODULE operator_api
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

@@ -1,7 +1,6 @@
 // What an operator can put where the daemon reads its configuration, against the real daemon:
 // a FIFO or an oversized file is refused by a reload at once, with the reason, and the daemon
 // keeps its table, reloads the next good file and still stops on SIGTERM.
-#define BOOST_TEST_MODULE operator_files
 #include <boost/test/unit_test.hpp>
 
 #include <sys/stat.h>

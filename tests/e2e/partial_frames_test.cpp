@@ -1,7 +1,6 @@
 // Suppliers part-way through large frames, against the real daemon: what an announced frame
 // costs is what has arrived, not what its header announced, and all half-received frames
 // together are held to max_partial_frame_bytes; a large frame sent in full still arrives whole.
-#define BOOST_TEST_MODULE partial_frames
 #include <boost/test/unit_test.hpp>
 
 #include <sys/socket.h>

@@ -3,7 +3,6 @@
 // close, repeated max_supplier_connections times, locked every supplier out), a session that
 // waits (paused, or for confirms) is not closed as idle, and at max_supplier_connections a new
 // connection reclaims the session paused longest.
-#define BOOST_TEST_MODULE paused_suppliers
 #include <boost/test/unit_test.hpp>
 
 #include <poll.h>

@@ -1,6 +1,5 @@
 // `gatewayd --ports-file`: the file's content and atomic replacement, and the real daemon
 // writing the ports it bound there (and removing the file when it exits).
-#define BOOST_TEST_MODULE ports_file
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>

@@ -2,7 +2,6 @@
 // "balancer") start with a PROXY v2 header that names the supplier for `allow`, /connz and the
 // log; everyone else is a plain supplier; a missing, late or malformed header closes the
 // connection and is counted.
-#define BOOST_TEST_MODULE proxy_protocol
 #include <boost/test/unit_test.hpp>
 
 #include <memory>

@@ -4,7 +4,6 @@
 // 2,913 for as long as it was stalled). The real daemon, real sockets, the depth read from the
 // real /metrics; once the consumer reads again every frame is accounted for: sent, or dropped
 // and counted by reason.
-#define BOOST_TEST_MODULE queue_bound
 #include <boost/test/unit_test.hpp>
 
 #include <optional>

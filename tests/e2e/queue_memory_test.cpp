@@ -4,7 +4,6 @@
 // with the consumers stalled at different moments and their queues full, RSS grew by up to
 // 3.9x what gatewayd_queued_bytes showed. The real daemon, real loopback sockets, RSS from
 // /proc and the gauge from the real /metrics.
-#define BOOST_TEST_MODULE queue_memory
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>

@@ -1,6 +1,5 @@
 // Live reload of the real daemon under traffic: SIGHUP and file edits, good and bad tables,
 // consumers added and removed, settings that need a restart.
-#define BOOST_TEST_MODULE reload
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

@@ -4,7 +4,6 @@
 // it, with its final counts, until the next reload, so whatever it could not deliver is seen.
 // Before: the removed consumer refused them at once (lost as reason="removed") and left
 // /metrics at once, so that count was never seen.
-#define BOOST_TEST_MODULE removed_consumer
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

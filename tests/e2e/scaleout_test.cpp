@@ -6,7 +6,6 @@
 // received by the nodes, and delivered or counted as dropped; with consumers that keep up,
 // nothing is lost and each supplier connection's frames arrive in order.
 // `ctest -L scaleout` runs it alone.
-#define BOOST_TEST_MODULE scaleout
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>

@@ -1,7 +1,6 @@
 // Stopping the real daemon: a stop ends within drain_timeout_ms plus a small bound, always, and
 // delivers what a consumer that comes back takes; a second SIGTERM during the drain ends it at
 // once.
-#define BOOST_TEST_MODULE shutdown
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>

@@ -2,7 +2,6 @@
 // a stalled consumer with one ~64 KiB frame nobody routes made each small frame pin a chunk of
 // its own: ~640 MiB per lagging consumer while gatewayd_consumer_queue_bytes showed ~200 KB.
 // What a lagging consumer holds must cost about what its frames take.
-#define BOOST_TEST_MODULE sparse_chunks
 #include <boost/test/unit_test.hpp>
 
 #include <string>

@@ -2,7 +2,6 @@
 // confirmed or rejected with the right reason, once, with the confirm never going back; plain
 // suppliers hear nothing; consumers get flags 0x00; bad flags close only their connection; a
 // supplier that leaves its confirms unread is closed as slow and counted, nobody else affected.
-#define BOOST_TEST_MODULE supplier_confirms
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>

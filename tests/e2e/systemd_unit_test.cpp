@@ -1,6 +1,5 @@
 // The systemd unit as systemd itself judges it (verify, security), and the install rules that
 // put it, the binary and the sample configuration in place.
-#define BOOST_TEST_MODULE systemd_unit
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>

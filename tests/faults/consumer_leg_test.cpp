@@ -5,7 +5,6 @@
 // a confirm-mode `gateway-peer send`. Each case reports sent, confirmed, delivered,
 // duplicates, lost after confirm, time to notice and time to recover, and asserts the bounds
 // the gateway states for its settings (consumer_timeout_ms, consumer_connect_timeout_ms).
-#define BOOST_TEST_MODULE consumer_leg
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

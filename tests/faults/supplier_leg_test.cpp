@@ -6,7 +6,6 @@
 // --confirm-deadline, drops the connection and resends what A never confirmed through B. Each
 // node has an `ack = true` consumer and a plain one: 0 lost at either, duplicates within the
 // window.
-#define BOOST_TEST_MODULE supplier_leg
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>

@@ -1,7 +1,6 @@
 // The `tls` table of a consumer in routes.toml: file names relative to the routes file, the
 // server name's default, the errors (with their positions) and the digest that tells a reload
 // that a file's contents changed. Certificates from the openssl CLI, made at run time.
-#define BOOST_TEST_MODULE consumer_tls_reader
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>

@@ -1,6 +1,5 @@
 // gateway-peer's TLS: the sender as a (mutual) TLS client of gatewayd's supplier listener and of
 // a TLS receiver, the receiver as the TLS server the consumer leg dials, and their refusals.
-#define BOOST_TEST_MODULE gateway_peer_tls
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>

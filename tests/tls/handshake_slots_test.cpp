@@ -5,7 +5,6 @@
 // client-certificate step (a remote site, an HSM) until the test's flood has come and been
 // evicted, then finishes and streams. Before, the oldest handshake went, whatever progress it
 // had made: the flood evicted the supplier every time.
-#define BOOST_TEST_MODULE handshake_slots
 #include <boost/test/unit_test.hpp>
 
 #include <arpa/inet.h>

@@ -1,6 +1,5 @@
 // CONFIRM frames over the supplier listener's TLS, against the real daemon: the replies go back
 // through the connection's channel, and a TLS supplier that never reads them is closed as slow.
-#define BOOST_TEST_MODULE supplier_confirms_tls
 #include <boost/test/unit_test.hpp>
 
 #include <map>

@@ -1,7 +1,6 @@
 // Publish permissions end to end: suppliers identified by their client certificates (mTLS)
 // publish what [suppliers.NAME] allows, deny wins, the default rule covers everyone else, and
 // the rules reload with the routing table; a refused frame is counted and the connection stays.
-#define BOOST_TEST_MODULE supplier_permissions
 #include <boost/test/unit_test.hpp>
 
 #include <csignal>

@@ -4,7 +4,6 @@
 // is understood both ways; kernel TLS falls back to OpenSSL's records where the host has none.
 // Hostile peers (OpenSSL's handshake, then records it would never send) meet OpenSSL's limits.
 // Certificates from the openssl CLI, made at run time.
-#define BOOST_TEST_MODULE tls_channel
 #include <boost/test/unit_test.hpp>
 
 #include <openssl/ssl.h>

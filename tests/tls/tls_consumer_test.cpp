@@ -2,7 +2,6 @@
 // servers on 127.0.0.1 with certificates the openssl CLI makes at run time) and must verify them,
 // present its client certificate when told to, refuse what does not check out, and recover on a
 // reload that fixes the tls block.
-#define BOOST_TEST_MODULE tls_consumer
 #include <sys/socket.h>
 #include <sys/time.h>
 

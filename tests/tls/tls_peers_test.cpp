@@ -3,7 +3,6 @@
 // is told (metric, /connz, the start-up line); hostile suppliers that handshook and then stream
 // records without data, warning alerts, or key update requests they never read are closed,
 // counted by reason, and cost the other suppliers nothing.
-#define BOOST_TEST_MODULE tls_peers
 #include <boost/test/unit_test.hpp>
 
 #include <nlohmann/json.hpp>

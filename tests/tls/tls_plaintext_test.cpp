@@ -1,6 +1,5 @@
 // A plaintext client on the TLS port, through the real daemon: closed with no byte sent, counted
 // as not_tls (what docs/security.md says it gets).
-#define BOOST_TEST_MODULE tls_plaintext
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

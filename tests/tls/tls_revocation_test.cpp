@@ -3,7 +3,6 @@
 // certificate is refused at its handshake; one revoked while its session is open is closed by
 // the next reload and counted; the others stream on; a stale CRL is used and said, not an
 // outage; a bad CRL keeps the running one. A consumer's tls.crl revokes consumers the same way.
-#define BOOST_TEST_MODULE tls_revocation
 #include <boost/test/unit_test.hpp>
 
 #include <sys/wait.h>

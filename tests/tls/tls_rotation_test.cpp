@@ -1,7 +1,6 @@
 // Certificate and CA rotation under traffic: mTLS suppliers stream numbered frames the whole
 // time the gateway's pair and client_ca are replaced and reloaded (SIGHUP, then the file
 // watcher); the open connections must lose nothing and the new handshakes must see the change.
-#define BOOST_TEST_MODULE tls_rotation
 #include <boost/test/unit_test.hpp>
 
 #include <openssl/bn.h>

@@ -1,6 +1,5 @@
 // TLS on the supplier listener, end to end: the real daemon with [tls], a CA and certificates
 // that the openssl CLI makes in a temp dir at run time, and real TLS clients on 127.0.0.1.
-#define BOOST_TEST_MODULE tls_supplier
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

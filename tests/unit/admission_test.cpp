@@ -1,6 +1,5 @@
 // The overflow policies as the pure function admit(): no socket, no thread. Every frame put is
 // either in the queue or refused (its reference released) and counted by reason.
-#define BOOST_TEST_MODULE admission
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>

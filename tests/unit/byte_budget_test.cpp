@@ -1,6 +1,5 @@
 // runtime::byte_budget: a take that does not fit changes nothing, one that fits is never
 // refused by the exact take, and threads taking and giving back at once leave used() exact.
-#define BOOST_TEST_MODULE byte_budget
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

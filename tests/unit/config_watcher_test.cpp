@@ -1,7 +1,6 @@
 // The configuration watcher and the reload race: an edit that lands after a reload has read
 // the files and before it re-arms the watches must still be applied. The "reload" here is the
 // test's own callback, so the edit lands exactly in that window, every run.
-#define BOOST_TEST_MODULE config_watcher
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

@@ -2,7 +2,6 @@
 // twice as many, up to 64, and an entry carries no number. A closed connection keeps at most 64
 // bytes per frame owed when it sent a few; numbers stay right with frames rejected at read
 // between entries, across blocks of every size.
-#define BOOST_TEST_MODULE confirm_ledger_blocks
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

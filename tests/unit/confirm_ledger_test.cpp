@@ -4,7 +4,6 @@
 // confirmed, the capacity holds, blocks come and go, and threads settling at once (as consumers'
 // strands do) lose no frame and no wake-up; a ledger outlives its owner only while frames are
 // owed, and then keeps only the blocks of those frames.
-#define BOOST_TEST_MODULE confirm_ledger
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // traffic::confirm_window: a confirm-mode supplier's unsettled frames, checked against the
 // contract's confirms and rejects ("Confirms and acknowledgements"), with no sockets.
-#define BOOST_TEST_MODULE confirm_window
 #include "tools/traffic/confirm_window.hpp"
 
 #include <boost/test/unit_test.hpp>

@@ -3,7 +3,6 @@
 // discarding, trimming at congestion, a cleared queue, a discarded write batch; a write hands
 // its frames over unsettled for the consumer's frames_delivered(); packed copies carry the
 // entry. Real ledgers, real chunks, no sockets.
-#define BOOST_TEST_MODULE consumer_confirms
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

@@ -1,6 +1,5 @@
 // A group member that is already closed when another member hands it frames: they go on to a
 // member that is up, or are counted as its end says, and never wait in its queue.
-#define BOOST_TEST_MODULE consumer_handover
 
 #include <boost/test/unit_test.hpp>
 

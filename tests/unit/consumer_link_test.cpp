@@ -1,6 +1,5 @@
 // consumer_link against real loopback peers: it dials and says so, redials (with backoff) an
 // endpoint where nothing listens yet and one whose peer left, and moves to a new endpoint.
-#define BOOST_TEST_MODULE consumer_link
 #include <boost/test/unit_test.hpp>
 
 #include "consumers/consumer_link.hpp"

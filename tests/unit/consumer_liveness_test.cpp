@@ -2,7 +2,6 @@
 // sockets: a dial the peer never answers (SYNs dropped by a full accept queue) gives up after
 // consumer_connect_timeout_ms, and a peer that stops acknowledging is cut after
 // consumer_timeout_ms, with the bytes it never acknowledged counted.
-#define BOOST_TEST_MODULE consumer_liveness
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>

@@ -1,6 +1,5 @@
 // The overflow policies and byte caps as a running consumer applies them, over real loopback
 // sockets (admission_test holds the same rules to the pure function, without a network).
-#define BOOST_TEST_MODULE consumer_policies
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/consumer_harness.hpp"

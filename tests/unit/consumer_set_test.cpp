@@ -2,7 +2,6 @@
 // from real routes TOML: a reload keeps, reconfigures, adds and retires consumers by name and
 // publishes a snapshot that names the right ones; a removed consumer waits for the read passes
 // on older tables; the stop drains every consumer and reports what it left.
-#define BOOST_TEST_MODULE consumer_set
 #include <boost/test/unit_test.hpp>
 
 #include <future>

@@ -1,7 +1,6 @@
 // The consumer's asserted transition tables, held to the ones their headers write down: the
 // link's state (consumer_link.hpp) and the consumer's end (`life`, consumer.hpp). Every pair is
 // asked, so a transition the table lets through that the comment does not list fails here too.
-#define BOOST_TEST_MODULE consumer_states
 #include <boost/test/unit_test.hpp>
 
 #include <array>

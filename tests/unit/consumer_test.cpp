@@ -1,6 +1,5 @@
 // The consumer active object over real loopback sockets: delivery byte for byte and in order,
 // fan-out from several threads, the link (redial, endpoint moves, restarts) and drain_and_close.
-#define BOOST_TEST_MODULE consumer
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/consumer_harness.hpp"

@@ -1,6 +1,5 @@
 // The control messages of confirms and acks: the documented bytes, a round trip for each, and
 // every malformed shape refused with its reason.
-#define BOOST_TEST_MODULE control_message
 #include <boost/test/unit_test.hpp>
 
 #include <string>

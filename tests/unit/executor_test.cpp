@@ -2,7 +2,6 @@
 // handler the gateway uses, built on it, must start its body on a thread that is no longer the
 // leader. A handler on the bare io_context executor is the negative control: it still leads,
 // so the check below can fail.
-#define BOOST_TEST_MODULE executor
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

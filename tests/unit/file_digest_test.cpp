@@ -1,6 +1,5 @@
 // The routing table's file is named by the SHA-256 of its bytes (config/file_digest), the name
 // gatewayd_config_info and /routez give it.
-#define BOOST_TEST_MODULE file_digest
 #include <boost/test/unit_test.hpp>
 
 #include <filesystem>

@@ -1,6 +1,5 @@
 // The traffic library's sending side: pre-encoded frames, stamped per (sender, stream) in
 // place, rotating over several addresses.
-#define BOOST_TEST_MODULE frame_batch
 #include <boost/test/unit_test.hpp>
 
 #include <stdexcept>

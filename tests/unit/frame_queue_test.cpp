@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE frame_queue
 #include <boost/test/unit_test.hpp>
 
 #include <deque>

@@ -1,7 +1,6 @@
 // The frame router against a reload: a read pass routes by one table from its first frame to its
 // flush, and a reload learns (route_readers) when the passes that began by an older table are
 // over, which is when a consumer only that table named may start its last drain.
-#define BOOST_TEST_MODULE frame_router
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

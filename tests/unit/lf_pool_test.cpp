@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE lf_pool
 #include <boost/test/unit_test.hpp>
 
 #include <sched.h>

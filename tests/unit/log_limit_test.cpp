@@ -1,6 +1,5 @@
 // The log rate limit, driven by a clock the test moves: one line a period, every suppressed
 // line counted exactly once (on the next line or by the flush), also under two threads.
-#define BOOST_TEST_MODULE log_limit
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>

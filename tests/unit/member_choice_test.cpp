@@ -1,6 +1,5 @@
 // consumers/member_choice: how a group picks a member per frame (round-robin, least-queued,
 // rendezvous by address), what counts as a candidate, and the address read from a frame.
-#define BOOST_TEST_MODULE member_choice
 #include <boost/test/unit_test.hpp>
 #include <cstring>
 #include <map>

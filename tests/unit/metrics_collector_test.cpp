@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE metrics_collector
 #include <boost/test/unit_test.hpp>
 
 #include <prometheus/text_serializer.h>

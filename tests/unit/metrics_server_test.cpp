@@ -1,5 +1,4 @@
 // The metrics listener's access list as civetweb gets it, and what civetweb does with it.
-#define BOOST_TEST_MODULE metrics_server
 #include <boost/test/unit_test.hpp>
 
 #include <asio.hpp>

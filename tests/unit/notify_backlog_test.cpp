@@ -1,6 +1,5 @@
 // The notifier's waiting state messages: kept in order, and past the cap folded so that what
 // stays is still the order they were said in and the newest state is never lost.
-#define BOOST_TEST_MODULE notify_backlog
 #include <boost/test/unit_test.hpp>
 
 #include <string>

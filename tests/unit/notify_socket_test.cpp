@@ -1,6 +1,5 @@
 // The notify socket against real unix datagram sockets: path and abstract addresses, a full
 // receiver refused at once instead of waited for, addresses it cannot use.
-#define BOOST_TEST_MODULE notify_socket
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>

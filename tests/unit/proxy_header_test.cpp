@@ -1,7 +1,6 @@
 // The PROXY protocol v2 parser against headers built byte by byte from the spec (and one that
 // HAProxy 2.6 really sent): addresses, LOCAL, the families a TCP supplier cannot have, every
 // refusal, and that it never takes a byte past the header.
-#define BOOST_TEST_MODULE proxy_header
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>

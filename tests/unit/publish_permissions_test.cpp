@@ -1,6 +1,5 @@
 // publish_permissions: the in-place matcher against the reference matcher, and the rule
 // semantics (deny wins, default rule, allow-all fast path).
-#define BOOST_TEST_MODULE publish_permissions
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>

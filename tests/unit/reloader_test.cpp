@@ -2,7 +2,6 @@
 // consumer set whose consumers dial loopback peers and a real supplier listener on 127.0.0.1:
 // a good edit applies whole, a bad one keeps everything running, live settings apply and
 // restart-only ones stay, a change on disk reloads, SIGHUPs fold, and a stop ends reloading.
-#define BOOST_TEST_MODULE reloader
 #include <boost/test/unit_test.hpp>
 
 #include <stdlib.h>

@@ -1,7 +1,6 @@
 // The per-thread route cache in front of the trie: hits, misses, eviction, invalidation by
 // table id, the bypass for wide results and long addresses, and the publish answers kept beside
 // the routes (per rule, never answering for another).
-#define BOOST_TEST_MODULE route_cache
 #include <boost/test/unit_test.hpp>
 
 #include <malloc.h>

@@ -1,6 +1,5 @@
 // [suppliers.NAME] and [suppliers_default] in routes.toml: read into the publish rules, and every
 // mistake in them reported with its position (the rules themselves: publish_permissions_test).
-#define BOOST_TEST_MODULE routes_permissions
 #include <boost/test/unit_test.hpp>
 
 #include <string>

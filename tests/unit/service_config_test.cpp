@@ -1,4 +1,3 @@
-#define BOOST_TEST_MODULE service_config
 #include <boost/test/unit_test.hpp>
 
 #include <array>

@@ -2,7 +2,6 @@
 // backpressure consumer: the registry gives up the session paused longest behind a consumer
 // (not the oldest connection), never one the gateway's own stop holds or one reading, never the
 // same one twice, and counts its place as free at once, before its close has run.
-#define BOOST_TEST_MODULE session_registry
 #include <boost/test/unit_test.hpp>
 
 #include "suppliers/session_registry.hpp"

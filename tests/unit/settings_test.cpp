@@ -1,7 +1,6 @@
 // The settings table is the one place a gatewayd.toml key is classified: every key the reader
 // accepts is in it, each key drives exactly its own field, nothing in service_config escapes it,
 // and docs/configuration.md and the sample etc/gatewayd.toml say for each key what it does.
-#define BOOST_TEST_MODULE settings
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>

@@ -1,6 +1,5 @@
 // The stop deadline's own thread: it forces a stop that did not end in time, gives the pool a
 // moment to leave, then abandons it; a stop that ends first hears nothing from it.
-#define BOOST_TEST_MODULE stop_deadline
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>

@@ -1,7 +1,6 @@
 // strand_drain, the consumer's writer, against a fake batch source and a real loopback
 // connection (consumer_link dials a test peer): batches leave in order, a full socket is
 // reported as refused, and a write the socket cut goes on from its cut once there is room.
-#define BOOST_TEST_MODULE strand_drain
 #include <boost/test/unit_test.hpp>
 
 #include <mutex>

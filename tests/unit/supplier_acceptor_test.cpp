@@ -4,7 +4,6 @@
 // way at the cap on handshakes); the allow list is
 // applied to the supplier a PROXY header names, not to the balancer; a bad or missing header
 // closes that connection only, counted; stop() closes the listener and cancels pending headers.
-#define BOOST_TEST_MODULE supplier_acceptor
 #include <boost/test/unit_test.hpp>
 
 #include "net/cidr_block.hpp"

@@ -1,7 +1,6 @@
 // The sending side of gateway-peer's failover (tools/traffic/supplier_link) against a fake
 // gateway on real loopback sockets: a gateway that stops (half-closes and reads on) is told from
 // one that is gone (closed, and resets what was written after).
-#define BOOST_TEST_MODULE supplier_link
 #include <boost/test/unit_test.hpp>
 
 #include <sys/ioctl.h>

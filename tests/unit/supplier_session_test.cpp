@@ -2,7 +2,6 @@
 // parse every byte: its states seen from outside. Frames are routed in order; an idle
 // connection is closed; a protocol error closes that session only; a full backpressure consumer
 // pauses it and resumes it once drained; a close mid-frame counts the partial frame.
-#define BOOST_TEST_MODULE supplier_session
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/supplier_side.hpp"

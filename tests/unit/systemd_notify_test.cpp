@@ -1,7 +1,6 @@
 // The notifier against a real unix datagram socket whose reader falls behind: no call waits,
 // state messages arrive in the order they were said once the reader reads again, watchdog
 // pings are dropped meanwhile; an abstract address; no NOTIFY_SOCKET, no effect.
-#define BOOST_TEST_MODULE systemd_notify
 #include <boost/test/unit_test.hpp>
 
 #include <unistd.h>

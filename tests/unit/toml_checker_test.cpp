@@ -1,7 +1,6 @@
 // Reading a configuration file (read_config_text): what an operator can put at the path, and
 // the error that names it. Only regular files of at most max_config_file_bytes are read; a
 // FIFO or a device is refused without being opened for reading.
-#define BOOST_TEST_MODULE toml_checker
 #include <boost/test/unit_test.hpp>
 
 #include <fcntl.h>

@@ -1,7 +1,6 @@
 // gateway-peer top's screen from its inputs alone: the exposition reader, /connz and /routez
 // into rows (supplier states), rates between two readings, the sort keys, and a screen that
 // always fits the terminal with the key line last.
-#define BOOST_TEST_MODULE top_view
 #include <boost/test/unit_test.hpp>
 
 #include "tools/gateway_peer/top_view.hpp"

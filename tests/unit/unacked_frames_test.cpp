@@ -1,6 +1,5 @@
 // The holding ring of an `ack = true` consumer (consumers/unacked_frames) and the reader of its
 // acks (consumers/ack_reader), on real chunks and real encoded control frames.
-#define BOOST_TEST_MODULE unacked_frames
 #include <boost/test/unit_test.hpp>
 
 #include <string>

@@ -1,6 +1,5 @@
 // The traffic library's receiving side: the payload header's layout, and the verifier's
 // counting of lost, reordered, duplicated and late frames per (lane, sender, stream).
-#define BOOST_TEST_MODULE verifier
 #include <boost/test/unit_test.hpp>
 
 #include <time.h>

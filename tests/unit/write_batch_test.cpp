@@ -1,6 +1,5 @@
 // write_batch without a socket: neighbouring frames of a chunk coalesce into one iovec, a cut
 // frame continues from its cut, and what the socket never took goes back whole.
-#define BOOST_TEST_MODULE write_batch
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
