@@ -34,9 +34,29 @@ void confirm_settlements::flush() noexcept {
   count_ = 0;
 }
 
+void confirm_anchor::lock_owner() noexcept {
+  while (owner_locked_.test_and_set(std::memory_order_acquire))
+    owner_locked_.wait(true, std::memory_order_relaxed);
+}
+
+void confirm_anchor::unlock_owner() noexcept {
+  owner_locked_.clear(std::memory_order_release);
+  owner_locked_.notify_one();
+}
+
+void confirm_anchor::set_owner(std::weak_ptr<confirm_owner> to) noexcept {
+  lock_owner();
+  owner_.swap(to);
+  unlock_owner();
+  // The old one goes here, outside the lock.
+}
+
 void confirm_anchor::entry_settled() noexcept {
   if (!flush_due.exchange(true, std::memory_order_acq_rel)) {
-    if (const auto o = owner.load(std::memory_order_acquire).lock()) o->confirms_settled();
+    lock_owner();
+    std::shared_ptr<confirm_owner> o = owner_.lock();
+    unlock_owner();
+    if (o) o->confirms_settled();
   }
 }
 
@@ -94,7 +114,7 @@ confirm_ledger::confirm_ledger(std::weak_ptr<confirm_owner> owner, std::size_t c
                                runtime::byte_budget* budget)
     : anchor_(new confirm_anchor), capacity_(capacity) {
   anchor_->budget = budget;
-  anchor_->owner.store(std::move(owner), std::memory_order_release);
+  anchor_->set_owner(std::move(owner));
   charge(static_cast<std::int64_t>(ledger_bytes()));
 }
 
@@ -151,7 +171,7 @@ std::uint64_t confirm_ledger::first_number() noexcept {
 // the ledger with it; a block with an entry still owed stays, held by that entry, until its
 // consumer settles it, and the anchor with the last such block.
 void confirm_ledger::close() noexcept {
-  anchor_->owner.store({}, std::memory_order_release);
+  anchor_->set_owner({});
   // The newest block's entries never numbered give back their holds first; the list's hold
   // keeps that block until the loop.
   if (!blocks_.empty() && back_used_ < blocks_.back()->capacity)

@@ -107,15 +107,32 @@ inline constexpr std::size_t confirm_block_entries = 64;
 struct confirm_anchor {
   std::atomic<std::uint32_t> holders{1};
   std::atomic<bool> flush_due{false};
-  runtime::byte_budget* budget = nullptr;
-  // Emptied when the ledger closes: a closed connection's session is let go whole (a weak
-  // reference would keep a make_shared session's memory allocated).
-  std::atomic<std::weak_ptr<confirm_owner>> owner;
 
+ private:
+  std::atomic_flag owner_locked_;  // owner_'s lock (below), here where it costs no padding
+
+ public:
+  runtime::byte_budget* budget = nullptr;
+
+  // Sets the owner (the ledger's constructor), or empties it when the ledger closes: a closed
+  // connection's session is let go whole (a weak reference would keep a make_shared session's
+  // memory allocated).
+  void set_owner(std::weak_ptr<confirm_owner> to) noexcept;
   // An entry's last consumer settled it (any thread): the owner is told, once per flush.
   void entry_settled() noexcept;
   void charge(std::int64_t bytes) noexcept;
   void release() noexcept;
+
+ private:
+  // The owner, behind a one-bit lock (owner_locked_), taken once per flush and once at each end,
+  // each time for one weak_ptr copy or swap. std::atomic<std::weak_ptr> did this, but libstdc++
+  // 12's load() unlocks with a relaxed store: its read of the pointer is not ordered before the
+  // next store's write, a data race by the standard that TSan reports (confirm_ledger_test under
+  // TSan; google/sanitizers#1558). A std::mutex would not fit the 32 bytes a closed connection's
+  // anchor may cost.
+  std::weak_ptr<confirm_owner> owner_;
+  void lock_owner() noexcept;
+  void unlock_owner() noexcept;
 };
 
 // Each block holds its anchor (one of its holders) and is held by the ledger's list while the
