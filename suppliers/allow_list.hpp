@@ -3,8 +3,8 @@
 #pragma once
 
 #include <asio.hpp>
-#include <atomic>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "net/cidr_block.hpp"
@@ -22,7 +22,12 @@ class allow_list {
   void replace(std::vector<net::cidr_block> blocks);
 
  private:
-  std::atomic<std::shared_ptr<const std::vector<net::cidr_block>>> blocks_;
+  // A pointer copy per accepted connection and a swap per reload, under the lock:
+  // std::atomic<std::shared_ptr> would do, but libstdc++ 12's load() lets its lock bit go with
+  // a relaxed store, a data race with the next store() by the standard (TSan reports it on
+  // confirm_anchor's weak_ptr: google/sanitizers#1558).
+  mutable std::mutex mutex_;
+  std::shared_ptr<const std::vector<net::cidr_block>> blocks_;
 };
 
 }  // namespace gatewayd::suppliers
