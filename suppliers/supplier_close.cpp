@@ -111,7 +111,7 @@ void supplier_session::close(std::optional<partial_discard> partial) {
   idle_.stop();
   pause_timer_.cancel();
   handshake_deadline_.cancel();
-  send_deadline_.cancel();
+  tls_read_.end_wait();
   end_handshake();
   if (replies_) replies_->close();  // what consumers still owe settles into a ledger nobody reads
   if (tls_) tls_->close_notify();   // the supplier sees our close, not a cut

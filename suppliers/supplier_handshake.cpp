@@ -115,15 +115,11 @@ void supplier_session::end_handshake() noexcept {
   ctx_.registry.end_handshake(std::exchange(handshake_ticket_, 0));
 }
 
-void supplier_session::arm_send_deadline() {
-  send_deadline_.expires_after(ctx_.handshake_timeout);
-  send_deadline_.async_wait([self = shared_from_this()](std::error_code ec) {
-    // A later wait (for reading) may have begun after this one ended: only a wait for room
-    // still out counts.
-    if (ec || self->in(state::closed) || !self->waiting_) return;
-    if (self->tls_read_wait_ != asio::socket_base::wait_write) return;
-    self->fail_tls(net::make_error_code(net::tls_error::slow_peer));
-  });
+void supplier_session::send_stalled() {
+  // A later wait (for reading) may have begun after this one ended: only a wait still out
+  // counts.
+  if (in(state::closed) || !waiting_) return;
+  fail_tls(net::make_error_code(net::tls_error::slow_peer));
 }
 
 }  // namespace gatewayd::suppliers

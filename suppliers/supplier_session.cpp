@@ -15,7 +15,7 @@ supplier_session::supplier_session(asio::ip::tcp::socket socket, session_context
       idle_(socket_.get_executor(), *this, ctx.idle_timeout),
       pause_timer_(socket_.get_executor()),
       handshake_deadline_(socket_.get_executor()),
-      send_deadline_(socket_.get_executor()),
+      tls_read_(socket_.get_executor(), *this, ctx.handshake_timeout),
       ctx_(ctx),
       stream_(ctx.max_payload, ctx.partial_budget, protocol::supplier_frames),
       state_(ctx.tls ? state::handshaking : state::reading) {
@@ -61,7 +61,7 @@ void supplier_session::begin_reading() {
 
 void supplier_session::do_wait() {
   waiting_ = true;
-  if (!tls_drained_) {
+  if (tls_read_.holds_records()) {
     // OpenSSL may hold whole records already taken off the socket: the kernel would not wake
     // us for them. Read again after the other ready handlers had their turn.
     asio::post(socket_.get_executor(),
@@ -70,15 +70,14 @@ void supplier_session::do_wait() {
   }
   // Wait for readability without a buffer: an idle connection holds no read memory. (TLS: or
   // for room to send what OpenSSL must send before it reads on.)
-  const auto wait = tls_ ? tls_read_wait_ : asio::ip::tcp::socket::wait_read;
-  if (wait == asio::ip::tcp::socket::wait_write) arm_send_deadline();
+  const auto wait = tls_ ? tls_read_.begin_wait() : asio::ip::tcp::socket::wait_read;
   socket_.async_wait(wait,
                      [self = shared_from_this()](std::error_code ec) { self->on_readable(ec); });
 }
 
 void supplier_session::on_readable(std::error_code ec) {
   waiting_ = false;
-  send_deadline_.cancel();
+  tls_read_.end_wait();
   if (in(state::closed)) return;
   if (ec) {
     if (ec != asio::error::operation_aborted) close(partial_discard::peer_closed);

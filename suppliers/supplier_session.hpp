@@ -25,6 +25,7 @@
 #include "suppliers/idle_clock.hpp"
 #include "suppliers/route_snapshot.hpp"
 #include "suppliers/supplier_stats.hpp"
+#include "suppliers/tls_read_side.hpp"
 
 namespace gatewayd::suppliers {
 
@@ -67,7 +68,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
                          public consumers::flow_control_listener,
                          private protocol::confirm_owner,
                          private confirm_replies_owner,
-                         private idle_clock_owner {
+                         private idle_clock_owner,
+                         private tls_read_side_owner {
  public:
   // Bytes read per pass: the consumers are handed what it routed once per pass.
   static constexpr std::size_t read_budget = 1024 * 1024;
@@ -211,20 +213,14 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   // branch per read (a chunk of many frames), chosen once at connection setup; no copy either way.
   std::size_t read_some(asio::mutable_buffer into, std::error_code& ec) {
     if (!tls_) return socket_.read_some(into, ec);
-    const std::size_t n = tls_->read_some(into, ec);
-    // Only "would block" proves that OpenSSL holds no bytes the socket no longer shows.
-    tls_drained_ = ec == asio::error::would_block || ec == asio::error::try_again;
-    // What the read waits for, apart from what a write of confirms waits for (the channel
-    // keeps only the last operation's).
-    if (tls_drained_) tls_read_wait_ = tls_->wait_for();
-    return n;
+    return tls_read_.read_some(*tls_, into, ec);
   }
   // TLS: the connection ended other than by close_notify after its handshake: counted by
   // reason and logged, then closed.
   void fail_tls(const std::error_code& ec);
-  // TLS: OpenSSL must send before it can read on (a KeyUpdate answer) and the socket is full:
-  // the supplier has handshake_timeout to take it, or it is closed as slow.
-  void arm_send_deadline();
+  // tls_read_side_owner: OpenSSL had to send before it could read on (a KeyUpdate answer) and
+  // the supplier took nothing for handshake_timeout: closed as slow, if that wait is still out.
+  void send_stalled() override;
   void do_wait();
   void on_readable(std::error_code ec);
   void read_and_route();
@@ -244,7 +240,8 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   void update_waiting() noexcept {
     idle_.set_waiting(!in(state::closed) && (paused() || awaiting_confirms()));
   }
-  // Kept alive by what its parts (the idle clock, the confirm replies) have out.
+  // Kept alive by what its parts (the idle clock, the confirm replies, the TLS read side) have
+  // out.
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
 
   // Not reading (supplier_pause.cpp). Stops reading (`why`: paused, held or confirming),
@@ -296,7 +293,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   idle_clock idle_;                 // idle_timeout without a whole frame, outside a wait: closes
   asio::steady_timer pause_timer_;  // while paused or held: has the peer left?
   asio::steady_timer handshake_deadline_;  // TLS: the handshake takes at most handshake_timeout
-  asio::steady_timer send_deadline_;       // TLS: while a wait is for room to send
+  tls_read_side tls_read_;                 // TLS: what the next wait is for, and its deadline
   session_context& ctx_;
   protocol::frame_stream stream_;
   std::string peer_;
@@ -310,9 +307,7 @@ class supplier_session : public std::enable_shared_from_this<supplier_session>,
   static constexpr std::chrono::steady_clock::rep not_paused =
       std::numeric_limits<std::chrono::steady_clock::rep>::min();
   std::atomic<std::chrono::steady_clock::rep> paused_by_consumer_at_{not_paused};
-  bool tls_drained_ = true;             // TLS: the last read ended in "would block"
   std::uint64_t handshake_ticket_ = 0;  // TLS: in the registry's handshakes while not 0
-  asio::socket_base::wait_type tls_read_wait_ = asio::socket_base::wait_read;  // TLS: its wait
   // CONFIRM frames: null until the first one (a plain supplier pays a null pointer).
   std::unique_ptr<confirm_replies> replies_;
 };
