@@ -197,12 +197,8 @@ void frame_queue::reallocate(std::size_t slots) {
 // high-water mark. What rings keep is gatewayd_queue_slot_bytes: at most queue_capacity x 24 B
 // per consumer.
 void frame_queue::maybe_shrink() noexcept {
-  if (slots_ > std::max(hint_, min_slots)) {
-    ring_bytes.fetch_sub(slots_ * sizeof(frame_slice), std::memory_order_relaxed);
-    ring_.reset();
-    slots_ = 0;
-    head_ = 0;
-  }
+  // (The queue is empty here: reallocate(0) allocates nothing and copies nothing.)
+  if (slots_ > std::max(hint_, min_slots)) reallocate(0);
 }
 
 }  // namespace gatewayd::consumers
