@@ -1,7 +1,8 @@
 // The consumer's start, its hot path (put), its flow state, what its link tells it and its reload.
 // The rest of the active object, by job: consumer_writer.cpp (the writer role, the drain's
-// batches), consumer_pause.cpp (when suppliers pause and go on), consumer_acks.cpp (written and
-// acknowledged frames), consumer_handover.cpp (group members), consumer_close.cpp (its end).
+// batches, and what became of them), consumer_pause.cpp (when suppliers pause and go on),
+// consumer_handover.cpp (its side of group_membership), consumer_close.cpp (its end, with
+// consumer_closing). Its acks are a part of their own (consumer_acks).
 #include "consumers/consumer.hpp"
 
 #include <cassert>
@@ -14,20 +15,18 @@ namespace gatewayd::consumers {
 consumer::consumer(const runtime::executor& ex, consumer_spec spec, options opts)
     : name_(std::move(spec.name)),
       member_(std::move(spec.member)),
-      acks_(spec.ack),
       opts_(opts),
       strand_(runtime::make_strand(ex)),
       queue_(spec.queue_capacity),
       limits_{spec.queue_capacity, spec.queue_bytes, spec.overflow},
       endpoint_(std::move(spec.address)),
       tls_(std::move(spec.tls)),
-      max_unacked_bytes_(spec.max_unacked_bytes),
       capacity_view_(spec.queue_capacity),
       policy_view_(spec.overflow),
       link_(strand_, name_, stats_, backoff(opts.reconnect_initial, opts.reconnect_max),
             opts.limits, *this, spec.ack),
-      grace_timer_(strand_),
-      drain_timer_(strand_) {
+      acks_(spec.ack, spec.max_unacked_bytes, stats_),
+      grace_timer_(strand_) {
   // Every CONFIRM frame it lets go of is counted where it goes (what it owes is its own).
   queue_.count_settled_in(&stats_.confirms_settled);
   drain_.count_settled_in(&stats_.confirms_settled);
@@ -38,8 +37,7 @@ consumer::~consumer() {
   // drain's batch gives its own back.
   const frame_counts left = queue_.clear(std::nullopt);
   if (opts_.budget) opts_.budget->give_back(left.bytes);
-  frames_abandoned(unacked_.all(), std::nullopt);
-  unacked_.pop_front(unacked_.size());
+  acks_.abandon_all(std::nullopt);
 }
 
 std::uint32_t consumer::capacity() const noexcept {
@@ -87,13 +85,14 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
           static_cast<std::uint64_t>((std::chrono::steady_clock::now() - t0).count()),
           std::memory_order_relaxed);
     }
-    if (life_ >= life::closed) {
+    if (closing_.now() >= life::closed) {
       // Only a session that routed by a table older than the one that removed this consumer, or
       // one still reading at a stop, gets here, after its drain ended: counted as its end says
       // (and still shown in /metrics); a stop leaves them unsettled.
+      const drop_reason ending = closing_.ending();
       for (const auto& f : frames)
-        refused.rejected(f, reject_for(ending_));
-      a.drops[static_cast<std::size_t>(ending_)] = frames.size();
+        refused.rejected(f, reject_for(ending));
+      a.drops[static_cast<std::size_t>(ending)] = frames.size();
       take_confirms_locked(confirms_in(frames));
     } else {
       // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
@@ -117,12 +116,12 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         start_drain = true;
       }
       publish_depth_locked();
-      stray = grouped_ && !writable(flow_);
+      stray = membership_.grouped() && !writable(flow_);
     }
   }
   result.queued = a.queued;
   // Only while another member is up to take them: with every member down it holds them.
-  if (stray) hand_over_if_other_up();
+  if (stray) membership_.hand_over_if_other_up();
   carry_out_policy(a, slow_conn);
   result.wrote = start_drain && drain_here;
   if (start_drain) drain_.start(drain_here);
@@ -195,14 +194,14 @@ void consumer::publish_depth_locked() noexcept {
 
 void consumer::on_link_up(std::uint64_t conn) {
   bool start = false;
-  unacked_.connection_up();
+  acks_.connection_up();
   {
     std::lock_guard lock(mutex_);
     conn_ = conn;
     // A write of the previous connection still on its way back (aborted) resumes the drain
     // itself when it returns. What waited meanwhile (frames not acknowledged on the last
     // connection too) keeps the consumer congested until it is written out.
-    const bool waiting = !queue_.empty() || !unacked_.empty();
+    const bool waiting = !queue_.empty() || !acks_.empty();
     if (writer_ == writer::idle && waiting) {
       enter_writer_locked(writer::writing);
       start = true;
@@ -211,7 +210,7 @@ void consumer::on_link_up(std::uint64_t conn) {
   }
   drain_.on_link_up(start);
   if (!start) check_drain();
-  member_came_up();
+  membership_.came_up();
 }
 
 void consumer::on_link_down() {
@@ -226,14 +225,14 @@ void consumer::on_link_down() {
     // Its policy applies to what it holds from now on (the link is down already: a disconnect
     // only discards). Not once its drain has ended: what is left then is counted as the
     // close's reason.
-    if (life_ < life::closed) hold_to_limits_locked(trimmed, released);
+    if (closing_.now() < life::closed) hold_to_limits_locked(trimmed, released);
     publish_depth_locked();
-    if (limits_.policy == overflow_policy::backpressure && life_ == life::open)
+    if (limits_.policy == overflow_policy::backpressure && closing_.now() == life::open)
       paused_.copy_paused_locked(to_tell);
   }
   carry_out_policy(trimmed, 0);
   tell_stalled(to_tell);
-  hand_over_held(handover_cause::failed);
+  membership_.hand_over_held(handover_cause::failed);
 }
 
 void consumer::reconfigure(const consumer_spec& spec) {
@@ -247,7 +246,7 @@ void consumer::reconfigure(const consumer_spec& spec) {
     // New TLS settings redial like a new endpoint: the frame cut mid-write goes whole to the
     // next connection, which handshakes with the new context.
     moved = !(spec.address == endpoint_) || !(spec.tls == tls_);
-    max_unacked_bytes_ = spec.max_unacked_bytes;
+    acks_.set_limit(spec.max_unacked_bytes);
     endpoint_ = spec.address;
     tls_ = spec.tls;
     // From here on frames wait for the new endpoint; a batch already out may still go to the

@@ -1,6 +1,7 @@
 // One downstream consumer as an active object: a queue filled from any thread under the overflow
 // policy and drained by its own writer into the socket its link keeps dialled; it owns the
-// parts (admission, link, drain) and the one lock they share.
+// parts (link, drain, acks, group membership, closing) and the one lock its queue and states
+// share.
 #pragma once
 
 #include <asio.hpp>
@@ -17,15 +18,17 @@
 
 #include "consumers/admission.hpp"
 #include "consumers/confirm_share.hpp"
+#include "consumers/consumer_acks.hpp"
+#include "consumers/consumer_closing.hpp"
 #include "consumers/consumer_link.hpp"
 #include "consumers/consumer_spec.hpp"
 #include "consumers/consumer_stats.hpp"
 #include "consumers/flow_control.hpp"
 #include "consumers/frame_packer.hpp"
 #include "consumers/frame_queue.hpp"
+#include "consumers/group_membership.hpp"
 #include "consumers/paused_suppliers.hpp"
 #include "consumers/strand_drain.hpp"
-#include "consumers/unacked_frames.hpp"
 #include "consumers/write_batch.hpp"
 #include "runtime/executor.hpp"
 
@@ -35,7 +38,9 @@ class consumer_group;
 
 class consumer : public std::enable_shared_from_this<consumer>,
                  private link_events,
-                 private batch_source {
+                 private batch_source,
+                 private membership_owner,
+                 private closing_owner {
  public:
   // The gateway fills every duration from gatewayd.toml; their defaults are the configuration
   // table's (config/settings.cpp), so none is written here.
@@ -98,9 +103,10 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void drain_and_close(std::chrono::milliseconds timeout, drop_reason reason,
                        std::function<void(std::uint64_t undelivered)> done);
 
-  // Group membership (consumer_handover.cpp). Any thread: from now on, what it holds when it
-  // fails (link down, or behind by slow_after) goes to `group`'s other live members (an empty
-  // `group`: to nobody, it keeps what it holds, as a consumer that is not a member).
+  // Group membership (group_membership.hpp; consumer_handover.cpp). Any thread: from now on,
+  // what it holds when it fails (link down, or behind by slow_after) goes to `group`'s other
+  // live members (an empty `group`: to nobody, it keeps what it holds, as a consumer that is not
+  // a member).
   void join(std::weak_ptr<consumer_group> group);
   // A reload removed it from its group: what it has queued goes to `group`'s members now, and
   // again when its drain begins (what passes by the older table gave it meanwhile); what it has
@@ -109,13 +115,13 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // Any thread: frames another member handed over, oldest first, go in front of the queue.
   void take_over(std::span<const frame_slice> frames);
   // Any thread: if it is down (or behind) while another member is up, it hands over.
-  void hand_over_if_down();
+  void hand_over_if_down() { membership_.hand_over_if_down(); }
 
   const std::string& name() const noexcept { return name_; }
   // Its endpoint as written, when it is a group member (the `member` label); else empty.
   const std::string& member() const noexcept { return member_; }
   // It acknowledges what it takes (`ack = true`): fixed for its life (a reload replaces it).
-  bool acks() const noexcept { return acks_; }
+  bool acks() const noexcept { return acks_.acks(); }
   const consumer_stats& stats() const noexcept { return stats_; }
   std::uint32_t capacity() const noexcept;
   overflow_policy policy() const noexcept;
@@ -124,16 +130,10 @@ class consumer : public std::enable_shared_from_this<consumer>,
     return opts_.confirms ? opts_.confirms->frames() : 0;
   }
 
-  // Where its end is, in this order, forward only: open ─▶ draining (drain_and_close() was
-  // called: frames routed to it by the table that still named it are taken, they are its own,
-  // but nobody is paused) ─▶ closed (the drain ended: frames are refused, counted as its
-  // ending_ says; a write may still be out) ─▶ done (complete_close() counted what was left and
-  // told the callers). Every change goes through enter_life_locked(), which asserts this table
-  // (may_enter(): public for its test; nothing else asks it).
-  enum class life : std::uint8_t { open, draining, closed, done };
-  static bool may_enter(life from, life to) noexcept;
-
  private:
+  // Where its end is: the closing part's table (consumer_closing.hpp).
+  using life = consumer_closing::life;
+
   // How frames flow to the consumer's endpoint, under mutex_. Every change goes through
   // enter_locked(), which holds the table of transitions:
   //   disconnected -> keeping_up (link up, nothing waited) | congested (link up, frames waited)
@@ -187,8 +187,20 @@ class consumer : public std::enable_shared_from_this<consumer>,
   void on_link_up(std::uint64_t conn) override;
   void on_link_down() override;
   ack_error on_ack(std::uint64_t conn, std::uint64_t n) override;
-  // For both parts (link_events and batch_source): their handlers hold the consumer.
+  // For every part (link_events, batch_source, membership_owner, closing_owner): their handlers
+  // hold the consumer.
   std::shared_ptr<void> keep_alive() override { return shared_from_this(); }
+
+  // membership_owner (consumer_handover.cpp).
+  const consumer& as_member() const noexcept override { return *this; }
+  void take_held(handover_cause cause, std::vector<frame_slice>& out) override;
+
+  // closing_owner, and the rest of its end (consumer_close.cpp).
+  void end_drain() override;
+  void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
+                   std::function<void(std::uint64_t)> done);
+  void check_drain();
+  void complete_close();
 
   // batch_source, for the drain (strand).
   bool take_batch(write_batch& batch, std::uint64_t& conn) override;
@@ -205,17 +217,10 @@ class consumer : public std::enable_shared_from_this<consumer>,
   bool take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing,
                          bool& parked);
 
-  // Where frames leave this consumer for good (strand). Delivered: written whole to the socket
-  // (a consumer without `ack`) or acknowledged (one with it). Abandoned: held unacknowledged
-  // when it closes. Both give back the reference each frame owns and settle a CONFIRM frame's
-  // entry: delivered, or as `why` says (rejected as removed (4) by a reload's removal, left
-  // unsettled by a stop).
-  void frames_delivered(std::span<const frame_slice> frames) noexcept;
-  void frames_abandoned(std::span<const frame_slice> frames, protocol::give_up why) noexcept;
-  // Strand, under mutex_, writable: frames held for an earlier connection go back in front of
-  // the queue (after what a failed write put back there), to be written first to this one.
+  // Strand, under mutex_, writable: frames an `ack` consumer held for an earlier connection go
+  // back in front of the queue (after what a failed write put back there), to be written first
+  // to this one.
   void redeliver_locked();
-  void publish_unacked() noexcept;
   void fell_behind();
   // Publishes the queue's depth and whether it is at its pause mark (for a group's choice).
   void publish_depth_locked() noexcept;
@@ -254,30 +259,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // it still keeps paused (collected under the lock into `paused`) that their pause is now its own.
   void tell_stalled(const std::vector<std::weak_ptr<flow_control_listener>>& paused);
 
-  // Why a member hands its frames over: its link went down (queued and unacknowledged frames
-  // go), it fell behind (queued ones), or a reload removed it (queued ones).
-  enum class handover_cause : std::uint8_t { failed, slow, removed };
-  // Strand: gives what it holds to its group's other members, if one is up.
-  void hand_over_held(handover_cause cause);
-  // Any thread, after put() gave a member that is down frames: hands them over (on the strand)
-  // if another member is up.
-  void hand_over_if_other_up();
-  // The group it is a member of now (null: none, or gone).
-  std::shared_ptr<consumer_group> group_of() const;
-  // Strand: it is up again; its group's members that are down hand it what they hold.
-  void member_came_up();
-
-  // drain_and_close (strand), in consumer_close.cpp.
-  void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
-                   std::function<void(std::uint64_t)> done);
-  void check_drain();
-  void finish_drain();
-  void complete_close();
-  void enter_life_locked(life next) noexcept;
-
   const std::string name_;
   const std::string member_;
-  const bool acks_;
   consumer_stats stats_;
   const options opts_;
   runtime::strand strand_;
@@ -292,14 +275,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
   std::optional<consumer_tls> tls_;
   flow flow_ = flow::disconnected;
   writer writer_ = writer::idle;
-  life life_ = life::open;                     // under mutex_; its table at may_enter()
-  drop_reason ending_ = drop_reason::removed;  // why it drains: removed, or shutdown (a stop)
-  std::uint64_t max_unacked_bytes_;            // an `ack` consumer's limit (reloadable)
-  std::uint64_t conn_ = 0;                     // the connection writes go to
+  std::uint64_t conn_ = 0;  // the connection writes go to
   paused_suppliers paused_;
-  // The group it hands over to when it fails (none: not a member).
-  std::weak_ptr<consumer_group> group_;
-  bool grouped_ = false;
   frame_packer packer_;  // a congested consumer's own chunks for sparse frames
 
   // Read without the lock by capacity() and policy().
@@ -309,20 +286,11 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // The parts.
   consumer_link link_;                         // strand-only
   strand_drain drain_{strand_, link_, *this};  // the writer
+  consumer_acks acks_;                         // strand-only but its limit
+  group_membership membership_{strand_, *this, stats_};
+  consumer_closing closing_{strand_, *this};  // its life and ending under mutex_, else strand
 
   asio::steady_timer grace_timer_;  // strand-only: a refusing consumer's slow_after
-
-  // An `ack` consumer's frames written and not acknowledged yet, strand-only.
-  unacked_frames unacked_;
-
-  // drain_and_close, strand-only.
-  // (Its life and ending_ are above, under the lock.)
-  struct closing_state {
-    bool armed = false;  // begin_drain ran: the deadline is set and `done` collects callers
-    std::chrono::steady_clock::time_point deadline{};
-    std::vector<std::function<void(std::uint64_t)>> done;
-  } close_;
-  asio::steady_timer drain_timer_;
 };
 
 }  // namespace gatewayd::consumers

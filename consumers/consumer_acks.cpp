@@ -1,63 +1,56 @@
-// Where a consumer's written frames go: settled at once, or, for an `ack = true` consumer,
-// held until its acks cover them and redelivered first on its next connection.
-#include "consumers/consumer.hpp"
+// Where a consumer's written frames go: settled at once, or held until acknowledged.
+#include "consumers/consumer_acks.hpp"
 
 namespace gatewayd::consumers {
 
-void consumer::batch_sent(write_batch& batch, std::size_t n) {
-  frame_counts sent;
-  if (!acks_) {
-    sent = batch.written(n);  // delivered in the same walk that finds them
-  } else {
-    const auto written = batch.take_written(n);
-    sent = written.counts();
-    if (sent.frames) unacked_.push_back(written.slices);
+frame_counts consumer_acks::written(write_batch& batch, std::size_t n) {
+  if (!acks_) return batch.written(n);  // delivered in the same walk that finds them
+  const auto written = batch.take_written(n);
+  if (!written.slices.empty()) {
+    unacked_.push_back(written.slices);
+    publish();
   }
-  if (!sent.frames) return;
-  // Held frames leave the queue budget: max_unacked_bytes bounds them.
-  if (opts_.budget) opts_.budget->give_back(sent.bytes);
-  stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
-  stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
-  if (acks_) publish_unacked();
+  return written.counts();
 }
 
-ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
-  // The link passes on only acks of the connection up, and on_link_up() restarted the count.
-  std::size_t covered = 0;
+ack_error consumer_acks::acknowledge(std::uint64_t n, std::size_t& covered) {
+  // The link passes on only acks of the connection up, and connection_up() restarted the count.
   if (const auto e = unacked_.acknowledge(n, covered); e != ack_error::none) return e;
   if (covered) {
-    frames_delivered(unacked_.front(covered));
+    protocol::deliver_slices(unacked_.front(covered), &stats_.confirms_settled);
     unacked_.pop_front(covered);
-    publish_unacked();
-    // Acks settle what it owes: suppliers a backpressure consumer paused for its share go on.
-    if (policy() == overflow_policy::backpressure) resume_if_below_low_water();
+    publish();
   }
-  if (!resume_parked_writer()) check_drain();
   return ack_error::none;
 }
 
-void consumer::redeliver_locked() {
-  if (!unacked_.redeliver_on(conn_)) return;
+frame_counts consumer_acks::redeliver_to(frame_queue& queue, std::uint64_t conn) {
+  if (!unacked_.redeliver_on(conn)) return {};
   const auto held = unacked_.all();
-  queue_.push_front_batch(held);  // the references move with the frames
-  const std::uint64_t bytes = unacked_.pop_front(held.size());
-  // Queued again: they count against the gateway-wide budget as any queued frame.
-  if (opts_.budget) opts_.budget->take(bytes);
-  stats_.redelivered_frames.fetch_add(held.size(), std::memory_order_relaxed);
-  publish_unacked();
-  publish_depth_locked();
+  queue.push_front_batch(held);  // the references move with the frames
+  const frame_counts moved{held.size(), unacked_.pop_front(held.size())};
+  stats_.redelivered_frames.fetch_add(moved.frames, std::memory_order_relaxed);
+  publish();
+  return moved;
 }
 
-void consumer::frames_delivered(std::span<const frame_slice> frames) noexcept {
-  protocol::deliver_slices(frames, &stats_.confirms_settled);
+void consumer_acks::hand_over(std::vector<frame_slice>& out) {
+  if (unacked_.empty()) return;
+  const auto held = unacked_.all();
+  out.insert(out.end(), held.begin(), held.end());
+  unacked_.pop_front(held.size());  // the references move with the frames
+  publish();
 }
 
-void consumer::frames_abandoned(std::span<const frame_slice> frames,
-                                protocol::give_up why) noexcept {
-  protocol::reject_slices(frames, why, &stats_.confirms_settled);
+std::size_t consumer_acks::abandon_all(protocol::give_up why) noexcept {
+  const std::size_t n = unacked_.size();
+  protocol::reject_slices(unacked_.all(), why, &stats_.confirms_settled);
+  unacked_.pop_front(n);
+  publish();
+  return n;
 }
 
-void consumer::publish_unacked() noexcept {
+void consumer_acks::publish() noexcept {
   stats_.unacked_frames.store(unacked_.size(), std::memory_order_relaxed);
   stats_.unacked_bytes.store(unacked_.bytes(), std::memory_order_relaxed);
 }

@@ -1,6 +1,5 @@
-// How a consumer ends: drain what it holds for a bounded time, then close and report.
-#include <cassert>
-
+// How a consumer ends: drain what it holds for a bounded time, then close and report. Its end's
+// state and deadline are the closing part's (consumer_closing.hpp); this is what the end does.
 #include "consumers/consumer.hpp"
 #include "runtime/log.hpp"
 
@@ -10,10 +9,7 @@ void consumer::drain_and_close(std::chrono::milliseconds timeout, drop_reason re
                                std::function<void(std::uint64_t)> done) {
   {
     std::lock_guard lock(mutex_);
-    if (life_ == life::open) {
-      enter_life_locked(life::draining);
-      ending_ = reason;
-    }
+    closing_.begin(reason);
   }
   asio::post(strand_,
              [self = shared_from_this(), timeout, reason, done = std::move(done)]() mutable {
@@ -28,23 +24,13 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
   bool ended = false;
   {
     std::lock_guard lock(mutex_);
-    ended = life_ == life::done;
+    ended = closing_.now() == life::done;
   }
   if (ended) {
     if (done) done(0);
     return;
   }
-  if (done) close_.done.push_back(std::move(done));
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  if (!close_.armed || deadline < close_.deadline) {
-    close_.armed = true;
-    close_.deadline = deadline;
-    drain_timer_.expires_at(deadline);
-    drain_timer_.async_wait([self = shared_from_this()](std::error_code ec) {
-      // Cancelled: re-armed for an earlier deadline, or already finished.
-      if (!ec) self->finish_drain();
-    });
-  }
+  closing_.arm(timeout, std::move(done));
   // No new table routes to it: what it holds must not keep any supplier waiting.
   {
     std::lock_guard lock(mutex_);
@@ -53,91 +39,65 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
   paused_.resume_released();
   // A member a reload removed from its group: what passes by the older table gave it since the
   // reload goes to the other members too (no pass routes to it any more).
-  if (reason == drop_reason::removed) hand_over_held(handover_cause::removed);
+  if (reason == drop_reason::removed) membership_.hand_over_held(handover_cause::removed);
   check_drain();
 }
 
 // Called whenever the drain may have progressed: finishes once the queue is empty and no
 // write is out, or, after the deadline, once the write that was out has come back.
 void consumer::check_drain() {
-  if (!close_.armed) return;
+  if (!closing_.armed()) return;
   bool idle = false;
   bool empty = false;
   bool finishing = false;
   {
     std::lock_guard lock(mutex_);
-    if (life_ == life::done) return;
+    if (closing_.now() == life::done) return;
     idle = writer_ == writer::idle;
     // An `ack` consumer's frames are its own once acknowledged.
-    empty = queue_.empty() && unacked_.empty();
-    finishing = life_ == life::closed;
+    empty = queue_.empty() && acks_.empty();
+    finishing = closing_.now() == life::closed;
   }
   if (finishing) {
     if (idle) complete_close();
   } else if (idle && empty) {
-    finish_drain();
+    end_drain();
   }
 }
 
-void consumer::finish_drain() {
+// The drain ended: emptied, or out of time.
+void consumer::end_drain() {
   {
     std::lock_guard lock(mutex_);
-    if (life_ >= life::closed) return;
-    enter_life_locked(life::closed);
+    if (closing_.now() >= life::closed) return;
+    closing_.enter(life::closed);
   }
-  drain_timer_.cancel();
+  closing_.cancel_deadline();
   link_.shut();
   check_drain();
 }
 
 void consumer::complete_close() {
   frame_counts left;
-  drop_reason why = drop_reason::shutdown;  // ending_, read under the lock
+  drop_reason why = drop_reason::shutdown;  // the ending, read under the lock
   {
     std::lock_guard lock(mutex_);
-    enter_life_locked(life::done);
-    why = ending_;
+    closing_.enter(life::done);
+    why = closing_.ending();
     left = queue_.clear(reject_for(why));
     publish_depth_locked();
     paused_.release_locked();
   }
   if (opts_.budget) opts_.budget->give_back(left.bytes);
   // Held, never acknowledged: counted with what was still queued.
-  left.frames += unacked_.size();
-  frames_abandoned(unacked_.all(), reject_for(why));
-  unacked_.pop_front(unacked_.size());
-  publish_unacked();
+  left.frames += acks_.abandon_all(reject_for(why));
   if (left.frames) {
     stats_.dropped[static_cast<std::size_t>(why)].fetch_add(left.frames, std::memory_order_relaxed);
   }
   paused_.resume_released();
   GW_LOG(info) << "consumer " << name_ << " closed; " << left.frames << " frames undelivered ("
                << to_string(why) << ")";
-  auto done = std::move(close_.done);
-  close_.done.clear();
-  for (auto& d : done)
-    d(left.frames);
-}
-
-// The table in consumer.hpp.
-bool consumer::may_enter(life from, life to) noexcept {
-  switch (from) {
-    case life::open:
-      return to == life::draining;
-    case life::draining:
-      return to == life::closed;
-    case life::closed:
-      return to == life::done;
-    case life::done:
-      return false;
-  }
-  return false;
-}
-
-// Under mutex_, the one place its end moves: anything the table does not hold is a bug.
-void consumer::enter_life_locked(life next) noexcept {
-  assert(may_enter(life_, next));
-  life_ = next;
+  closing_.report(left.frames);
 }
 
 }  // namespace gatewayd::consumers

@@ -8,7 +8,7 @@ namespace gatewayd::consumers {
 
 // Only a group's choice reads it: a consumer of its own pays nothing for it.
 void consumer::publish_pause_mark_locked() noexcept {
-  if (!grouped_) return;
+  if (!membership_.grouped()) return;
   stats_.at_pause_mark.store(pause_mark_locked(false) != pause_mark::none,
                              std::memory_order_relaxed);
 }
@@ -21,7 +21,7 @@ void consumer::publish_pause_mark_locked() noexcept {
 // dropped before the grace is over. A draining consumer takes what was routed to it but pauses
 // nobody: new frames go by a table that no longer names it.
 consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcept {
-  if (life_ != life::open) return pause_mark::none;
+  if (closing_.now() != life::open) return pause_mark::none;
   // Owing its share of the confirm bound it is full too; only its own suppliers pause for it.
   const bool full = at_limit(queue_, limits_) || over_budget ||
                     (limits_.policy == overflow_policy::backpressure && owes_share());
@@ -35,7 +35,7 @@ bool consumer::below_low_water_locked() const noexcept {
   // Suppliers paused on this consumer are released when it stops taking frames (closing);
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
-  if (life_ != life::open) return true;
+  if (closing_.now() != life::open) return true;
   // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
   // (put()); they go on once it is down to half its limits.
   const bool caught_up =

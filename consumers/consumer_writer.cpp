@@ -23,7 +23,7 @@ void consumer::enter_writer_locked(writer to) noexcept {
 bool consumer::resume_parked_writer() {
   {
     std::lock_guard lock(mutex_);
-    if (writer_ != writer::parked || unacked_.bytes() >= max_unacked_bytes_) return false;
+    if (writer_ != writer::parked || acks_.full()) return false;
     enter_writer_locked(writer::writing);
   }
   drain_.start(true);
@@ -54,15 +54,15 @@ bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
 
 bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing,
                                  bool& parked) {
-  if (writable(flow_) && acks_) redeliver_locked();
+  if (writable(flow_)) redeliver_locked();
   if (writable(flow_) && !queue_.empty()) {
-    if (acks_ && unacked_.bytes() >= max_unacked_bytes_) {
+    if (acks_.full()) {
       enter_writer_locked(writer::parked);
       parked = true;
       return false;
     }
     // Never more than the room left under max_unacked_bytes (but one frame always goes).
-    batch.fill(queue_, acks_ ? max_unacked_bytes_ - unacked_.bytes() : write_batch::max_bytes);
+    batch.fill(queue_, acks_.room());
     conn = conn_;
     publish_depth_locked();
     return true;
@@ -122,7 +122,7 @@ void consumer::fell_behind() {
   carry_out_policy(trimmed, slow_conn);
   paused_.resume_released();
   tell_stalled(to_tell);
-  hand_over_held(handover_cause::slow);
+  membership_.hand_over_held(handover_cause::slow);
 }
 
 void consumer::batch_failed(write_batch& batch) {
@@ -151,7 +151,36 @@ void consumer::batch_failed(write_batch& batch) {
         discarded.frames, std::memory_order_relaxed);
   }
   // A group member's batch back from a connection that went down follows what it handed over.
-  hand_over_held(handover_cause::failed);
+  membership_.hand_over_held(handover_cause::failed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// What became of a batch's frames: written, and, for an `ack` consumer, acknowledged
+
+void consumer::batch_sent(write_batch& batch, std::size_t n) {
+  const frame_counts sent = acks_.written(batch, n);
+  if (!sent.frames) return;
+  // Held frames leave the queue budget: max_unacked_bytes bounds them.
+  if (opts_.budget) opts_.budget->give_back(sent.bytes);
+  stats_.sent_frames.fetch_add(sent.frames, std::memory_order_relaxed);
+  stats_.sent_bytes.fetch_add(sent.bytes, std::memory_order_relaxed);
+}
+
+ack_error consumer::on_ack(std::uint64_t, std::uint64_t n) {
+  std::size_t covered = 0;
+  if (const auto e = acks_.acknowledge(n, covered); e != ack_error::none) return e;
+  // Acks settle what it owes: suppliers a backpressure consumer paused for its share go on.
+  if (covered && policy() == overflow_policy::backpressure) resume_if_below_low_water();
+  if (!resume_parked_writer()) check_drain();
+  return ack_error::none;
+}
+
+void consumer::redeliver_locked() {
+  const frame_counts moved = acks_.redeliver_to(queue_, conn_);
+  if (!moved.frames) return;
+  // Queued again: they count against the gateway-wide budget as any queued frame.
+  if (opts_.budget) opts_.budget->take(moved.bytes);
+  publish_depth_locked();
 }
 
 }  // namespace gatewayd::consumers

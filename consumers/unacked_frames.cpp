@@ -3,7 +3,7 @@
 namespace gatewayd::consumers {
 
 unacked_frames::~unacked_frames() {
-  // The consumer abandons what it holds before it goes (consumer::frames_abandoned); anything
+  // The consumer abandons what it holds before it goes (consumer_acks::abandon_all); anything
   // left here goes with the gateway, unsettled.
   protocol::reject_slices(all(), std::nullopt);
 }

@@ -445,7 +445,7 @@ BOOST_AUTO_TEST_CASE(a_tls_consumer_acks_through_its_tls_connection) {
 }
 
 // A reload that removes an `ack = true` consumer which never acknowledges: its drain waits for
-// acks until drain_timeout_ms, then what it still holds is let go (frames_abandoned) and
+// acks until drain_timeout_ms, then what it still holds is let go (consumer_acks::abandon_all) and
 // counted as dropped with reason removed, beside what was still queued. Before: the frames
 // counted as sent when written, nothing counted at the removal.
 BOOST_AUTO_TEST_CASE(a_removed_ack_consumer_counts_what_it_held_as_removed) {

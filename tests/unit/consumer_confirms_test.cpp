@@ -1,7 +1,7 @@
 // Every way a consumer gives up a queued CONFIRM frame settles its ledger entry exactly once,
 // with the right reason: evictions and refusals by each overflow policy, a disconnect
 // discarding, trimming at congestion, a cleared queue, a discarded write batch; a write hands
-// its frames over unsettled for the consumer's frames_delivered(); packed copies carry the
+// its frames over unsettled for consumer_acks to deliver once acknowledged; packed copies carry the
 // entry. Real ledgers, real chunks, no sockets.
 #include <boost/test/unit_test.hpp>
 
@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(a_write_hands_its_frames_over_and_a_discard_rejects_the_res
   BOOST_TEST(done.slices.size() == 2u);
   std::map<std::uint64_t, reject_reason> rejects;
   BOOST_TEST(f.settle(rejects) == 0u);    // handed over, not yet settled
-  protocol::deliver_slices(done.slices);  // what consumer::frames_delivered() does
+  protocol::deliver_slices(done.slices);  // what consumer_acks::acknowledge() does
   BOOST_TEST(f.settle(rejects) == 2u);
   batch.discard(reject_reason::dropped);  // the disconnect policy fired during the write
   BOOST_TEST(f.settle(rejects) == 5u);

@@ -1,6 +1,7 @@
 // The consumer's asserted transition tables, held to the ones their headers write down: the
-// link's state (consumer_link.hpp) and the consumer's end (`life`, consumer.hpp). Every pair is
-// asked, so a transition the table lets through that the comment does not list fails here too.
+// link's state (consumer_link.hpp) and the consumer's end (`life`, consumer_closing.hpp). Every
+// pair is asked, so a transition the table lets through that the comment does not list fails here
+// too.
 #include <boost/test/unit_test.hpp>
 
 #include <array>
@@ -8,7 +9,7 @@
 #include <string_view>
 #include <utility>
 
-#include "consumers/consumer.hpp"
+#include "consumers/consumer_closing.hpp"
 #include "consumers/consumer_link.hpp"
 
 namespace gc = gatewayd::consumers;
@@ -78,12 +79,12 @@ BOOST_AUTO_TEST_CASE(the_link_refuses_the_shortcuts) {
 }
 
 BOOST_AUTO_TEST_CASE(a_consumer_ends_forward_only_one_step_at_a_time) {
-  using l = gc::consumer::life;
+  using l = gc::consumer_closing::life;
   const std::set<std::pair<l, l>> legal{
       {l::open, l::draining}, {l::draining, l::closed}, {l::closed, l::done}};
-  holds_to(&gc::consumer::may_enter, legal,
+  holds_to(&gc::consumer_closing::may_enter, legal,
            std::array<std::string_view, 4>{"open", "draining", "closed", "done"});
-  BOOST_TEST(!gc::consumer::may_enter(l::open, l::closed));  // a close with no drain begun
-  BOOST_TEST(!gc::consumer::may_enter(l::done, l::open));
-  BOOST_TEST(!gc::consumer::may_enter(l::closed, l::closed));
+  BOOST_TEST(!gc::consumer_closing::may_enter(l::open, l::closed));  // a close with no drain begun
+  BOOST_TEST(!gc::consumer_closing::may_enter(l::done, l::open));
+  BOOST_TEST(!gc::consumer_closing::may_enter(l::closed, l::closed));
 }

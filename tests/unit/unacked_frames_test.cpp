@@ -65,7 +65,7 @@ BOOST_AUTO_TEST_CASE(holds_in_order_and_lets_go_from_the_front) {
     const auto front = held.front(2);
     BOOST_TEST(front[0].offset == 0u);
     BOOST_TEST(front[1].offset == 100u);
-    gp::deliver_slices(front);  // what consumer::frames_delivered() does
+    gp::deliver_slices(front);  // what consumer_acks::acknowledge() does
     BOOST_TEST(held.pop_front(2) == 200u);
     BOOST_TEST(held.size() == 3u);
     BOOST_TEST(held.bytes() == 300u);
