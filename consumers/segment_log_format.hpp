@@ -24,11 +24,9 @@ inline std::error_code last_error() noexcept {
 }
 
 // [u32 length][u32 crc32c of length, time, payload][i64 time ms][payload], host byte order.
-inline std::uint32_t record_crc(const std::byte* rec, const std::byte* payload,
-                                std::uint32_t length) noexcept {
-  std::uint32_t crc = runtime::crc32c(0, rec, 4);
-  crc = runtime::crc32c(crc, rec + 8, 8);
-  return runtime::crc32c(crc, payload, length);
+// The time and the payload follow each other: two runs for the checksum.
+inline std::uint32_t record_crc(const std::byte* rec, std::uint32_t length) noexcept {
+  return runtime::crc32c(runtime::crc32c(0, rec, 4), rec + 8, 8 + std::size_t{length});
 }
 
 inline void encode(std::byte* rec, std::span<const std::byte> payload, std::int64_t ms) noexcept {
@@ -36,7 +34,7 @@ inline void encode(std::byte* rec, std::span<const std::byte> payload, std::int6
   std::memcpy(rec, &length, 4);
   std::memcpy(rec + 8, &ms, 8);
   if (!payload.empty()) std::memcpy(rec + 16, payload.data(), payload.size());
-  const std::uint32_t crc = record_crc(rec, payload.data(), length);
+  const std::uint32_t crc = record_crc(rec, length);
   std::memcpy(rec + 4, &crc, 4);
 }
 
@@ -56,7 +54,7 @@ inline std::int64_t ms_of(const std::byte* rec) noexcept {
 inline bool checks(const std::byte* rec) noexcept {
   std::uint32_t crc;
   std::memcpy(&crc, rec + 4, 4);
-  return crc == record_crc(rec, rec + 16, length_of(rec));
+  return crc == record_crc(rec, length_of(rec));
 }
 
 struct head_slot {
