@@ -112,7 +112,7 @@ class segment_log {
   };
   struct segment_file {
     std::uint64_t number = 0;
-    std::uint64_t end = 0;  // bytes of whole records (for the last one: written to the file)
+    std::uint64_t end = 0;  // bytes of whole records (the last one: in the file and buffered)
   };
   struct read_record {
     std::uint32_t length = 0;
