@@ -1,5 +1,6 @@
 // Which store a consumer's spool should keep its frames in (issue 46): the same shape through
-// an append-only segment log, LMDB and SQLite, against the disk's own sequential write rate.
+// the spool's segment log (consumers/segment_log.hpp), LMDB and SQLite, against the disk's own
+// sequential write rate.
 //
 // The shape: N frames of S bytes appended in order, made durable every B frames (the group
 // commit a spool thread would do once per spool_sync_ms), then read back in order, each frame
@@ -12,7 +13,6 @@
 // DIR must be on the disk to measure (not a tmpfs); each store's files are removed after it.
 #include <fcntl.h>
 #include <lmdb.h>
-#include <nmmintrin.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,14 +24,19 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
+
+#include "consumers/segment_log.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
+namespace consumers = gatewayd::consumers;
 using clock_type = std::chrono::steady_clock;
 
 struct shape {
@@ -64,20 +69,6 @@ void check_frame(std::uint64_t seq, const char* in, std::size_t size) {
     if (in[i] != static_cast<char>((seq * 31 + i) & 0xff))
       fail("frame " + std::to_string(seq) + " corrupt");
   }
-}
-
-// CRC32C with the SSE4.2 instruction (the segment log's record checksum).
-std::uint32_t crc32c(const char* p, std::size_t n) {
-  std::uint64_t c = 0xffffffffu;
-  for (; n >= 8; n -= 8, p += 8) {
-    std::uint64_t v;
-    std::memcpy(&v, p, 8);
-    c = _mm_crc32_u64(c, v);
-  }
-  auto c32 = static_cast<std::uint32_t>(c);
-  for (; n > 0; --n, ++p)
-    c32 = _mm_crc32_u8(c32, static_cast<unsigned char>(*p));
-  return c32 ^ 0xffffffffu;
 }
 
 std::uint64_t bytes_under(const fs::path& dir) {
@@ -127,107 +118,53 @@ class raw_writes final : public store {
   std::vector<char> buf_;
 };
 
-// Records [length u32][crc32c u32][frame] appended to 64 MiB segments, fdatasync per commit;
-// read back in order, each checksum checked, a segment unlinked once read whole.
-class segment_log final : public store {
+// The spool's own log (consumers/segment_log.hpp): records [length][crc32c][time][frame] in
+// 64 MiB segment files, one append() and sync() per commit; read back in order (each checksum
+// checked), consumed, and the head made durable by a sync() per commit; a file is unlinked once
+// the head has passed it.
+class segments final : public store {
  public:
-  static constexpr std::uint64_t segment_bytes = 64u << 20;
-  explicit segment_log(const fs::path& dir) : dir_(dir / "segments") {
-    fs::create_directories(dir_);
-  }
-  ~segment_log() override {
-    if (wfd_ >= 0) ::close(wfd_);
-    if (rfd_ >= 0) ::close(rfd_);
+  explicit segments(const fs::path& dir) {
+    consumers::segment_log_opened opened;
+    std::error_code ec;
+    log_ = consumers::segment_log::open(dir / "segments", {}, opened, ec);
+    if (!log_) fail("open segment log: " + ec.message());
   }
   void append_commit(std::uint64_t from, std::uint64_t n, std::size_t size) override {
-    buf_.clear();
-    std::vector<char> frame(size);
+    frames_.resize(n * size);
+    spans_.clear();
     for (std::uint64_t i = 0; i < n; ++i) {
-      if (wfd_ < 0 || written_ + buf_.size() >= segment_bytes) roll();
-      fill_frame(from + i, frame.data(), size);
-      const auto len = static_cast<std::uint32_t>(size);
-      const std::uint32_t crc = crc32c(frame.data(), size);
-      buf_.insert(buf_.end(), reinterpret_cast<const char*>(&len),
-                  reinterpret_cast<const char*>(&len) + 4);
-      buf_.insert(buf_.end(), reinterpret_cast<const char*>(&crc),
-                  reinterpret_cast<const char*>(&crc) + 4);
-      buf_.insert(buf_.end(), frame.begin(), frame.end());
+      fill_frame(from + i, frames_.data() + i * size, size);
+      spans_.emplace_back(reinterpret_cast<const std::byte*>(frames_.data() + i * size), size);
     }
-    flush();
-    check_posix(::fdatasync(wfd_) == 0, "fdatasync segment");
+    check(log_->append(spans_), "append");
+    check(log_->sync(), "sync");
   }
   void read_delete(std::uint64_t from, std::uint64_t n, std::size_t size) override {
-    const std::size_t record = 8 + size;
-    for (std::uint64_t i = 0; i < n; ++i) {
-      if (rbuf_at_ + record > rbuf_.size()) refill(record);
-      const char* rec = rbuf_.data() + rbuf_at_;
-      rbuf_at_ += record;
-      std::uint32_t len = 0, crc = 0;
-      std::memcpy(&len, rec, 4);
-      std::memcpy(&crc, rec + 4, 4);
-      if (len != size || crc != crc32c(rec + 8, size)) fail("torn record");
-      check_frame(from + i, rec + 8, size);
+    out_.clear();
+    sizes_.clear();
+    while (sizes_.size() < n) {
+      const std::size_t before = sizes_.size();
+      check(log_->read((n - sizes_.size()) * size, out_, sizes_), "read");
+      if (sizes_.size() == before) fail("segment log read short");
     }
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (sizes_[i] != size) fail("segment log: a record of the wrong size");
+      check_frame(from + i, reinterpret_cast<const char*>(out_.data()) + i * size, size);
+    }
+    check(log_->consume(n), "consume");
+    check(log_->sync(), "sync");
   }
 
  private:
-  void flush() {
-    if (buf_.empty()) return;
-    check_posix(::write(wfd_, buf_.data(), buf_.size()) == static_cast<ssize_t>(buf_.size()),
-                "write segment");
-    written_ += buf_.size();
-    buf_.clear();
+  static void check(std::error_code ec, const char* what) {
+    if (ec) fail(std::string("segment log ") + what + ": " + ec.message());
   }
-  void roll() {
-    if (wfd_ >= 0) {
-      flush();
-      check_posix(::fdatasync(wfd_) == 0, "fdatasync segment");
-      ::close(wfd_);
-    }
-    const fs::path p = dir_ / std::to_string(segments_++);
-    wfd_ = ::open(p.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-    check_posix(wfd_ >= 0, "open segment");
-    written_ = 0;
-  }
-  // The next 1 MiB of records (whole ones: a partial one at the end moves to the front).
-  void refill(std::size_t record) {
-    if (rfd_ < 0 || read_at_ >= rsize_) next_read_segment();
-    rbuf_.erase(rbuf_.begin(), rbuf_.begin() + static_cast<std::ptrdiff_t>(rbuf_at_));
-    rbuf_at_ = 0;
-    const std::size_t want = std::min<std::uint64_t>(1u << 20, rsize_ - read_at_);
-    const std::size_t had = rbuf_.size();
-    rbuf_.resize(had + want);
-    check_posix(::pread(rfd_, rbuf_.data() + had, want, static_cast<off_t>(read_at_)) ==
-                    static_cast<ssize_t>(want),
-                "pread segment");
-    read_at_ += want;
-    if (rbuf_.size() < record) fail("torn record at a segment's end");
-  }
-  void next_read_segment() {
-    if (rfd_ >= 0) {
-      ::close(rfd_);
-      fs::remove(dir_ / std::to_string(reading_ - 1));  // read whole: gone
-    }
-    const fs::path p = dir_ / std::to_string(reading_++);
-    rfd_ = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    check_posix(rfd_ >= 0, "open segment for reading");
-    struct stat st {};
-    check_posix(::fstat(rfd_, &st) == 0, "fstat segment");
-    rsize_ = static_cast<std::uint64_t>(st.st_size);
-    read_at_ = 0;
-  }
-
-  fs::path dir_;
-  std::vector<char> buf_;
-  int wfd_ = -1;
-  std::uint64_t written_ = 0;
-  std::uint64_t segments_ = 0;
-  int rfd_ = -1;
-  std::uint64_t reading_ = 0;
-  std::uint64_t read_at_ = 0;
-  std::uint64_t rsize_ = 0;
-  std::vector<char> rbuf_;
-  std::size_t rbuf_at_ = 0;
+  std::unique_ptr<consumers::segment_log> log_;
+  std::vector<char> frames_;
+  std::vector<std::span<const std::byte>> spans_;
+  std::vector<std::byte> out_;
+  std::vector<std::uint32_t> sizes_;
 };
 
 void check_mdb(int rc, const char* what) {
@@ -357,7 +294,7 @@ class sqlite_store final : public store {
 
 std::unique_ptr<store> make(const std::string& name, const fs::path& dir) {
   if (name == "raw") return std::make_unique<raw_writes>(dir);
-  if (name == "segments") return std::make_unique<segment_log>(dir);
+  if (name == "segments") return std::make_unique<segments>(dir);
   if (name == "lmdb") return std::make_unique<lmdb_store>(dir);
   if (name == "sqlite") return std::make_unique<sqlite_store>(dir);
   fail("unknown store " + name);

@@ -1,0 +1,187 @@
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "tests/support/segment_log_files.hpp"
+
+using namespace gatewayd::test::segment_log_files;
+
+BOOST_AUTO_TEST_CASE(round_trip_in_order_across_segments_consume_deletes_whole_files) {
+  temp_dir tmp;
+  const segment_log_options small{.segment_bytes = 4096, .write_buffer = 4096};
+  auto log = open_log(tmp.spool(), small);
+  for (std::uint64_t at = 0; at < 300; at += 10)
+    BOOST_REQUIRE(!append(*log, at, 10, 100));
+  BOOST_TEST(log->records() == 300u);
+  BOOST_TEST(log->bytes() == 300u * 100);
+  BOOST_REQUIRE(!log->sync());
+  // 116-byte records, a new file once one passed 4,096 bytes at a call's start: 40 a file.
+  const std::size_t files = segment_files(tmp.spool()).size();
+  BOOST_TEST(files == 8u);
+  BOOST_TEST(log->segment_files() == files);
+
+  std::vector<std::uint64_t> seen;
+  while (log->unread_records() > 0) {
+    const auto part = read_seqs(*log, 1000);  // 10 frames a read
+    BOOST_TEST(part.size() == 10u);
+    seen.insert(seen.end(), part.begin(), part.end());
+  }
+  BOOST_TEST(seen == range(0, 300));
+  BOOST_TEST(log->records() == 300u);  // read, not consumed
+
+  BOOST_REQUIRE(!log->consume(39));  // the first file's 40th record is still held
+  BOOST_TEST(segment_files(tmp.spool()).size() == files);
+  BOOST_REQUIRE(!log->consume(1));
+  BOOST_TEST(segment_files(tmp.spool()).size() == files - 1);
+  BOOST_REQUIRE(!log->consume(120));
+  BOOST_TEST(segment_files(tmp.spool()).size() == files - 4);
+  BOOST_TEST(log->records() == 140u);
+  BOOST_TEST(log->bytes() == 140u * 100);
+  BOOST_REQUIRE(!log->consume(140));
+  BOOST_TEST(segment_files(tmp.spool()).size() == 1u);  // the one being written
+  BOOST_TEST(log->records() == 0u);
+  BOOST_TEST((log->consume(1) == std::errc::invalid_argument));
+}
+
+BOOST_AUTO_TEST_CASE(reopen_after_sync_resumes_at_the_persisted_head) {
+  temp_dir tmp;
+  const segment_log_options small{.segment_bytes = 4096, .write_buffer = 4096};
+  {
+    auto log = open_log(tmp.spool(), small);
+    for (std::uint64_t at = 0; at < 100; at += 10)
+      BOOST_REQUIRE(!append(*log, at, 10, 100));
+    BOOST_TEST(read_seqs(*log, 4500) == range(0, 45));
+    BOOST_REQUIRE(!log->consume(45));  // past the first file
+    BOOST_REQUIRE(!log->sync());
+  }
+  segment_log_opened opened;
+  auto log = open_log(tmp.spool(), small, opened);
+  BOOST_TEST(opened.records == 55u);
+  BOOST_TEST(opened.bytes == 55u * 100);
+  BOOST_TEST(opened.torn_records_cut == 0u);
+  BOOST_TEST(log->records() == 55u);
+  BOOST_TEST(read_seqs(*log) == range(45, 100));
+  // Appending after a reopen continues behind what it held.
+  BOOST_REQUIRE(!append(*log, 100, 5, 100));
+  BOOST_TEST(read_seqs(*log) == range(100, 105));
+}
+
+BOOST_AUTO_TEST_CASE(reopen_without_syncing_the_head_delivers_from_the_older_head) {
+  temp_dir tmp;
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_REQUIRE(!append(*log, 0, 50, 100));
+    BOOST_REQUIRE(!log->sync());
+    BOOST_TEST(read_seqs(*log, 1000) == range(0, 10));
+    BOOST_REQUIRE(!log->consume(10));
+    BOOST_REQUIRE(!log->sync());  // the head at 10 is durable
+    BOOST_TEST(read_seqs(*log, 2000) == range(10, 30));
+    BOOST_REQUIRE(!log->consume(20));  // the head at 30 is not
+  }
+  segment_log_opened opened;
+  auto log = open_log(tmp.spool(), {}, opened);
+  BOOST_TEST(opened.records == 40u);  // 10..29 again: at-least-once
+  BOOST_TEST(read_seqs(*log) == range(10, 50));
+}
+
+BOOST_AUTO_TEST_CASE(a_head_whose_file_was_unlinked_reads_from_the_oldest_file_left) {
+  temp_dir tmp;
+  const segment_log_options small{.segment_bytes = 4096, .write_buffer = 4096};
+  {
+    auto log = open_log(tmp.spool(), small);
+    for (std::uint64_t at = 0; at < 100; at += 10)
+      BOOST_REQUIRE(!append(*log, at, 10, 100));
+    BOOST_REQUIRE(!log->sync());
+    BOOST_TEST(read_seqs(*log, 1000).size() == 10u);
+    BOOST_REQUIRE(!log->consume(10));
+    BOOST_REQUIRE(!log->sync());  // head: the first file, record 10
+    BOOST_TEST(read_seqs(*log, 5000).size() == 50u);
+    BOOST_REQUIRE(!log->consume(50));  // the first file is gone, the head not persisted
+  }
+  segment_log_opened opened;
+  auto log = open_log(tmp.spool(), small, opened);
+  BOOST_TEST(read_seqs(*log) == range(40, 100));  // the second file's start, 40 <= 60
+}
+
+BOOST_AUTO_TEST_CASE(rewind_reads_what_was_not_consumed_again) {
+  temp_dir tmp;
+  auto log = open_log(tmp.spool());
+  BOOST_REQUIRE(!append(*log, 0, 10, 100));
+  BOOST_TEST(read_seqs(*log, 600) == range(0, 6));
+  BOOST_TEST(log->unread_records() == 4u);
+  BOOST_REQUIRE(!log->consume(2));
+  log->rewind();
+  BOOST_TEST(log->unread_records() == 8u);
+  BOOST_TEST(log->records() == 8u);
+  BOOST_TEST(read_seqs(*log) == range(2, 10));
+  BOOST_TEST((log->consume(9) == std::errc::invalid_argument));
+  // A read asks for at least one record even if it is larger than max_bytes.
+  log->rewind();
+  BOOST_TEST(read_seqs(*log, 1) == range(2, 3));
+}
+
+BOOST_AUTO_TEST_CASE(oldest_ms_is_the_append_time_of_the_record_at_the_head) {
+  using std::chrono::milliseconds;
+  const auto now_ms = [] {
+    return std::chrono::duration_cast<milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  temp_dir tmp;
+  std::int64_t second = 0;
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_TEST(!log->oldest_ms().has_value());
+    const std::int64_t before = now_ms();
+    BOOST_REQUIRE(!append(*log, 0, 2, 100));
+    const std::int64_t first = log->oldest_ms().value_or(0);
+    BOOST_TEST(first >= before);
+    BOOST_TEST(first <= now_ms());
+    std::this_thread::sleep_for(milliseconds(30));
+    BOOST_REQUIRE(!append(*log, 2, 1, 100));
+    BOOST_TEST(log->oldest_ms().value_or(0) == first);  // still the head's
+    BOOST_TEST(read_seqs(*log, 100) == range(0, 1));
+    BOOST_REQUIRE(!log->consume(1));  // the head's record is unread: its header tells
+    BOOST_TEST(log->oldest_ms().value_or(0) == first);
+    BOOST_TEST(read_seqs(*log, 100) == range(1, 2));
+    BOOST_REQUIRE(!log->consume(1));
+    second = log->oldest_ms().value_or(0);
+    BOOST_TEST(second >= first + 30);
+    BOOST_REQUIRE(!log->sync());
+  }
+  auto log = open_log(tmp.spool());
+  BOOST_TEST(log->oldest_ms().value_or(0) == second);  // from the scan
+  BOOST_TEST(read_seqs(*log) == range(2, 3));
+  BOOST_REQUIRE(!log->consume(1));
+  BOOST_TEST(!log->oldest_ms().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(folder_0700_files_0600) {
+  temp_dir tmp;
+  const mode_t old = ::umask(0);  // so that only the modes asked for show
+  const fs::path dir = tmp.path / "a" / "spool";
+  {
+    auto log = open_log(dir);
+    BOOST_REQUIRE(!append(*log, 0, 1, 100));
+    BOOST_REQUIRE(!log->sync());
+  }
+  ::umask(old);
+  BOOST_TEST(mode_of(tmp.path / "a") == 0700u);
+  BOOST_TEST(mode_of(dir) == 0700u);
+  BOOST_TEST(mode_of(dir / "head") == 0600u);
+  for (const auto& f : segment_files(dir))
+    BOOST_TEST(mode_of(f) == 0600u);
+}
+
+BOOST_AUTO_TEST_CASE(a_file_where_the_folder_should_be_is_an_error) {
+  temp_dir tmp;
+  std::ofstream(tmp.path / "file") << "x";
+  segment_log_opened opened;
+  std::error_code ec;
+  BOOST_TEST(!segment_log::open(tmp.path / "file", {}, opened, ec));
+  BOOST_TEST((ec == std::errc::not_a_directory));
+  BOOST_TEST(!segment_log::open(tmp.path / "file" / "spool", {}, opened, ec));
+  BOOST_TEST((ec == std::errc::not_a_directory));
+}
