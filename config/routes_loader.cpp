@@ -90,7 +90,18 @@ class routing_reader {
     read_queue(table, path, spec);
     spec.tls = read_consumer_tls(check_, table, path, base_, creds_, spec.address.host);
     check_unacked_bytes(table, path, spec, refused);
+    check_spool(table, path, spec);
     return spec;
+  }
+
+  // A group's members take turns with its frames: one spool per member would split a stream
+  // across disks in an order nobody could restore, and one shared by the members is not built.
+  void check_spool(const toml::table& table, const std::string& path, const consumer_spec& spec) {
+    if (spec.spool_max_bytes == 0 || spec.endpoints.empty()) return;
+    check_.error(*table.get("spool_max_bytes"),
+                 path +
+                     ".spool_max_bytes: a group (endpoints = [...]) cannot have a spool yet; "
+                     "give the spool to a consumer with one endpoint");
   }
 
   // `endpoint`, or a group's `endpoints` and its `balance`: exactly one of the two keys.

@@ -1,7 +1,10 @@
 #include "config/service_config.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <system_error>
 #include <utility>
@@ -133,6 +136,7 @@ class service_reader {
         config_.routes_file = absolute_normal(*routes_file_);
       }
     }
+    read_spool_dir(t);
     check_confirm_ledger(t);
     check_reconnect(t);
     byte_cap(t, "max_queued_bytes", "queued", config_.max_queued_bytes);
@@ -141,6 +145,38 @@ class service_reader {
       read_blocks(*allow, "gateway.allow", config_.allow);
     }
     read_proxy_protocol(t);
+  }
+
+  // Relative to gatewayd.toml, as routes_file. Named: --check makes sure it can be used (it is
+  // a folder gatewayd may write, or one it may create), without creating it.
+  void read_spool_dir(const toml::table& t) {
+    const auto name = check_.string(t, "gateway", "spool_dir");
+    const fs::path named{name ? *name : std::string{"spool"}};
+    config_.spool_dir = absolute_normal(
+        (named.is_absolute() ? named : file_.parent_path() / named).lexically_normal());
+    if (!name) return;
+    if (name->empty()) {
+      check_.error(*t.get("spool_dir"), "gateway.spool_dir: must not be empty");
+      return;
+    }
+    if (const std::string why = spool_dir_unusable(config_.spool_dir); !why.empty())
+      check_.error(*t.get("spool_dir"), "gateway.spool_dir: " + in_quotes(*name) + ": " + why);
+  }
+
+  // Why `dir` cannot hold spools: not a folder, or one (or the nearest existing parent it would
+  // be created in) gatewayd may not write. Empty when it can.
+  static std::string spool_dir_unusable(const fs::path& dir) {
+    std::error_code ec;
+    fs::path at = dir;
+    while (!fs::exists(at, ec) && at.has_parent_path() && at != at.parent_path())
+      at = at.parent_path();
+    if (!fs::is_directory(at, ec)) return at.string() + " is not a folder";
+    if (::access(at.c_str(), W_OK | X_OK) != 0) {
+      return (at == dir ? std::string{"cannot write in it"}
+                        : "cannot create it in " + at.string()) +
+             " (" + std::generic_category().message(errno) + ")";
+    }
+    return {};
   }
 
   // A gateway-wide byte cap: 0 = none; otherwise, when max_payload is valid, at least that, or

@@ -41,6 +41,10 @@ struct service_config {
   // max_supplier_connections); at this many a new one evicts the oldest.
   std::uint32_t max_handshaking_connections = 256;
   std::chrono::milliseconds drain_timeout{5000};
+  // Consumers with spool_max_bytes keep their spools here, one folder each; absolute and
+  // normalised (absent: `spool` beside gatewayd.toml).
+  std::filesystem::path spool_dir;
+  std::chrono::milliseconds spool_sync{10};  // group commit: how long a confirm waits for disk
   std::chrono::milliseconds lame_duck{0};  // SIGTERM: /readyz 503 and still accepting, first
   std::chrono::milliseconds reconnect_initial{100};
   std::chrono::milliseconds reconnect_max{2000};  // a consumer back is redialled within 2 s

@@ -85,6 +85,19 @@ constexpr std::array table{
                              .range = ms_from(0),
                              .effect = live,
                              .description = "how long a stop or a removed consumer drains"}),
+    // A spool's folder is named by the consumer in it; the files are the gateway's (0600).
+    bind<&c::spool_dir>({.section = "gateway",
+                         .key = "spool_dir",
+                         .type = "string (a folder)",
+                         .absent = "`spool`, beside this file",
+                         .description = "where consumers with spool_max_bytes keep their spools"}),
+    // A confirm waits at most this long for the disk; 0 syncs once the work at hand is done.
+    bind<&c::spool_sync>({.section = "gateway",
+                          .key = "spool_sync_ms",
+                          .type = "integer",
+                          .unit = "ms",
+                          .range = {0, 10000},
+                          .description = "how often spools are synced to disk (group commit)"}),
     bind<&c::lame_duck>({.section = "gateway",
                          .key = "lame_duck_ms",
                          .type = "integer",
@@ -287,6 +300,15 @@ constexpr std::array consumer_table{
                    .type = "boolean",
                    .effect = replace,
                    .description = "the consumer acknowledges what it takes (at-least-once)"}),
+    // 0 keeps the consumer in memory only. On or off on a running consumer takes a restart.
+    bind<&k::spool_max_bytes>({.section = consumer,
+                               .key = "spool_max_bytes",
+                               .type = "integer",
+                               .unit = "bytes",
+                               .range = {0, max_i64},
+                               .effect = in_place,
+                               .description = "its spool on disk (0 = none): what its queue "
+                                              "cannot hold waits there"}),
     // Any size works: a frame larger than the limit still goes when nothing is held.
     bind<&k::max_unacked_bytes>({.section = consumer,
                                  .key = "max_unacked_bytes",

@@ -73,7 +73,9 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   protocol::release_batch refused(&stats_.confirms_settled);
   admission a;
   bool start_drain = false;
-  bool stray = false;  // a group member that is down was given frames (chosen as it went)
+  bool stray = false;    // a group member that is down was given frames (chosen as it went)
+  bool spooled = false;  // they went to its spool
+  bool nudge = false;    // and its strand has work for it
   std::uint64_t slow_conn = 0;
   {
     // Contention is timed only when it happens: the uncontended path reads no clock.
@@ -94,6 +96,14 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         refused.rejected(f, reject_for(ending));
       a.drops[static_cast<std::size_t>(ending)] = frames.size();
       take_confirms_locked(confirms_in(frames));
+    } else if (spools_locked()) {
+      // Off the plain path: a consumer with a spool that holds frames, or needs it now.
+      spool_put_locked(frames, result, listener);
+      spooled = true;
+      // The strand has work only if memory holds frames of one that is away (they go to the
+      // disk too), or the writer idles with a short queue (a read is due).
+      nudge =
+          !writable(flow_) || flow_ == flow::congested ? !queue_.empty() : writer_ == writer::idle;
     } else {
       // A consumer whose socket refuses bytes may hold its frames for long: sparse ones are
       // packed from the moment it refuses, not once it counts as slow, so that its grace is
@@ -118,6 +128,15 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       publish_depth_locked();
       stray = membership_.grouped() && !writable(flow_);
     }
+  }
+  if (spooled) {
+    if (nudge) {
+      asio::post(strand_, [self = shared_from_this()] {
+        self->spill_if_away();
+        self->read_spool_if_due();
+      });
+    }
+    return result;
   }
   result.queued = a.queued;
   // Only while another member is up to take them: with every member down it holds them.
@@ -152,6 +171,9 @@ void consumer::enter_locked(flow to) noexcept {
 }
 
 std::uint64_t consumer::hold_to_limits_locked(admission& a, protocol::release_batch& released) {
+  // A spooled consumer drops nothing while its spool has room: what it holds goes to the disk
+  // instead (spill_if_away).
+  if (spool_.on()) return 0;
   a = trim(queue_, limits_, opts_.budget, released);
   if (limits_.policy != overflow_policy::backpressure) queue_.fit_to_hint();
   return a.slow ? give_up_link_locked() : 0;
@@ -211,6 +233,7 @@ void consumer::on_link_up(std::uint64_t conn) {
   drain_.on_link_up(start);
   if (!start) check_drain();
   membership_.came_up();
+  read_spool_if_due();
 }
 
 void consumer::on_link_down() {
@@ -233,6 +256,7 @@ void consumer::on_link_down() {
   carry_out_policy(trimmed, 0);
   tell_stalled(to_tell);
   membership_.hand_over_held(handover_cause::failed);
+  spill_if_away();
 }
 
 void consumer::reconfigure(const consumer_spec& spec) {
@@ -247,12 +271,19 @@ void consumer::reconfigure(const consumer_spec& spec) {
     // next connection, which handshakes with the new context.
     moved = !(spec.address == endpoint_) || !(spec.tls == tls_);
     acks_.set_limit(spec.max_unacked_bytes);
+    if (spool_.on() && spec.spool_max_bytes) spool_.files()->set_max_bytes(spec.spool_max_bytes);
     endpoint_ = spec.address;
     tls_ = spec.tls;
     // From here on frames wait for the new endpoint; a batch already out may still go to the
     // old one.
     if (moved && writable(flow_))
       enter_locked(flow_ == flow::congested ? flow::disconnected : flow::moving);
+  }
+  if (spool_.on() != (spec.spool_max_bytes != 0)) {
+    GW_LOG(warning) << "consumer " << name_ << ": spool_max_bytes turned "
+                    << (spec.spool_max_bytes ? "on" : "off")
+                    << " for a running consumer: that takes a restart; it keeps "
+                    << (spool_.on() ? "its spool" : "running without one") << " until then";
   }
   // A larger capacity or a policy other than backpressure may release paused suppliers.
   // A larger max_unacked_bytes may let a writer waiting for acks go on.

@@ -22,6 +22,7 @@
 #include "consumers/consumer_closing.hpp"
 #include "consumers/consumer_link.hpp"
 #include "consumers/consumer_spec.hpp"
+#include "consumers/consumer_spool.hpp"
 #include "consumers/consumer_stats.hpp"
 #include "consumers/flow_control.hpp"
 #include "consumers/frame_packer.hpp"
@@ -40,7 +41,8 @@ class consumer : public std::enable_shared_from_this<consumer>,
                  private link_events,
                  private batch_source,
                  private membership_owner,
-                 private closing_owner {
+                 private closing_owner,
+                 private spool_events {
  public:
   // The gateway fills every duration from gatewayd.toml; their defaults are the configuration
   // table's (config/settings.cpp), so none is written here.
@@ -77,6 +79,14 @@ class consumer : public std::enable_shared_from_this<consumer>,
   ~consumer();
   consumer(const consumer&) = delete;
   consumer& operator=(const consumer&) = delete;
+
+  // Gives it a spool on disk in `dir` (spool_max_bytes `max_bytes`), kept by `spools`: what
+  // its memory queue cannot hold goes there (consumer_spool.hpp). Call before start(), once.
+  // False, with `ec`, when the folder cannot be used (the consumer then runs without one).
+  bool open_spool(spool_thread& spools, const std::filesystem::path& dir, std::uint64_t max_bytes,
+                  std::error_code& ec);
+  // Its spool, if it has one (for /metrics and /connz).
+  const spool* spool_files() const noexcept { return spool_.files().get(); }
 
   // Starts dialing the endpoint. Call once, after construction (needs shared_from_this).
   void start();
@@ -195,6 +205,28 @@ class consumer : public std::enable_shared_from_this<consumer>,
   const consumer& as_member() const noexcept override { return *this; }
   void take_held(handover_cause cause, std::vector<frame_slice>& out) override;
 
+  // spool_events, and the rest of its spool (consumer_spooling.cpp).
+  void spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) override;
+  // Strand: a read came back; its frames join the queue, behind what it holds.
+  void take_spool_read(std::vector<frame_slice>& frames, std::uint64_t generation);
+  // Under mutex_: put() hands `frames` to its spool (it is spooling, or starts to); `away`: it
+  // is not connected, or fell behind, so what it holds in memory goes to the disk too.
+  void spool_put_locked(std::span<const frame_slice> frames, put_result& result,
+                        const std::shared_ptr<flow_control_listener>& listener);
+  // Whether put() sends `frames` to the spool rather than to the queue.
+  bool spools_locked() const noexcept;
+  // Strand: what it holds in memory goes to its spool if it is away (link down: its
+  // unacknowledged frames too) or behind (its queue).
+  void spill_if_away();
+  // Strand, its drain (drain_and_close): what it holds goes to its spool, whose sync then ends
+  // the drain. False once the drain is over (or it has no spool): check_drain goes on.
+  bool spool_at_end();
+  // Strand: a read from its spool, if it is connected and its queue is short.
+  void read_spool_if_due();
+  // Strand: frames delivered (written whole, or acknowledged) that came from its spool are
+  // consumed from it; once it has nothing left, frames go to memory again.
+  void spool_delivered(std::span<const frame_slice> frames);
+
   // closing_owner, and the rest of its end (consumer_close.cpp).
   void end_drain() override;
   void begin_drain(std::chrono::milliseconds timeout, drop_reason reason,
@@ -289,6 +321,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   consumer_acks acks_;                         // strand-only but its limit
   group_membership membership_{strand_, *this, stats_};
   consumer_closing closing_{strand_, *this};  // its life and ending under mutex_, else strand
+  consumer_spool spool_;                      // its mode and unread count under mutex_, else strand
 
   asio::steady_timer grace_timer_;  // strand-only: a refusing consumer's slow_after
 };

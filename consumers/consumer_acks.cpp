@@ -17,6 +17,7 @@ ack_error consumer_acks::acknowledge(std::uint64_t n, std::size_t& covered) {
   // The link passes on only acks of the connection up, and connection_up() restarted the count.
   if (const auto e = unacked_.acknowledge(n, covered); e != ack_error::none) return e;
   if (covered) {
+    if (observer_) observer_(unacked_.front(covered));
     protocol::deliver_slices(unacked_.front(covered), &stats_.confirms_settled);
     unacked_.pop_front(covered);
     publish();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -42,6 +43,12 @@ class consumer_acks {
     return acks_ ? limit() - unacked_.bytes() : write_batch::max_bytes;
   }
 
+  // Told of the frames each ack delivers, before they are let go (a spooled consumer's copies
+  // leave its spool then). Set once, before use.
+  void observe(std::function<void(std::span<const frame_slice>)> observer) {
+    observer_ = std::move(observer);
+  }
+
   // A connection is up: its acks count from its first frame written.
   void connection_up() noexcept { unacked_.connection_up(); }
   // The socket took `n` more bytes of `batch`: the frames written whole are delivered (settled
@@ -69,6 +76,7 @@ class consumer_acks {
   std::atomic<std::uint64_t> max_unacked_bytes_;
   consumer_stats& stats_;
   unacked_frames unacked_;  // an `ack` consumer's frames written and not acknowledged yet
+  std::function<void(std::span<const frame_slice>)> observer_;
 };
 
 }  // namespace gatewayd::consumers

@@ -47,6 +47,8 @@ void consumer::begin_drain(std::chrono::milliseconds timeout, drop_reason reason
 // write is out, or, after the deadline, once the write that was out has come back.
 void consumer::check_drain() {
   if (!closing_.armed()) return;
+  // A spooled consumer's drain is to its disk.
+  if (spool_.on() && spool_at_end()) return;
   bool idle = false;
   bool empty = false;
   bool finishing = false;
@@ -97,6 +99,11 @@ void consumer::complete_close() {
   paused_.resume_released();
   GW_LOG(info) << "consumer " << name_ << " closed; " << left.frames << " frames undelivered ("
                << to_string(why) << ")";
+  if (const spool* s = spool_.files().get()) {
+    GW_LOG(info) << "consumer " << name_ << ": spool " << s->dir().string() << " kept, "
+                 << s->stats().frames.load(std::memory_order_relaxed) << " frames ("
+                 << s->stats().bytes.load(std::memory_order_relaxed) << " bytes)";
+  }
   closing_.report(left.frames);
 }
 

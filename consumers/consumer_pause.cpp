@@ -42,7 +42,8 @@ bool consumer::below_low_water_locked() const noexcept {
       policy_applies(flow_) || (flow_ == flow::refusing ? below_half_limits(queue_, limits_)
                                                         : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
-  return caught_up && below_half_limits(queue_, limits_) && owes_under_half_share();
+  return caught_up && below_half_limits(queue_, limits_) && owes_under_half_share() &&
+         !spool_.full();
 }
 
 bool consumer::owes_share() const noexcept {

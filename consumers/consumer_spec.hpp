@@ -34,6 +34,10 @@ struct consumer_spec {
   // up (as a full socket).
   std::uint64_t max_unacked_bytes = default_max_unacked_bytes;
 
+  // Its spool on disk ([gateway] spool_dir/NAME): what its memory queue cannot hold waits there
+  // instead of being dropped or pausing its suppliers. 0: none.
+  std::uint64_t spool_max_bytes = 0;
+
   static constexpr std::uint64_t default_max_unacked_bytes = 8u << 20;
 
   friend bool operator==(const consumer_spec&, const consumer_spec&) = default;

@@ -48,6 +48,11 @@ bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
   // Nothing to send: a TLS connection gives its staging buffer back while it idles.
   if (!more && link_.secure_stream()) link_.secure_stream()->release_buffers();
   paused_.resume_released();
+  if (spool_.on()) {
+    // A batch taken may leave the queue short (a read is due); none taken, the link may be down.
+    if (!more) spill_if_away();
+    read_spool_if_due();
+  }
   if (!more) check_drain();
   return more;
 }
@@ -107,9 +112,12 @@ void consumer::fell_behind() {
     // What queued while it kept up meets its policy now, not only what comes next.
     slow_conn = hold_to_limits_locked(trimmed, released);
     // It will hold what it has for long: frames pinning mostly unused read chunks are copied
-    // out of them (what follows is copied as it comes, in put()).
-    queue_.compact(packer_);
-    drain_.compact(packer_);
+    // out of them (what follows is copied as it comes, in put()). Not a spooled consumer's:
+    // they go to its disk (below).
+    if (!spool_.on()) {
+      queue_.compact(packer_);
+      drain_.compact(packer_);
+    }
     publish_depth_locked();
     // Suppliers paused while the gateway waited for this consumer are let go: it is the slow
     // one, and its overflow policy deals with it from here on (backpressure keeps its own).
@@ -123,6 +131,7 @@ void consumer::fell_behind() {
   paused_.resume_released();
   tell_stalled(to_tell);
   membership_.hand_over_held(handover_cause::slow);
+  spill_if_away();
 }
 
 void consumer::batch_failed(write_batch& batch) {
@@ -158,7 +167,16 @@ void consumer::batch_failed(write_batch& batch) {
 // What became of a batch's frames: written, and, for an `ack` consumer, acknowledged
 
 void consumer::batch_sent(write_batch& batch, std::size_t n) {
-  const frame_counts sent = acks_.written(batch, n);
+  frame_counts sent;
+  if (spool_.on() && !acks_.acks()) {
+    // Written whole: what came from its spool leaves it.
+    const auto written = batch.take_written(n);
+    spool_delivered(written.slices);
+    protocol::deliver_slices(written.slices, &stats_.confirms_settled);
+    sent = written.counts();
+  } else {
+    sent = acks_.written(batch, n);
+  }
   if (!sent.frames) return;
   // Held frames leave the queue budget: max_unacked_bytes bounds them.
   if (opts_.budget) opts_.budget->give_back(sent.bytes);

@@ -26,9 +26,9 @@ namespace gatewayd::consumers {
 // One consumer's spool, as /metrics and its consumer see it. Written by the spool thread (and
 // `full` also by the consumer), read by any thread.
 struct spool_stats {
-  std::atomic<std::uint64_t> frames{0};  // held: appended, not consumed
-  std::atomic<std::uint64_t> bytes{0};   // their payload bytes
-  std::atomic<std::int64_t> oldest_ms{0};  // append time of the oldest held frame (0: none)
+  std::atomic<std::uint64_t> frames{0};          // held: appended, not consumed
+  std::atomic<std::uint64_t> bytes{0};           // their payload bytes
+  std::atomic<std::int64_t> oldest_ms{0};        // append time of the oldest held frame (0: none)
   std::atomic<std::uint64_t> written_frames{0};  // appended, all time
   std::atomic<std::uint64_t> written_bytes{0};
   std::atomic<std::uint64_t> read_frames{0};  // read back for delivery, all time
@@ -38,7 +38,7 @@ struct spool_stats {
   std::atomic<std::uint64_t> torn_bytes_cut{0};
   // Frames it refused (at spool_max_bytes, out of disk space, an I/O error): rejected as dropped.
   std::atomic<std::uint64_t> refused_frames{0};
-  std::atomic<std::uint64_t> no_space{0};  // appends or syncs that met ENOSPC
+  std::atomic<std::uint64_t> no_space{0};   // appends or syncs that met ENOSPC
   std::atomic<std::uint64_t> io_errors{0};  // any other error of its files
   // At spool_max_bytes or out of disk space: new frames are refused (or their suppliers paused)
   // until a delivery frees room. Set by the spool thread, cleared by it on consume.
@@ -109,7 +109,7 @@ class spool {
   std::atomic<std::uint64_t>* const settled_;
   const std::weak_ptr<spool_events> events_;
   std::vector<protocol::frame_slice> unsynced_;  // appended, settled at the next sync
-  bool dirty_ = false;  // appended or consumed since the last sync
+  bool dirty_ = false;                           // appended or consumed since the last sync
 };
 
 class spool_thread {

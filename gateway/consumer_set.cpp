@@ -67,12 +67,24 @@ std::shared_ptr<consumers::consumer> consumer_set::keep_or_start(
     c->reconfigure(spec);
   } else {
     c = std::make_shared<consumers::consumer>(executor_, spec, consumer_options());
+    if (spec.spool_max_bytes) open_spool(*c, spec);
     c->start();
   }
   snapshot.consumers.push_back(c);
   snapshot.specs.push_back(spec);
   next.emplace(std::pair{spec.name, spec.member}, c);
   return c;
+}
+
+void consumer_set::open_spool(consumers::consumer& c, const consumers::consumer_spec& spec) {
+  if (!spools_) spools_ = std::make_unique<consumers::spool_thread>(settings_.spool_sync);
+  const auto dir = settings_.spool_dir / spec.name;
+  std::error_code ec;
+  if (!c.open_spool(*spools_, dir, spec.spool_max_bytes, ec)) {
+    // The consumer still runs, as one without a spool: its overflow policy applies.
+    GW_LOG(error) << "consumer " << spec.name << ": spool " << dir.string() << " cannot be used ("
+                  << ec.message() << "); it runs without one";
+  }
 }
 
 void consumer_set::add_target(const consumers::consumer_spec& spec,

@@ -16,6 +16,7 @@
 #include "consumers/confirm_share.hpp"
 #include "consumers/consumer.hpp"
 #include "consumers/consumer_group.hpp"
+#include "consumers/spool_thread.hpp"
 #include "gateway/consumer_retirement.hpp"
 #include "routing/publish_drop_counters.hpp"
 #include "routing/routing_table.hpp"
@@ -87,6 +88,8 @@ class consumer_set {
   // The running consumers `next` no longer names leave their group (to `groups`' one of the same
   // name, if any) and are retired.
   void retire_removed(const running_map& next, const group_map& groups);
+  // A new consumer with spool_max_bytes gets its spool (spool_dir/NAME) before it starts.
+  void open_spool(consumers::consumer& c, const consumers::consumer_spec& spec);
 
   runtime::executor executor_;
   runtime::strand& control_;
@@ -95,6 +98,9 @@ class consumer_set {
   // max_queued_bytes. Before routes_ and running_: a consumer freed with frames still queued
   // gives their bytes back here.
   runtime::byte_budget budget_;
+  // The spools' thread, made for the first consumer with spool_max_bytes. Before routes_ and
+  // running_: a consumer's spool is its, and is let go before it stops (and syncs them all).
+  std::unique_ptr<consumers::spool_thread> spools_;
   // Each consumer's share of max_confirm_ledger_bytes, shared out again by each apply().
   consumers::confirm_share confirms_;
   suppliers::route_snapshot_holder routes_;

@@ -1,5 +1,6 @@
 // The per-consumer families of /metrics: one sample per consumer (live, or retired by a reload
 // until the reload after it closed), and a `member` label on a group member's.
+#include <chrono>
 #include <iterator>
 #include <vector>
 
@@ -63,6 +64,62 @@ const consumer_series per_consumer[] = {
      [](const consumers::consumer& c) { return value(c.stats().unacknowledged_bytes); }},
 };
 
+// A spooled consumer's series (consumers/spool_thread.hpp's spool_stats), the consumer label
+// alone: none for a consumer without a spool.
+struct spool_series {
+  const char* name;
+  const char* help;
+  MetricType type;
+  double (*read)(const consumers::spool_stats&);
+};
+
+double oldest_age_seconds(const consumers::spool_stats& s) {
+  const std::int64_t oldest = s.oldest_ms.load(std::memory_order_relaxed);
+  if (!oldest || !s.frames.load(std::memory_order_relaxed)) return 0;
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  return now > oldest ? static_cast<double>(now - oldest) / 1e3 : 0;
+}
+
+const spool_series per_spool[] = {
+    {"gatewayd_consumer_spool_frames", "Frames the consumer's spool holds on disk.",
+     MetricType::Gauge, [](const consumers::spool_stats& s) { return value(s.frames); }},
+    {"gatewayd_consumer_spool_bytes", "Payload bytes the consumer's spool holds on disk.",
+     MetricType::Gauge, [](const consumers::spool_stats& s) { return value(s.bytes); }},
+    {"gatewayd_consumer_spool_oldest_age_seconds",
+     "How long the oldest frame in the consumer's spool has waited (0: empty).", MetricType::Gauge,
+     oldest_age_seconds},
+    {"gatewayd_consumer_spool_full",
+     "1 while the spool is at spool_max_bytes or out of disk space: new frames are refused "
+     "(backpressure: their suppliers paused).",
+     MetricType::Gauge, [](const consumers::spool_stats& s) { return flag(s.full); }},
+    {"gatewayd_consumer_spool_written_frames_total", "Frames written to the consumer's spool.",
+     MetricType::Counter, [](const consumers::spool_stats& s) { return value(s.written_frames); }},
+    {"gatewayd_consumer_spool_written_bytes_total", "Bytes written to the consumer's spool.",
+     MetricType::Counter, [](const consumers::spool_stats& s) { return value(s.written_bytes); }},
+    {"gatewayd_consumer_spool_read_frames_total",
+     "Frames read back from the consumer's spool for delivery.", MetricType::Counter,
+     [](const consumers::spool_stats& s) { return value(s.read_frames); }},
+    {"gatewayd_consumer_spool_syncs_total", "Group commits of the consumer's spool (fdatasync).",
+     MetricType::Counter, [](const consumers::spool_stats& s) { return value(s.syncs); }},
+    {"gatewayd_consumer_spool_sync_seconds_total", "Time spent making the spool durable.",
+     MetricType::Counter, [](const consumers::spool_stats& s) { return value(s.sync_ns) / 1e9; }},
+    {"gatewayd_consumer_spool_torn_records_total",
+     "Torn or corrupt records found and cut when the spool was opened (never delivered).",
+     MetricType::Counter,
+     [](const consumers::spool_stats& s) { return value(s.torn_records_cut); }},
+    {"gatewayd_consumer_spool_refused_frames_total",
+     "Frames the spool refused (full, out of disk space, an I/O error): dropped, their "
+     "CONFIRM frames rejected with reason 1.",
+     MetricType::Counter, [](const consumers::spool_stats& s) { return value(s.refused_frames); }},
+    {"gatewayd_consumer_spool_no_space_total",
+     "Spool writes or syncs that met a full disk (ENOSPC).", MetricType::Counter,
+     [](const consumers::spool_stats& s) { return value(s.no_space); }},
+    {"gatewayd_consumer_spool_io_errors_total", "Other errors of the spool's files.",
+     MetricType::Counter, [](const consumers::spool_stats& s) { return value(s.io_errors); }},
+};
+
 // The families of one scrape with a consumer label beyond the table above, filled consumer by
 // consumer; a group member's samples get its `member` label as they are added.
 class consumer_families {
@@ -70,6 +127,8 @@ class consumer_families {
   consumer_families() {
     for (const auto& s : per_consumer)
       plain_.push_back(family(s.name, s.help, s.type));
+    for (const auto& s : per_spool)
+      spool_.push_back(family(s.name, s.help, s.type));
   }
 
   void add(const consumers::consumer& c) {
@@ -79,6 +138,10 @@ class consumer_families {
       before_[i] = labelled[i]->metric.size();
     add_plain(c);
     if (c.acks()) add_acks(c);
+    if (const auto* s = c.spool_files()) {
+      for (std::size_t i = 0; i < std::size(per_spool); ++i)
+        add_sample(spool_[i], per_spool[i].read(s->stats()), {{"consumer", c.name()}});
+    }
     // A group member: the group's series (consumer=NAME) told apart by its endpoint.
     const std::string& m = c.member();
     if (m.empty()) return;
@@ -100,6 +163,11 @@ class consumer_families {
   // reload), for each ack = true consumer of the table: a dashboard and an alert need both.
   void add_limits(const suppliers::route_snapshot& snap) {
     for (std::size_t i = 0; i < snap.consumers.size() && i < snap.specs.size(); ++i) {
+      // A spool's bound, beside its bytes (GatewaydSpoolFilling divides one by the other).
+      if (snap.consumers[i]->spool_files()) {
+        add_sample(spool_max_, static_cast<double>(snap.specs[i].spool_max_bytes),
+                   {{"consumer", snap.consumers[i]->name()}});
+      }
       if (!snap.consumers[i]->acks()) continue;
       add_sample(max_unacked_, static_cast<double>(snap.specs[i].max_unacked_bytes),
                  {{"consumer", snap.consumers[i]->name()}});
@@ -110,9 +178,10 @@ class consumer_families {
 
   void move_to(std::vector<prometheus::MetricFamily>& out) {
     std::move(plain_.begin(), plain_.end(), std::back_inserter(out));
+    std::move(spool_.begin(), spool_.end(), std::back_inserter(out));
     for (auto* f : {&dropped_, &disconnects_, &connect_failures_, &unacked_frames_, &unacked_bytes_,
-                    &max_unacked_, &redelivered_, &protocol_errors_, &blocked_, &handovers_,
-                    &handover_frames_})
+                    &max_unacked_, &spool_max_, &redelivered_, &protocol_errors_, &blocked_,
+                    &handovers_, &handover_frames_})
       out.push_back(std::move(*f));
   }
 
@@ -164,6 +233,7 @@ class consumer_families {
   }
 
   std::vector<prometheus::MetricFamily> plain_;  // per_consumer's, in its order
+  std::vector<prometheus::MetricFamily> spool_;  // per_spool's, in its order
   prometheus::MetricFamily dropped_ =
       family("gatewayd_consumer_dropped_messages_total",
              "Frames for the consumer that were never sent, by reason.", MetricType::Counter);
@@ -185,6 +255,10 @@ class consumer_families {
       family("gatewayd_consumer_max_unacked_bytes",
              "The max_unacked_bytes of an ack = true consumer: what it may hold "
              "written and not acknowledged.",
+             MetricType::Gauge);
+  prometheus::MetricFamily spool_max_ =
+      family("gatewayd_consumer_spool_max_bytes",
+             "The spool_max_bytes of a consumer with a spool: what its spool may hold.",
              MetricType::Gauge);
   prometheus::MetricFamily redelivered_ =
       family("gatewayd_consumer_redelivered_frames_total",
