@@ -55,7 +55,7 @@ std::size_t segment_log::index_of(std::uint64_t number) const noexcept {
 void segment_log::next_segment_if_at_end(position& at) const noexcept {
   for (std::size_t i = index_of(at.segment);
        i + 1 < segments_.size() && at.offset >= segments_[i].end; ++i)
-    at = {segments_[i + 1].number, 0};
+    at = {segments_[i + 1].number, segments_[i + 1].begin};
 }
 
 std::error_code segment_log::append(std::span<const std::span<const std::byte>> records) {
@@ -285,7 +285,7 @@ std::error_code segment_log::drop_consumed() {
     if (::unlink(segment_path(number).c_str()) != 0 && !first) first = fmt::last_error();
     segments_.pop_front();
     dir_dirty_ = true;
-    head_ = {segments_.front().number, 0};
+    head_ = {segments_.front().number, segments_.front().begin};
     if (read_.segment == number) read_ = head_;
   }
   return first;

@@ -9,7 +9,10 @@
 //   00000000000000000042.seg   segments, by a zero-padded increasing number; a new one is begun
 //                              by the first append() after the current one passed segment_bytes
 //                              (a call's records never straddle two files, so a segment may
-//                              pass segment_bytes by up to one call's worth)
+//                              pass segment_bytes by up to one call's worth); a new log's first
+//                              is 2^40, and prepend() numbers its files below the head's, each
+//                              opening with a resume record (segment_log_format.hpp) that says
+//                              where in the next file reading goes on
 //   head                       where the oldest record not yet consumed is, as of the last
 //                              sync() (segment_log.cpp explains its two slots)
 // A record is [u32 length][u32 crc32c][i64 append time, ms since the epoch][payload], integers
@@ -76,6 +79,16 @@ class segment_log {
   // appended.
   std::error_code append(std::span<const std::span<const std::byte>> records);
 
+  // Puts records in front of everything the log holds: read first, in their order, stamped with
+  // the time of the oldest record held (they are older than it; now if it holds none). Only
+  // when nothing is read and not consumed (after rewind()): EINVAL otherwise. Durable when it
+  // returns: what was appended before is synced, then a new segment file numbered below the
+  // head's is written and synced with the folder, then the head moved to it is persisted (a
+  // crash before that leaves a file before the head, which open() removes). On an error
+  // nothing changed (the new file is unlinked). Below segment 0: EOVERFLOW; a record over
+  // max_record_bytes: EMSGSIZE. Rare (a failed write, an unacknowledged batch): one file each.
+  std::error_code prepend(std::span<const std::span<const std::byte>> records);
+
   // Makes everything appended so far durable: writes the buffer, fdatasync of the open segment,
   // fsync of the folder if a segment file was created or removed since the last sync, and the
   // head persisted if it moved.
@@ -113,6 +126,9 @@ class segment_log {
   struct segment_file {
     std::uint64_t number = 0;
     std::uint64_t end = 0;  // bytes of whole records (the last one: in the file and buffered)
+    // Where its records held start: past a prepended file's resume record, or, in the file a
+    // prepend was put in front of, where the head was then (what came before was consumed).
+    std::uint64_t begin = 0;
   };
   struct read_record {
     std::uint32_t length = 0;
@@ -133,6 +149,10 @@ class segment_log {
   std::error_code scan(segment_log_opened& opened);
   std::error_code cut(const position& at, segment_log_opened& opened);
   std::error_code read_head(bool& have);
+  std::error_code load_begins();
+
+  // segment_log_prepend.cpp
+  std::error_code write_prepended(std::uint64_t number, std::span<const std::byte> bytes);
 
   // segment_log.cpp
   std::error_code roll();

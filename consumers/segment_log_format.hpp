@@ -15,6 +15,9 @@
 namespace gatewayd::consumers::segment_log_format {
 
 inline constexpr std::uint64_t no_segment = std::numeric_limits<std::uint64_t>::max();
+// A new log's first segment: prepend() numbers its segments downwards from here, so 2^40 of
+// them fit before segment 0 (appends number upwards: 2^64 - 2^40 more).
+inline constexpr std::uint64_t first_segment = std::uint64_t{1} << 40;
 inline constexpr std::size_t read_ahead = std::size_t{1} << 20;
 inline constexpr std::size_t head_slot_stride = 512;  // one slot per disk sector
 inline constexpr std::size_t head_file_bytes = 2 * head_slot_stride;
@@ -55,6 +58,31 @@ inline bool checks(const std::byte* rec) noexcept {
   std::uint32_t crc;
   std::memcpy(&crc, rec + 4, 4);
   return crc == record_crc(rec, length_of(rec));
+}
+
+// A prepended segment (segment_log_prepend.cpp) opens with one resume record: a record whose
+// time is resume_ms (no clock gives it) and whose 16-byte payload is [u64 segment][u64 offset],
+// where reading goes on after this segment: the next segment's first record still held when
+// the prepend was made (what came before it there was consumed). The head starts past it.
+inline constexpr std::int64_t resume_ms = std::numeric_limits<std::int64_t>::min();
+inline constexpr std::size_t resume_payload_bytes = 16;
+inline constexpr std::size_t resume_record_bytes = 16 + resume_payload_bytes;
+
+inline void encode_resume(std::byte* rec, std::uint64_t segment, std::uint64_t offset) noexcept {
+  std::byte payload[resume_payload_bytes];
+  std::memcpy(payload, &segment, 8);
+  std::memcpy(payload + 8, &offset, 8);
+  encode(rec, payload, resume_ms);
+}
+
+// Whether the resume_record_bytes at `rec` are a whole resume record; its target if so.
+inline bool decode_resume(const std::byte* rec, std::uint64_t& segment,
+                          std::uint64_t& offset) noexcept {
+  if (length_of(rec) != resume_payload_bytes || ms_of(rec) != resume_ms || !checks(rec))
+    return false;
+  std::memcpy(&segment, rec + 16, 8);
+  std::memcpy(&offset, rec + 24, 8);
+  return true;
 }
 
 struct head_slot {

@@ -106,9 +106,9 @@ std::error_code segment_log::read_head(bool& have) {
 
 // Removes the segment files before the head (consumed: their unlink was lost in a crash) and
 // opens the rest. A head whose file is gone points at consumed records only (a file is
-// unlinked once the head passed it): the oldest file left is read from its start.
+// unlinked once the head passed it): the oldest file left is read from its first record.
 std::error_code segment_log::place_head(const std::vector<std::uint64_t>& found, bool have_head) {
-  if (!have_head) head_ = {found.empty() ? 0 : found.front(), 0};
+  if (!have_head) head_ = {found.empty() ? fmt::first_segment : found.front(), 0};
   std::vector<std::uint64_t> numbers;
   for (const std::uint64_t n : found) {
     if (n >= head_.segment) {
@@ -135,7 +135,30 @@ std::error_code segment_log::place_head(const std::vector<std::uint64_t>& found,
     segments_.push_back({n, size});
   }
   written_ = segments_.back().end;
-  head_.offset = std::min(head_.offset, segments_.front().end);
+  if (auto ec = load_begins()) return ec;
+  const segment_file& front = segments_.front();
+  head_.offset = std::min(std::max(head_.offset, front.begin), front.end);
+  return {};
+}
+
+// Where each file's records held begin (segment_file::begin): a prepended file's own start is
+// past its resume record, and the next file's is where that record says. prepend() only puts
+// files in front, so the prepended ones come first: the walk stops at the first file without
+// a resume record (one pread per prepended file, not one per file).
+std::error_code segment_log::load_begins() {
+  for (std::size_t i = 0; i < segments_.size(); ++i) {
+    std::array<std::byte, fmt::resume_record_bytes> rec{};
+    const int fd = ::open(segment_path(segments_[i].number).c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fmt::last_error();
+    const ssize_t n = ::pread(fd, rec.data(), rec.size(), 0);
+    ::close(fd);
+    std::uint64_t segment = 0, offset = 0;
+    if (n != static_cast<ssize_t>(rec.size()) || !fmt::decode_resume(rec.data(), segment, offset))
+      return {};
+    segments_[i].begin = std::max<std::uint64_t>(segments_[i].begin, fmt::resume_record_bytes);
+    if (i + 1 < segments_.size() && segments_[i + 1].number == segment)
+      segments_[i + 1].begin = std::min(offset, segments_[i + 1].end);
+  }
   return {};
 }
 

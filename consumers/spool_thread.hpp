@@ -100,9 +100,19 @@ class spool {
         std::uint64_t max_bytes, std::atomic<std::uint64_t>* settled,
         std::weak_ptr<spool_events> events);
 
+  // On the spool thread (spool.cpp).
+  void store(std::vector<protocol::frame_slice>& frames, bool in_front);
+  void refuse(std::span<const protocol::frame_slice> frames, std::error_code ec);
+  void read_now(std::size_t max_bytes, std::uint64_t generation);
+  void consume_now(std::uint64_t n);
+  bool sync_now();  // false: it failed, what is unsynced stays so
+  void count_error(std::error_code ec) noexcept;
+  void held_changed() noexcept;
+
   spool_thread& thread_;
   const std::filesystem::path dir_;
   spool_stats stats_;
+  std::weak_ptr<spool> self_;  // what each job holds a strong reference from
   // The spool thread's alone from here on.
   std::unique_ptr<segment_log> log_;
   std::atomic<std::uint64_t> max_bytes_;
@@ -110,6 +120,10 @@ class spool {
   const std::weak_ptr<spool_events> events_;
   std::vector<protocol::frame_slice> unsynced_;  // appended, settled at the next sync
   bool dirty_ = false;                           // appended or consumed since the last sync
+  bool listed_ = false;  // in the spool thread's dirty list (dirty_, or was when last looked at)
+  std::vector<std::span<const std::byte>> records_;  // an append's records, reused
+  std::vector<std::byte> read_bytes_;                // a read's records, reused
+  std::vector<std::uint32_t> read_sizes_;
 };
 
 class spool_thread {
@@ -138,8 +152,35 @@ class spool_thread {
   // The private part is the implementation's (a job queue under a mutex, a condition variable,
   // the thread, the spools with work not yet synced).
   friend class spool;
+  using clock = std::chrono::steady_clock;
+  // One call of a spool, queued. It holds its spool, so a spool lives while it has work.
+  struct job {
+    enum class kind : std::uint8_t { append, prepend, read, consume, rewind, flush };
+    std::shared_ptr<spool> target;
+    kind what = kind::append;
+    std::uint64_t n = 0;                        // read: max_bytes; consume: the count
+    std::uint64_t generation = 0;               // read
+    std::vector<protocol::frame_slice> frames;  // append, prepend
+    std::function<void()> done;                 // flush
+  };
+
+  void post(job j);
+  void run();
+  void run_job(job& j);
+  void listed(spool& s);  // s is dirty: in dirty_ until a sync made it clean
+  void sync_all();
+  static void drop(job& j) noexcept;
+
   const std::chrono::milliseconds sync_interval_;
-  std::thread thread_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<job> jobs_;   // under mutex_
+  bool stopping_ = false;  // under mutex_: stop() was called, new jobs are dropped
+  // The spool thread's alone.
+  std::deque<job> running_;  // the jobs taken from jobs_ in one go, done outside the lock
+  std::vector<std::shared_ptr<spool>> dirty_;  // spools with work to sync, in order listed
+  clock::time_point sync_due_{};               // when dirty_ is next synced (non-empty dirty_ only)
+  std::thread thread_;                         // last: started once the members above are
 };
 
 }  // namespace gatewayd::consumers

@@ -77,6 +77,18 @@ inline std::error_code append(segment_log& log, std::uint64_t from, std::uint64_
   return log.append(spans);
 }
 
+// Prepends frames [from, from + n) of `size` bytes in one call.
+inline std::error_code prepend(segment_log& log, std::uint64_t from, std::uint64_t n,
+                               std::size_t size) {
+  std::vector<std::vector<std::byte>> frames;
+  std::vector<std::span<const std::byte>> spans;
+  for (std::uint64_t i = 0; i < n; ++i)
+    frames.push_back(frame(from + i, size));
+  for (const auto& f : frames)
+    spans.emplace_back(f);
+  return log.prepend(spans);
+}
+
 // Reads up to max_bytes and returns the frames' numbers, each frame's bytes checked.
 inline std::vector<std::uint64_t> read_seqs(segment_log& log, std::size_t max_bytes = SIZE_MAX) {
   std::vector<std::byte> out;
@@ -102,6 +114,12 @@ inline std::vector<std::uint64_t> range(std::uint64_t from, std::uint64_t to) {
   for (std::uint64_t i = from; i < to; ++i)
     v.push_back(i);
   return v;
+}
+
+inline std::vector<std::uint64_t> operator+(std::vector<std::uint64_t> a,
+                                            const std::vector<std::uint64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
 }
 
 inline std::vector<fs::path> segment_files(const fs::path& dir) {

@@ -185,3 +185,123 @@ BOOST_AUTO_TEST_CASE(a_file_where_the_folder_should_be_is_an_error) {
   BOOST_TEST(!segment_log::open(tmp.path / "file" / "spool", {}, opened, ec));
   BOOST_TEST((ec == std::errc::not_a_directory));
 }
+
+// prepend(): records in front of what the log holds, in a file of their own below the head's.
+
+BOOST_AUTO_TEST_CASE(prepended_records_are_read_first_and_survive_a_reopen) {
+  temp_dir tmp;
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_REQUIRE(!append(*log, 100, 10, 100));
+    BOOST_TEST(read_seqs(*log, 300) == range(100, 103));
+    BOOST_REQUIRE(!log->consume(2));  // the head is inside the file now: 100, 101 are gone
+    log->rewind();
+    BOOST_REQUIRE(!prepend(*log, 0, 5, 100));
+    BOOST_TEST(log->records() == 13u);
+    BOOST_TEST(log->bytes() == 13u * 100);
+    BOOST_TEST(segment_files(tmp.spool()).size() == 2u);
+    BOOST_REQUIRE(!append(*log, 110, 2, 100));  // behind everything, as ever
+    BOOST_TEST(read_seqs(*log) == range(0, 5) + range(102, 112));
+    BOOST_REQUIRE(!log->sync());
+  }
+  segment_log_opened opened;
+  auto log = open_log(tmp.spool(), {}, opened);
+  BOOST_TEST(opened.records == 15u);
+  BOOST_TEST(opened.torn_records_cut == 0u);
+  BOOST_TEST(read_seqs(*log) == range(0, 5) + range(102, 112));
+}
+
+BOOST_AUTO_TEST_CASE(a_prepend_is_durable_without_a_sync) {
+  temp_dir tmp;
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_REQUIRE(!append(*log, 100, 4, 100));
+    BOOST_REQUIRE(!prepend(*log, 0, 3, 100));  // and the appends before it with it
+  }
+  auto log = open_log(tmp.spool());
+  BOOST_TEST(read_seqs(*log) == range(0, 3) + range(100, 104));
+}
+
+BOOST_AUTO_TEST_CASE(a_prepend_with_records_read_and_not_consumed_is_refused) {
+  temp_dir tmp;
+  auto log = open_log(tmp.spool());
+  BOOST_REQUIRE(!append(*log, 100, 5, 100));
+  BOOST_TEST(read_seqs(*log, 200) == range(100, 102));
+  BOOST_TEST((prepend(*log, 0, 2, 100) == std::errc::invalid_argument));
+  BOOST_TEST(segment_files(tmp.spool()).size() == 1u);
+  BOOST_TEST(log->records() == 5u);
+  BOOST_TEST(read_seqs(*log) == range(102, 105));  // the cursor did not move
+  log->rewind();
+  BOOST_REQUIRE(!prepend(*log, 0, 2, 100));
+  BOOST_TEST(read_seqs(*log) == range(0, 2) + range(100, 105));
+}
+
+BOOST_AUTO_TEST_CASE(a_prepend_on_an_empty_log_numbers_its_file_below_the_first) {
+  temp_dir tmp;
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_REQUIRE(!prepend(*log, 0, 3, 100));
+    const auto files = segment_files(tmp.spool());
+    BOOST_REQUIRE(files.size() == 2u);
+    BOOST_TEST(files[0].filename() == "00000001099511627775.seg");  // 2^40 - 1
+    BOOST_TEST(files[1].filename() == "00000001099511627776.seg");  // a new log's first
+    BOOST_TEST(log->oldest_ms().has_value());
+    BOOST_TEST(read_seqs(*log) == range(0, 3));
+  }
+  auto log = open_log(tmp.spool());
+  BOOST_TEST(read_seqs(*log) == range(0, 3));
+}
+
+BOOST_AUTO_TEST_CASE(consuming_past_a_prepended_file_deletes_it_and_prepends_stack) {
+  temp_dir tmp;
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_REQUIRE(!append(*log, 100, 5, 100));
+    BOOST_REQUIRE(!prepend(*log, 10, 5, 100));
+    BOOST_TEST(read_seqs(*log, 200) == range(10, 12));
+    BOOST_REQUIRE(!log->consume(2));  // the head is inside the prepended file
+    log->rewind();
+    BOOST_REQUIRE(!prepend(*log, 0, 3, 100));
+    BOOST_TEST(segment_files(tmp.spool()).size() == 3u);
+    BOOST_TEST(read_seqs(*log) == range(0, 3) + range(12, 15) + range(100, 105));
+    log->rewind();
+    BOOST_TEST(read_seqs(*log, 500) == range(0, 3) + range(12, 14));
+    BOOST_REQUIRE(!log->consume(3));  // the end of the newest prepended file: it goes
+    BOOST_TEST(segment_files(tmp.spool()).size() == 2u);
+    BOOST_REQUIRE(!log->consume(2));
+    BOOST_TEST(segment_files(tmp.spool()).size() == 2u);
+    BOOST_TEST(read_seqs(*log, 200) == range(14, 15) + range(100, 101));
+    BOOST_REQUIRE(!log->consume(2));  // across the end of the older one
+    BOOST_TEST(segment_files(tmp.spool()).size() == 1u);
+    BOOST_REQUIRE(!log->sync());
+  }
+  auto log = open_log(tmp.spool());
+  BOOST_TEST(read_seqs(*log) == range(101, 105));
+}
+
+BOOST_AUTO_TEST_CASE(a_file_before_the_head_is_removed_at_open_and_not_counted_as_torn) {
+  temp_dir tmp;  // a prepend's file whose head a crash did not let it persist
+  {
+    auto log = open_log(tmp.spool());
+    BOOST_REQUIRE(!append(*log, 100, 3, 100));
+    BOOST_REQUIRE(!log->sync());
+  }
+  std::ofstream(tmp.spool() / "00000001099511627775.seg") << std::string(300, 'x');
+  segment_log_opened opened;
+  auto log = open_log(tmp.spool(), {}, opened);
+  BOOST_TEST(opened.torn_records_cut == 0u);
+  BOOST_TEST(opened.torn_bytes_cut == 0u);
+  BOOST_TEST(segment_files(tmp.spool()).size() == 1u);
+  BOOST_TEST(read_seqs(*log) == range(100, 103));
+}
+
+BOOST_AUTO_TEST_CASE(a_prepend_below_segment_zero_overflows) {
+  temp_dir tmp;
+  fs::create_directories(tmp.spool());
+  std::ofstream(tmp.spool() / "00000000000000000000.seg");  // a log begun at 0
+  auto log = open_log(tmp.spool());
+  BOOST_REQUIRE(!append(*log, 100, 2, 100));
+  BOOST_TEST((prepend(*log, 0, 1, 100) == std::errc::value_too_large));
+  BOOST_TEST(segment_files(tmp.spool()).size() == 1u);
+  BOOST_TEST(read_seqs(*log) == range(100, 102));
+}

@@ -1,0 +1,185 @@
+// A consumer's spool: its calls queue jobs for the spool thread (spool_thread.cpp), and the
+// jobs' work on its segment_log, on the spool thread.
+#include <chrono>
+#include <cstring>
+
+#include "consumers/spool_thread.hpp"
+#include "runtime/log.hpp"
+
+namespace gatewayd::consumers {
+
+spool::spool(spool_thread& thread, std::filesystem::path dir, std::unique_ptr<segment_log> log,
+             std::uint64_t max_bytes, std::atomic<std::uint64_t>* settled,
+             std::weak_ptr<spool_events> events)
+    : thread_(thread),
+      dir_(std::move(dir)),
+      log_(std::move(log)),
+      max_bytes_(max_bytes),
+      settled_(settled),
+      events_(std::move(events)) {}
+
+// Here only when the spool thread holds no reference (spool_thread.cpp): files closed, no I/O.
+// Frames still unsynced (a sync that failed until the thread stopped) were never durable: left
+// unsettled, their suppliers resend them.
+spool::~spool() {
+  protocol::reject_slices(unsynced_, std::nullopt, settled_);
+}
+
+void spool::append(std::span<const protocol::frame_slice> frames) {
+  if (frames.empty()) return;
+  thread_.post({self_.lock(),
+                spool_thread::job::kind::append,
+                0,
+                0,
+                std::vector<protocol::frame_slice>(frames.begin(), frames.end()),
+                {}});
+}
+
+void spool::prepend(std::span<const protocol::frame_slice> frames) {
+  if (frames.empty()) return;
+  thread_.post({self_.lock(),
+                spool_thread::job::kind::prepend,
+                0,
+                0,
+                std::vector<protocol::frame_slice>(frames.begin(), frames.end()),
+                {}});
+}
+
+void spool::read(std::size_t max_bytes, std::uint64_t generation) {
+  thread_.post({self_.lock(), spool_thread::job::kind::read, max_bytes, generation, {}, {}});
+}
+
+void spool::consume(std::uint64_t n) {
+  if (n == 0) return;
+  thread_.post({self_.lock(), spool_thread::job::kind::consume, n, 0, {}, {}});
+}
+
+void spool::rewind() {
+  thread_.post({self_.lock(), spool_thread::job::kind::rewind, 0, 0, {}, {}});
+}
+
+void spool::flush(std::function<void()> done) {
+  thread_.post({self_.lock(), spool_thread::job::kind::flush, 0, 0, {}, std::move(done)});
+}
+
+void spool::set_max_bytes(std::uint64_t bytes) noexcept {
+  max_bytes_.store(bytes, std::memory_order_relaxed);
+}
+
+// Appended (settled at the next sync) or prepended (durable already: settled now), or refused
+// whole. The records are the frames' bytes as they would go downstream.
+void spool::store(std::vector<protocol::frame_slice>& frames, bool in_front) {
+  std::uint64_t bytes = 0;
+  records_.clear();
+  for (const auto& f : frames) {
+    records_.emplace_back(reinterpret_cast<const std::byte*>(f.data()), f.size);
+    bytes += f.size;
+  }
+  if (log_->bytes() + bytes > max_bytes_.load(std::memory_order_relaxed)) {
+    refuse(frames, {});
+    return;
+  }
+  const std::error_code ec = in_front ? log_->prepend(records_) : log_->append(records_);
+  if (ec) {
+    refuse(frames, ec);
+    return;
+  }
+  stats_.written_frames.fetch_add(frames.size(), std::memory_order_relaxed);
+  stats_.written_bytes.fetch_add(bytes, std::memory_order_relaxed);
+  held_changed();
+  if (in_front) {
+    protocol::deliver_slices(frames, settled_);
+  } else if (unsynced_.empty()) {
+    unsynced_.swap(frames);  // the common case: no copy
+  } else {
+    unsynced_.insert(unsynced_.end(), frames.begin(), frames.end());
+  }
+  frames.clear();
+  if (!in_front) thread_.listed(*this);
+}
+
+void spool::refuse(std::span<const protocol::frame_slice> frames, std::error_code ec) {
+  protocol::reject_slices(frames, protocol::reject_reason::dropped, settled_);
+  stats_.refused_frames.fetch_add(frames.size(), std::memory_order_relaxed);
+  stats_.full.store(true, std::memory_order_relaxed);
+  if (ec) count_error(ec);
+}
+
+void spool::count_error(std::error_code ec) noexcept {
+  if (ec == std::errc::no_space_on_device) {
+    stats_.no_space.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    stats_.io_errors.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void spool::held_changed() noexcept {
+  stats_.frames.store(log_->records(), std::memory_order_relaxed);
+  stats_.bytes.store(log_->bytes(), std::memory_order_relaxed);
+  stats_.oldest_ms.store(log_->oldest_ms().value_or(0), std::memory_order_relaxed);
+}
+
+// One chunk for the whole read, one reference per record in it.
+void spool::read_now(std::size_t max_bytes, std::uint64_t generation) {
+  read_bytes_.clear();
+  read_sizes_.clear();
+  if (const std::error_code ec = log_->read(max_bytes, read_bytes_, read_sizes_)) {
+    // A record bad on disk after open() (its checksum, a short file): the records before it
+    // are answered (the cursor is past them), and it is read again next time.
+    count_error(ec);
+    GW_LOG_LIMITED(error, "spool read errors")
+        << "spool " << dir_.string() << ": read: " << ec.message();
+  }
+  const std::shared_ptr<spool_events> events = events_.lock();
+  if (!events) return;  // nobody to answer: nothing built, nothing to release
+  std::vector<protocol::frame_slice> frames;
+  if (!read_sizes_.empty()) {
+    protocol::frame_chunk* chunk = protocol::frame_chunk::acquire(read_bytes_.size());
+    std::memcpy(chunk->data(), read_bytes_.data(), read_bytes_.size());
+    frames.reserve(read_sizes_.size());
+    std::uint32_t at = 0;
+    for (const std::uint32_t size : read_sizes_) {
+      frames.push_back({chunk, at, size, nullptr});
+      at += size;
+    }
+    chunk->add_refs(static_cast<std::uint32_t>(frames.size() - 1));  // it came with one
+    stats_.read_frames.fetch_add(frames.size(), std::memory_order_relaxed);
+  }
+  events->spool_read_done(std::move(frames), generation);
+}
+
+void spool::consume_now(std::uint64_t n) {
+  if (const std::error_code ec = log_->consume(n)) {
+    count_error(ec);
+    GW_LOG_LIMITED(error, "spool consume errors")
+        << "spool " << dir_.string() << ": consume " << n << ": " << ec.message();
+  }
+  held_changed();
+  // Room again: at spool_max_bytes, below it now; out of disk space, a file may have gone, and
+  // the next append finds out.
+  if (log_->bytes() < max_bytes_.load(std::memory_order_relaxed))
+    stats_.full.store(false, std::memory_order_relaxed);
+  thread_.listed(*this);
+}
+
+bool spool::sync_now() {
+  const auto start = std::chrono::steady_clock::now();
+  const std::error_code ec = log_->sync();
+  const auto took = std::chrono::steady_clock::now() - start;
+  stats_.sync_ns.fetch_add(static_cast<std::uint64_t>(
+                               std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()),
+                           std::memory_order_relaxed);
+  stats_.syncs.fetch_add(1, std::memory_order_relaxed);
+  if (ec) {
+    count_error(ec);
+    GW_LOG_LIMITED(error, "spool sync errors")
+        << "spool " << dir_.string() << ": sync: " << ec.message();
+    return false;
+  }
+  protocol::deliver_slices(unsynced_, settled_);
+  unsynced_.clear();
+  dirty_ = false;
+  return true;
+}
+
+}  // namespace gatewayd::consumers
