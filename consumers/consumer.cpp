@@ -130,6 +130,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
     }
   }
   if (spooled) {
+    paused_.resume_released();
     if (nudge) {
       asio::post(strand_, [self = shared_from_this()] {
         self->spill_if_away();

@@ -207,6 +207,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
 
   // spool_events, and the rest of its spool (consumer_spooling.cpp).
   void spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) override;
+  void spool_caught_up() override;
+  // Its spool's disk is behind by more than spool_events::caught_up_bytes: paused suppliers wait.
+  bool spool_behind() const noexcept;
   // Strand: a read came back; its frames join the queue, behind what it holds.
   void take_spool_read(std::vector<frame_slice>& frames, std::uint64_t generation);
   // Under mutex_: put() hands `frames` to its spool (it is spooling, or starts to); `away`: it
@@ -221,6 +224,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // Strand, its drain (drain_and_close): what it holds goes to its spool, whose sync then ends
   // the drain. False once the drain is over (or it has no spool): check_drain goes on.
   bool spool_at_end();
+  // Under mutex_, strand: what it holds in memory (its queue, and its unacknowledged frames
+  // when no write is out) goes to its spool, in front.
+  void spill_all_locked();
   // Strand: a read from its spool, if it is connected and its queue is short.
   void read_spool_if_due();
   // Strand: frames delivered (written whole, or acknowledged) that came from its spool are

@@ -86,11 +86,15 @@ void consumer::complete_close() {
     std::lock_guard lock(mutex_);
     closing_.enter(life::done);
     why = closing_.ending();
+    // A spooled consumer loses nothing at its end: what is left goes to its spool (synced by
+    // the spool thread at the latest when it stops).
+    if (spool_.on()) spill_all_locked();
     left = queue_.clear(reject_for(why));
     publish_depth_locked();
     paused_.release_locked();
   }
   if (opts_.budget) opts_.budget->give_back(left.bytes);
+  grace_timer_.cancel();  // a refusing consumer's grace means nothing any more
   // Held, never acknowledged: counted with what was still queued.
   left.frames += acks_.abandon_all(reject_for(why));
   if (left.frames) {

@@ -25,6 +25,14 @@ consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcep
   // Owing its share of the confirm bound it is full too; only its own suppliers pause for it.
   const bool full = at_limit(queue_, limits_) || over_budget ||
                     (limits_.policy == overflow_policy::backpressure && owes_share());
+  // A spooled consumer's full queue pauses nobody: the next frames go to its disk. Only the
+  // disk pauses them, when it is behind or full.
+  if (spool_.on() && (full || spool_.spooling())) {
+    if (spool_behind()) return pause_mark::gateway_behind;
+    if (spool_.full() && limits_.policy == overflow_policy::backpressure)
+      return pause_mark::consumer_full;
+    return pause_mark::none;
+  }
   if (limits_.policy == overflow_policy::backpressure && full) return pause_mark::consumer_full;
   if (policy_applies(flow_)) return pause_mark::none;
   const bool behind = flow_ == flow::refusing ? full : above_high_water(queue_, limits_);
@@ -36,6 +44,8 @@ bool consumer::below_low_water_locked() const noexcept {
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
   if (closing_.now() != life::open) return true;
+  // Spooling, nobody waits for the consumer: only for the disk, when it is behind or full.
+  if (spool_.spooling()) return !spool_behind() && !spool_.full();
   // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
   // (put()); they go on once it is down to half its limits.
   const bool caught_up =

@@ -51,7 +51,11 @@ bool consumer::spools_locked() const noexcept {
 
 void consumer::spool_put_locked(std::span<const frame_slice> frames, put_result& result,
                                 const std::shared_ptr<flow_control_listener>& listener) {
-  if (!spool_.spooling()) spool_.enter(consumer_spool::mode::spooling);
+  if (!spool_.spooling()) {
+    spool_.enter(consumer_spool::mode::spooling);
+    // Suppliers paused while its queue filled go on: what comes now goes to the disk.
+    if (below_low_water_locked()) paused_.release_locked();
+  }
   // Owed until synced (the spool settles them then), as any frame it takes.
   take_confirms_locked(confirms_in(frames));
   // A full spool refuses them (its thread rejects and counts them); backpressure pauses the
@@ -63,6 +67,24 @@ void consumer::spool_put_locked(std::span<const frame_slice> frames, put_result&
   }
   spool_.append(frames);
   result.queued = static_cast<std::uint32_t>(frames.size());
+  // The disk behind the suppliers by a few MiB: they pause, as at a keeping-up consumer's
+  // high-water mark (the gateway's own lag, not this consumer's), until it has caught up.
+  auto& st = spool_.files()->stats();
+  if (st.pending_bytes.load(std::memory_order_relaxed) > spool_events::behind_bytes) {
+    st.behind.store(true, std::memory_order_relaxed);
+    result.pause_supplier = true;
+    paused_.add(listener);
+  }
+}
+
+void consumer::spool_caught_up() {
+  asio::post(strand_, [self = shared_from_this()] { self->resume_if_below_low_water(); });
+}
+
+bool consumer::spool_behind() const noexcept {
+  const spool* s = spool_.files().get();
+  return s &&
+         s->stats().pending_bytes.load(std::memory_order_relaxed) > spool_events::caught_up_bytes;
 }
 
 void consumer::spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) {
@@ -127,31 +149,36 @@ void consumer::spill_if_away() {
 }
 
 bool consumer::spool_at_end() {
-  std::vector<frame_slice> held;
-  bool flush = false;
+  bool idle = false;
   {
     std::lock_guard lock(mutex_);
     if (closing_.now() != life::draining) return false;
-    // Frames of a write still out come back to the queue (failed) or leave (written): the sync
-    // waits for it. Unacknowledged ones go too: delivered again after the start, at least once.
-    const bool idle = writer_ == writer::idle;
-    if (idle) acks_.hand_over(held);
-    const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),
-                                            std::numeric_limits<std::uint64_t>::max(), held);
-    if (opts_.budget) opts_.budget->give_back(queued.bytes);
-    if (!held.empty()) {
-      spool_.spill(held);
-    } else if (!spool_.spooling()) {
-      spool_.enter(consumer_spool::mode::spooling);  // what older tables still route: to disk
-    }
-    publish_depth_locked();
-    flush = idle && spool_.first_flush();
+    // What older tables still route to it goes to disk too.
+    if (!spool_.spooling()) spool_.enter(consumer_spool::mode::spooling);
+    spill_all_locked();
+    idle = writer_ == writer::idle;
   }
-  if (flush) {
+  if (!idle) {
+    // A write is out, to a socket that may never take it: the drain ends now; the write comes
+    // back (failed: its frames to the queue) and complete_close() spools what is left.
+    end_drain();
+  } else if (spool_.first_flush()) {
     spool_.files()->flush(
         [self = shared_from_this()] { asio::post(self->strand_, [self] { self->end_drain(); }); });
   }
   return true;
+}
+
+void consumer::spill_all_locked() {
+  // Unacknowledged frames go too (none is out when its end comes): delivered again after the
+  // start, at least once.
+  std::vector<frame_slice> held;
+  if (writer_ == writer::idle) acks_.hand_over(held);
+  const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),
+                                          std::numeric_limits<std::uint64_t>::max(), held);
+  if (opts_.budget) opts_.budget->give_back(queued.bytes);
+  if (!held.empty()) spool_.spill(held);
+  publish_depth_locked();
 }
 
 void consumer::spool_delivered(std::span<const frame_slice> frames) {

@@ -22,11 +22,34 @@ spool::spool(spool_thread& thread, std::filesystem::path dir, std::unique_ptr<se
 // Frames still unsynced (a sync that failed until the thread stopped) were never durable: left
 // unsettled, their suppliers resend them.
 spool::~spool() {
-  protocol::reject_slices(unsynced_, std::nullopt, settled_);
+  protocol::confirm_settlements settlements;
+  for (protocol::confirm_entry* e : unsynced_)
+    settlements.given_up(*e, std::nullopt);
+  settlements.flush();
+  if (settled_ && !unsynced_.empty())
+    settled_->fetch_add(unsynced_.size(), std::memory_order_relaxed);
+}
+
+namespace {
+std::uint64_t bytes_of(std::span<const protocol::frame_slice> frames) noexcept {
+  std::uint64_t bytes = 0;
+  for (const auto& f : frames)
+    bytes += f.size;
+  return bytes;
+}
+}  // namespace
+
+void spool::taken(std::span<const protocol::frame_slice> frames) noexcept {
+  const std::uint64_t bytes = bytes_of(frames);
+  const std::uint64_t before = stats_.pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  if (before - bytes > spool_events::caught_up_bytes) return;
+  if (!stats_.behind.exchange(false, std::memory_order_relaxed)) return;
+  if (const auto events = events_.lock()) events->spool_caught_up();
 }
 
 void spool::append(std::span<const protocol::frame_slice> frames) {
   if (frames.empty()) return;
+  stats_.pending_bytes.fetch_add(bytes_of(frames), std::memory_order_relaxed);
   thread_.post({self_.lock(),
                 spool_thread::job::kind::append,
                 0,
@@ -37,6 +60,7 @@ void spool::append(std::span<const protocol::frame_slice> frames) {
 
 void spool::prepend(std::span<const protocol::frame_slice> frames) {
   if (frames.empty()) return;
+  stats_.pending_bytes.fetch_add(bytes_of(frames), std::memory_order_relaxed);
   thread_.post({self_.lock(),
                 spool_thread::job::kind::prepend,
                 0,
@@ -75,6 +99,7 @@ void spool::store(std::vector<protocol::frame_slice>& frames, bool in_front) {
     records_.emplace_back(reinterpret_cast<const std::byte*>(f.data()), f.size);
     bytes += f.size;
   }
+  taken(frames);
   if (log_->bytes() + bytes > max_bytes_.load(std::memory_order_relaxed)) {
     refuse(frames, {});
     return;
@@ -89,10 +114,14 @@ void spool::store(std::vector<protocol::frame_slice>& frames, bool in_front) {
   held_changed();
   if (in_front) {
     protocol::deliver_slices(frames, settled_);
-  } else if (unsynced_.empty()) {
-    unsynced_.swap(frames);  // the common case: no copy
   } else {
-    unsynced_.insert(unsynced_.end(), frames.begin(), frames.end());
+    // The bytes are in the log's buffer: the read chunks go back now, not at the sync (a fast
+    // supplier's reads are not pinned for a sync interval); a CONFIRM frame's entry waits.
+    protocol::release_batch released;
+    for (const auto& f : frames) {
+      if (f.confirm) unsynced_.push_back(f.confirm);
+      released.add(f.chunk);
+    }
   }
   frames.clear();
   if (!in_front) thread_.listed(*this);
@@ -176,7 +205,13 @@ bool spool::sync_now() {
         << "spool " << dir_.string() << ": sync: " << ec.message();
     return false;
   }
-  protocol::deliver_slices(unsynced_, settled_);
+  {
+    protocol::confirm_settlements settlements;
+    for (protocol::confirm_entry* e : unsynced_)
+      settlements.delivered(*e);
+  }
+  if (settled_ && !unsynced_.empty())
+    settled_->fetch_add(unsynced_.size(), std::memory_order_relaxed);
   unsynced_.clear();
   dirty_ = false;
   return true;

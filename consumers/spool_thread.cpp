@@ -76,6 +76,7 @@ void spool_thread::post(job j) {
 // A job after stop(): references released, CONFIRM frames left unsettled (the gateway stops:
 // their suppliers resend them), a read never answered, a flush's `done` never called.
 void spool_thread::drop(job& j) noexcept {
+  j.target->taken(j.frames);
   protocol::reject_slices(j.frames, std::nullopt, j.target->settled_);
   j.frames.clear();
   j.target.reset();

@@ -43,6 +43,12 @@ struct spool_stats {
   // At spool_max_bytes or out of disk space: new frames are refused (or their suppliers paused)
   // until a delivery frees room. Set by the spool thread, cleared by it on consume.
   std::atomic<bool> full{false};
+  // Bytes handed to the spool thread and not yet written to its log: what the disk is behind
+  // by. Past a few MiB the consumer pauses the suppliers feeding it (the gateway's own lag, as
+  // at a keeping-up consumer's high-water mark); spool_events::spool_caught_up says when it is
+  // down again, if `behind` was set.
+  std::atomic<std::uint64_t> pending_bytes{0};
+  std::atomic<bool> behind{false};
 };
 
 // What a spool tells its consumer, on the spool thread: nothing here may block (post to a strand).
@@ -53,6 +59,11 @@ class spool_events {
   // was synced). Empty when nothing was unread.
   virtual void spool_read_done(std::vector<protocol::frame_slice> frames,
                                std::uint64_t generation) = 0;
+  // stats().behind was set, and pending_bytes is down to `caught_up_bytes`: the suppliers it
+  // paused may go on.
+  virtual void spool_caught_up() {}
+  static constexpr std::uint64_t behind_bytes = 8u << 20;
+  static constexpr std::uint64_t caught_up_bytes = 4u << 20;
 
  protected:
   ~spool_events() = default;
@@ -108,6 +119,7 @@ class spool {
   bool sync_now();  // false: it failed, what is unsynced stays so
   void count_error(std::error_code ec) noexcept;
   void held_changed() noexcept;
+  void taken(std::span<const protocol::frame_slice> frames) noexcept;  // off pending_bytes
 
   spool_thread& thread_;
   const std::filesystem::path dir_;
@@ -118,8 +130,10 @@ class spool {
   std::atomic<std::uint64_t> max_bytes_;
   std::atomic<std::uint64_t>* const settled_;
   const std::weak_ptr<spool_events> events_;
-  std::vector<protocol::frame_slice> unsynced_;  // appended, settled at the next sync
-  bool dirty_ = false;                           // appended or consumed since the last sync
+  // Appended CONFIRM frames, settled at the next sync (their chunks went back once the bytes
+  // were in the log's buffer).
+  std::vector<protocol::confirm_entry*> unsynced_;
+  bool dirty_ = false;   // appended or consumed since the last sync
   bool listed_ = false;  // in the spool thread's dirty list (dirty_, or was when last looked at)
   std::vector<std::span<const std::byte>> records_;  // an append's records, reused
   std::vector<std::byte> read_bytes_;                // a read's records, reused

@@ -224,7 +224,8 @@ BOOST_AUTO_TEST_CASE(duplicate_consumer_is_a_toml_error) {
 }
 
 BOOST_AUTO_TEST_CASE(unknown_keys_at_every_level) {
-  expect_errors(R"(colour = "red"
+  expect_errors(
+      R"(colour = "red"
 [consumers.a]
 endpoint = "127.0.0.1:1"
   queue_size = 5
@@ -236,14 +237,14 @@ to = ["a"]
 consumer = "a"
  also = "b"
 )",
-                {{1, 1,
-                  "colour: unknown key (expected consumers, routes, dead_letter, suppliers, "
-                  "suppliers_default)"},
-                 {4, 3,
-                  "consumers.a.queue_size: unknown key (expected endpoint, endpoints, balance, "
-                  "queue_capacity, queue_bytes, overflow, tls, ack, max_unacked_bytes)"},
-                 {8, 3, "routes[0].priority: unknown key (expected match, to)"},
-                 {11, 2, "dead_letter.also: unknown key (expected consumer)"}});
+      {{1, 1,
+        "colour: unknown key (expected consumers, routes, dead_letter, suppliers, "
+        "suppliers_default)"},
+       {4, 3,
+        "consumers.a.queue_size: unknown key (expected endpoint, endpoints, balance, "
+        "queue_capacity, queue_bytes, overflow, tls, ack, spool_max_bytes, max_unacked_bytes)"},
+       {8, 3, "routes[0].priority: unknown key (expected match, to)"},
+       {11, 2, "dead_letter.also: unknown key (expected consumer)"}});
 }
 
 BOOST_AUTO_TEST_CASE(wrong_types) {
@@ -455,6 +456,22 @@ max_unacked_bytes = 1024
       {{3, 7, "consumers.a.ack: expected a boolean (true or false), got a string"},
        {8, 21, "consumers.b.max_unacked_bytes: 0 is out of range (1..9223372036854775807)"},
        {12, 21, "consumers.c.max_unacked_bytes: only means something with ack = true"}});
+}
+
+// Issue 46: a group cannot have a spool yet; one consumer can.
+BOOST_AUTO_TEST_CASE(a_spool_on_a_group_is_refused_at_its_key) {
+  expect_errors(
+      R"([consumers.a]
+endpoints = ["127.0.0.1:1", "127.0.0.1:2"]
+spool_max_bytes = 1048576
+
+[consumers.b]
+endpoint = "127.0.0.1:1"
+spool_max_bytes = 1048576
+)",
+      {{3, 19,
+        "consumers.a.spool_max_bytes: a group (endpoints = [...]) cannot have a spool yet; give "
+        "the spool to a consumer with one endpoint"}});
 }
 
 BOOST_AUTO_TEST_CASE(a_faulty_consumer_is_still_known_to_routes) {

@@ -168,6 +168,32 @@ BOOST_AUTO_TEST_CASE(routes_file_relative_to_the_config_file) {
   BOOST_TEST(abs_result.config->routes_file == fs::path{"/srv/routes.toml"});
 }
 
+// Issue 46: spool_dir is relative to gatewayd.toml (`spool` beside it when absent), and --check
+// names one gatewayd could not create or write, at the key.
+BOOST_AUTO_TEST_CASE(spool_dir_is_resolved_and_checked) {
+  temp_dir dir;
+  const auto plain = dir.write("conf/gatewayd.toml", "[gateway]\nroutes_file = \"r.toml\"\n");
+  const auto result = load_service_config(plain);
+  BOOST_REQUIRE(result.config.has_value());
+  BOOST_TEST(result.config->spool_dir == (dir.path() / "conf" / "spool"));
+
+  const auto named =
+      dir.write("named.toml", "[gateway]\nroutes_file = \"r.toml\"\nspool_dir = \"a/b/spool\"\n");
+  const auto made = load_service_config(named);
+  BOOST_REQUIRE(made.config.has_value());  // a/b does not exist yet: it can be created
+  BOOST_TEST(made.config->spool_dir == (dir.path() / "a" / "b" / "spool"));
+
+  // A file where the folder would be: not a folder.
+  dir.write("file", "x");
+  const auto blocked = dir.write(
+      "blocked.toml", "[gateway]\nroutes_file = \"r.toml\"\nspool_dir = \"file/spool\"\n");
+  const auto refused = load_service_config(blocked);
+  BOOST_REQUIRE(refused.errors.size() == 1u);
+  BOOST_TEST(refused.errors[0].line == 3);
+  BOOST_TEST(refused.errors[0].message == "gateway.spool_dir: \"file/spool\": " +
+                                              (dir.path() / "file").string() + " is not a folder");
+}
+
 BOOST_AUTO_TEST_CASE(relative_config_path_is_made_absolute) {
   temp_dir dir;
   dir.write("gatewayd.toml", "[gateway]\nroutes_file = \"routes.toml\"\n");
@@ -258,7 +284,8 @@ level = "verbose"
         "gateway.threds: unknown key (expected supplier_listen, threads, idle_poll_us, "
         "max_payload, "
         "routes_file, idle_timeout_ms, max_supplier_connections, max_handshaking_connections, "
-        "drain_timeout_ms, lame_duck_ms, reconnect_initial_ms, reconnect_max_ms, "
+        "drain_timeout_ms, spool_dir, spool_sync_ms, lame_duck_ms, reconnect_initial_ms, "
+        "reconnect_max_ms, "
         "max_queued_bytes, max_partial_frame_bytes, allow, proxy_protocol, proxy_from, "
         "slow_consumer_ms, consumer_connect_timeout_ms, consumer_timeout_ms, "
         "max_unconfirmed_frames, confirm_timeout_ms, max_confirm_ledger_bytes)"},

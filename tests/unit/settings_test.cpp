@@ -27,6 +27,7 @@ const std::map<std::string, std::string> non_default = {
     {"gateway.routes_file", "routes_file = \"other.toml\""},
     {"gateway.allow", "allow = [\"10.0.0.0/8\"]"},
     {"gateway.proxy_from", "proxy_from = [\"10.9.0.0/16\"]"},
+    {"gateway.spool_dir", "spool_dir = \"/tmp\""},
     // [tls] needs cert and key together: each line changes one key of tls_base (below).
     {"tls.cert", "cert = \"other.crt\"\nkey = \"g.key\""},
     {"tls.key", "cert = \"g.crt\"\nkey = \"other.key\""},
@@ -232,6 +233,7 @@ BOOST_AUTO_TEST_CASE(every_consumer_field_has_its_row) {
   full.tls.emplace().digest = "d";
   full.ack = true;
   full.max_unacked_bytes = 12345;
+  full.spool_max_bytes = 1 << 20;
   gatewayd::consumers::consumer_spec covered;
   covered.name = full.name;
   covered.member = full.member;

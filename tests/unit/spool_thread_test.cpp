@@ -61,7 +61,8 @@ BOOST_AUTO_TEST_CASE(confirm_frames_settle_at_the_group_commit_not_before) {
   if (std::chrono::steady_clock::now() - start < 150ms) {
     BOOST_TEST(f.advance() == 0u);  // appended, not yet synced
     BOOST_TEST(settled.load() == 0u);
-    BOOST_TEST(f.held_refs() == 5u);
+    // The bytes are in the log's buffer: the chunks went back, the entries wait for the sync.
+    BOOST_TEST(f.held_refs() == 0u);
     BOOST_TEST(s->stats().syncs.load() == 0u);
   } else {
     BOOST_TEST_MESSAGE("slow machine: the 200 ms sync may have run; 'not before' not checked");
