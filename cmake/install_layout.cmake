@@ -55,8 +55,15 @@ foreach(source IN LISTS gatewayd_config_sources)
   if(EXISTS "${target}")
     message(STATUS "Keeping existing: ${target}")
   else()
+    # The sample's spools are a folder beside it (what ./scripts/run works with); an installed
+    # one's are the unit's StateDirectory=, the one place the service may write.
+    file(READ "${source}" text)
+    string(REPLACE "spool_dir = \"spool\"" "spool_dir = \"/var/lib/gatewayd/spool\"" text
+           "${text}")
+    set(staged_config "${gatewayd_unit_staging}/${destination}/${name}")
+    file(WRITE "${staged_config}" "${text}")
     file(INSTALL DESTINATION "${sysconfdir}/gatewayd" TYPE FILE PERMISSIONS OWNER_READ
-         OWNER_WRITE GROUP_READ WORLD_READ FILES "${source}")
+         OWNER_WRITE GROUP_READ WORLD_READ FILES "${staged_config}")
   endif()
 endforeach()
 

@@ -51,9 +51,14 @@ struct scraped_gateway {
   // An ack = true consumer, so that its families (unacked, redelivered, max_unacked_bytes, ack
   // protocol errors) have samples: they exist for such consumers only.
   test_consumer acked;
-  gateway_fixture gw{consumer_toml("c", consumer.endpoint()) +
-                     consumer_toml("acked", acked.endpoint(), "ack = true\n") +
-                     route_toml("a.>", {"c"}) + route_toml("b.>", {"acked"})};
+  // A consumer with a spool, for the spool families (they exist for such consumers only).
+  test_consumer spooled;
+  gateway_fixture gw{
+      consumer_toml("c", consumer.endpoint()) +
+          consumer_toml("acked", acked.endpoint(), "ack = true\n") +
+          consumer_toml("spooled", spooled.endpoint(), "spool_max_bytes = 1048576\n") +
+          route_toml("a.>", {"c"}) + route_toml("b.>", {"acked"}) + route_toml("s.>", {"spooled"}),
+      "spool_dir = \"spool\"\n"};
   std::filesystem::path exposition;
 
   scraped_gateway() {

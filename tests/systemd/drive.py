@@ -217,7 +217,9 @@ client_ca = "${CREDENTIALS_DIRECTORY}/tls_ca.crt"
     by_hand = in_root("gatewayd", "--check", "--config", "/etc/gatewayd/gatewayd.toml", ok=False)
     check(by_hand.returncode == 1 and "CREDENTIALS_DIRECTORY is not set" in by_hand.stderr,
           "gatewayd --check by hand names the missing CREDENTIALS_DIRECTORY")
+    # StateDirectory= as the unit's: spool_dir is in it, and --check makes sure it can be used.
     as_unit = in_root("systemd-run", "--quiet", "--pipe", "--wait", "-p", "DynamicUser=yes",
+                      "-p", "StateDirectory=gatewayd",
                       "-p", "LoadCredential=tls:/etc/gatewayd/credentials", "/usr/sbin/gatewayd",
                       "--check", "--config", "/etc/gatewayd/gatewayd.toml", ok=False)
     check(as_unit.returncode == 0 and "configuration OK" in as_unit.stdout,
