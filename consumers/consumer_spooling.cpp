@@ -69,11 +69,16 @@ void consumer::spool_put_locked(std::span<const frame_slice> frames, put_result&
   result.queued = static_cast<std::uint32_t>(frames.size());
   // The disk behind the suppliers by a few MiB: they pause, as at a keeping-up consumer's
   // high-water mark (the gateway's own lag, not this consumer's), until it has caught up.
+  // `behind` is set before pending_bytes is read, and the spool thread lowers pending_bytes
+  // before it reads `behind` (both sequentially consistent): either this read sees it caught up
+  // already, or the thread sees `behind` and calls spool_caught_up(). No pause is left unended.
   auto& st = spool_.files()->stats();
   if (st.pending_bytes.load(std::memory_order_relaxed) > spool_events::behind_bytes) {
-    st.behind.store(true, std::memory_order_relaxed);
-    result.pause_supplier = true;
-    paused_.add(listener);
+    st.behind.store(true);
+    if (st.pending_bytes.load() > spool_events::behind_bytes) {
+      result.pause_supplier = true;
+      paused_.add(listener);
+    }
   }
 }
 

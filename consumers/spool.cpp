@@ -41,9 +41,11 @@ std::uint64_t bytes_of(std::span<const protocol::frame_slice> frames) noexcept {
 
 void spool::taken(std::span<const protocol::frame_slice> frames) noexcept {
   const std::uint64_t bytes = bytes_of(frames);
-  const std::uint64_t before = stats_.pending_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+  // Sequentially consistent, as the consumer's store of `behind` and read of pending_bytes
+  // (consumer_spooling.cpp): a pause it made is always ended here.
+  const std::uint64_t before = stats_.pending_bytes.fetch_sub(bytes);
   if (before - bytes > spool_events::caught_up_bytes) return;
-  if (!stats_.behind.exchange(false, std::memory_order_relaxed)) return;
+  if (!stats_.behind.exchange(false)) return;
   if (const auto events = events_.lock()) events->spool_caught_up();
 }
 
