@@ -25,9 +25,10 @@ consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcep
   // Owing its share of the confirm bound it is full too; only its own suppliers pause for it.
   const bool full = at_limit(queue_, limits_) || over_budget ||
                     (limits_.policy == overflow_policy::backpressure && owes_share());
-  // A spooled consumer's full queue pauses nobody: the next frames go to its disk. Only the
-  // disk pauses them, when it is behind or full.
-  if (spool_.on() && (full || spool_.spooling())) {
+  // A spooled consumer's queue pauses nobody, full or past the high-water mark: it is bounded by
+  // its limits, and the next frames go to the disk. Only the disk pauses them, when it is behind
+  // or full.
+  if (spool_.on()) {
     if (spool_behind()) return pause_mark::gateway_behind;
     if (spool_.full() && limits_.policy == overflow_policy::backpressure)
       return pause_mark::consumer_full;
@@ -44,8 +45,8 @@ bool consumer::below_low_water_locked() const noexcept {
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
   if (closing_.now() != life::open) return true;
-  // Spooling, nobody waits for the consumer: only for the disk, when it is behind or full.
-  if (spool_.spooling()) return !spool_behind() && !spool_.full();
+  // With a spool nobody waits for the consumer: only for the disk, when it is behind or full.
+  if (spool_.on()) return !spool_behind() && !spool_.full();
   // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
   // (put()); they go on once it is down to half its limits.
   const bool caught_up =
