@@ -96,7 +96,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
         refused.rejected(f, reject_for(ending));
       a.drops[static_cast<std::size_t>(ending)] = frames.size();
       take_confirms_locked(confirms_in(frames));
-    } else if (spools_locked()) {
+    } else if (spool_.on() && spools_locked()) {
       // Off the plain path: a consumer with a spool that holds frames, or needs it now.
       spool_put_locked(frames, result, listener);
       spooled = true;

@@ -3,8 +3,7 @@
 
 namespace gatewayd::consumers {
 
-frame_counts consumer_acks::written(write_batch& batch, std::size_t n) {
-  if (!acks_) return batch.written(n);  // delivered in the same walk that finds them
+frame_counts consumer_acks::hold_written(write_batch& batch, std::size_t n) {
   const auto written = batch.take_written(n);
   if (!written.slices.empty()) {
     unacked_.push_back(written.slices);

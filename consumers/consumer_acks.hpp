@@ -53,7 +53,10 @@ class consumer_acks {
   void connection_up() noexcept { unacked_.connection_up(); }
   // The socket took `n` more bytes of `batch`: the frames written whole are delivered (settled
   // and released) or, acknowledged ones, held. What they were (sent, their budget given back).
-  frame_counts written(write_batch& batch, std::size_t n);
+  frame_counts written(write_batch& batch, std::size_t n) {
+    if (!acks_) return batch.written(n);  // delivered in the same walk that finds them
+    return hold_written(batch, n);
+  }
   // `ack n` on the connection up: delivers what it covers, or says why it is a protocol error.
   // `covered`: how many frames it delivered.
   ack_error acknowledge(std::uint64_t n, std::size_t& covered);
@@ -67,6 +70,7 @@ class consumer_acks {
   std::size_t abandon_all(protocol::give_up why) noexcept;
 
  private:
+  frame_counts hold_written(write_batch& batch, std::size_t n);
   std::uint64_t limit() const noexcept {
     return max_unacked_bytes_.load(std::memory_order_relaxed);
   }

@@ -59,7 +59,7 @@ bool consumer::take_batch(write_batch& batch, std::uint64_t& conn) {
 
 bool consumer::take_batch_locked(write_batch& batch, std::uint64_t& conn, bool& left_refusing,
                                  bool& parked) {
-  if (writable(flow_)) redeliver_locked();
+  if (writable(flow_) && acks_.acks()) redeliver_locked();
   if (writable(flow_) && !queue_.empty()) {
     if (acks_.full()) {
       enter_writer_locked(writer::parked);
