@@ -224,9 +224,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // Strand, its drain (drain_and_close): what it holds goes to its spool, whose sync then ends
   // the drain. False once the drain is over (or it has no spool): check_drain goes on.
   bool spool_at_end();
-  // Under mutex_, strand: what it holds in memory (its queue, and its unacknowledged frames
-  // when no write is out) goes to its spool, in front.
-  void spill_all_locked();
+  // Under mutex_, strand: what it holds in memory (its queue, and with `unacked_too` its
+  // unacknowledged frames, older) goes to its spool, in front. False when it held nothing.
+  bool spill_locked(bool unacked_too);
   // Strand: a read from its spool, if it is connected and its queue is short.
   void read_spool_if_due();
   // Strand: frames delivered (written whole, or acknowledged) that came from its spool are

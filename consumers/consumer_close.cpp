@@ -88,7 +88,7 @@ void consumer::complete_close() {
     why = closing_.ending();
     // A spooled consumer loses nothing at its end: what is left goes to its spool (synced by
     // the spool thread at the latest when it stops).
-    if (spool_.on()) spill_all_locked();
+    if (spool_.on()) spill_locked(writer_ == writer::idle);
     left = queue_.clear(reject_for(why));
     publish_depth_locked();
     paused_.release_locked();

@@ -134,20 +134,13 @@ void consumer::read_spool_if_due() {
 
 void consumer::spill_if_away() {
   if (!spool_.on()) return;
-  std::vector<frame_slice> held;
   {
     std::lock_guard lock(mutex_);
     const bool down = !writable(flow_);
     if (closing_.now() >= life::closed || (!down && flow_ != flow::congested)) return;
     // Written and not acknowledged on a connection that is gone: older than the queue. On one
     // that is up (it fell behind) they stay: their acks may still come.
-    if (down) acks_.hand_over(held);
-    const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),
-                                            std::numeric_limits<std::uint64_t>::max(), held);
-    if (held.empty()) return;
-    if (opts_.budget) opts_.budget->give_back(queued.bytes);
-    spool_.spill(held);
-    publish_depth_locked();
+    if (!spill_locked(down)) return;
     if (below_low_water_locked()) paused_.release_locked();
   }
   paused_.resume_released();
@@ -160,8 +153,10 @@ bool consumer::spool_at_end() {
     if (closing_.now() != life::draining) return false;
     // What older tables still route to it goes to disk too.
     if (!spool_.spooling()) spool_.enter(consumer_spool::mode::spooling);
-    spill_all_locked();
     idle = writer_ == writer::idle;
+    // Unacknowledged frames go too when no write is out: delivered again after the start, at
+    // least once.
+    spill_locked(idle);
   }
   if (!idle) {
     // A write is out, to a socket that may never take it: the drain ends now; the write comes
@@ -174,16 +169,16 @@ bool consumer::spool_at_end() {
   return true;
 }
 
-void consumer::spill_all_locked() {
-  // Unacknowledged frames go too (none is out when its end comes): delivered again after the
-  // start, at least once.
+bool consumer::spill_locked(bool unacked_too) {
   std::vector<frame_slice> held;
-  if (writer_ == writer::idle) acks_.hand_over(held);
+  if (unacked_too) acks_.hand_over(held);
   const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),
                                           std::numeric_limits<std::uint64_t>::max(), held);
+  if (held.empty()) return false;
   if (opts_.budget) opts_.budget->give_back(queued.bytes);
-  if (!held.empty()) spool_.spill(held);
+  spool_.spill(held);
   publish_depth_locked();
+  return true;
 }
 
 void consumer::spool_delivered(std::span<const frame_slice> frames) {
