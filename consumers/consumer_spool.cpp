@@ -48,10 +48,19 @@ void consumer_spool::spill(std::vector<protocol::frame_slice>& held) {
   }
   released.flush();
   held.resize(kept);
-  copies_.clear();
-  spool_->rewind();
+  // Copies not in `held` are out: in a write the socket may still take, or written and awaiting
+  // their acknowledgement. They are the oldest the consumer has (it spills what follows them),
+  // so they stay copies, consumed from the spool when delivered, and reading goes on after
+  // their records. Let go with the rest, a write that then succeeded would deliver them once,
+  // and the spool, which never heard of it, a second time.
+  const std::uint64_t left = copies_left();
+  const std::uint64_t out = keep_oldest_copies(left > copies ? left - copies : 0);
+  spool_->rewind(out);
   unread_ += copies;
   if (!held.empty()) {
+    // Memory's frames come before every copy (frames go to memory again only once no copy is
+    // left): with copies out, `held` holds none.
+    assert(out == 0);
     // Older than anything the spool holds: in front of it (after the rewind nothing is read).
     if (holds) {
       spool_->prepend(held);
@@ -62,6 +71,24 @@ void consumer_spool::spill(std::vector<protocol::frame_slice>& held) {
   }
   held.clear();
   if (mode_ == mode::memory) enter(mode::spooling);
+}
+
+std::uint64_t consumer_spool::copies_left() const noexcept {
+  std::uint64_t n = 0;
+  for (const copies_in& c : copies_)
+    n += c.left;
+  return n;
+}
+
+std::uint64_t consumer_spool::keep_oldest_copies(std::uint64_t n) noexcept {
+  std::uint64_t kept = 0;
+  std::size_t i = 0;
+  for (; i < copies_.size() && kept < n; ++i) {
+    copies_[i].left = std::min(copies_[i].left, n - kept);
+    kept += copies_[i].left;
+  }
+  copies_.erase(copies_.begin() + static_cast<std::ptrdiff_t>(i), copies_.end());
+  return kept;
 }
 
 bool consumer_spool::read_if_due(std::size_t max_bytes) {

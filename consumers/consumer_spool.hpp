@@ -41,9 +41,10 @@ class consumer_spool {
   // settled once synced).
   void append(std::span<const protocol::frame_slice> frames);
   // What the consumer holds in memory goes to the disk, in order (a stop, a removal, or it is
-  // away or behind): `held`, everything it holds oldest first with a reference each. The spool's
-  // own copies among them are let go (the spool keeps the records: read again from its oldest
-  // unconsumed), the rest go in front of what the spool holds.
+  // away or behind): `held`, everything it holds oldest first with a reference each, except
+  // frames still out (a write on its way, frames awaiting acknowledgement: older than `held`).
+  // The spool's own copies in `held` are let go (the spool keeps the records: read again after
+  // the copies still out), the rest go in front of what the spool holds.
   void spill(std::vector<protocol::frame_slice>& held);
   // Full (spool_max_bytes, or the disk): new frames are refused, or their suppliers paused.
   bool full() const noexcept {
@@ -64,11 +65,16 @@ class consumer_spool {
   void delivered(std::span<const protocol::frame_slice> frames);
   // Its end: true the first time only (the one flush that ends its drain).
   bool first_flush() noexcept { return !std::exchange(flushed_, true); }
+  // A copy of a record in memory (queued, in a write, awaiting acknowledgement).
+  bool has_copies() const noexcept { return !copies_.empty(); }
   // Nothing unread, no read out, no copy waiting: frames may go to memory again.
   bool drained() const noexcept { return unread_ == 0 && !reading_ && copies_.empty(); }
 
  private:
   bool is_copy(const protocol::frame_slice& f) const noexcept;
+  std::uint64_t copies_left() const noexcept;
+  // Keeps the `n` oldest copies (fewer if it has fewer) and forgets the rest: how many it kept.
+  std::uint64_t keep_oldest_copies(std::uint64_t n) noexcept;
 
   std::shared_ptr<spool> spool_;
   mode mode_ = mode::memory;

@@ -170,6 +170,10 @@ bool consumer::spool_at_end() {
 }
 
 bool consumer::spill_locked(bool unacked_too) {
+  // A write out is younger than what acknowledgements await: with those in `held`, copies in
+  // its batch would sit between frames spilled, which the spool cannot keep in order. It waits
+  // for the write to come back (take_batch() spills then).
+  if (unacked_too && writer_ != writer::idle && spool_.has_copies()) return false;
   std::vector<frame_slice> held;
   if (unacked_too) acks_.hand_over(held);
   const frame_counts queued = queue_.take(std::numeric_limits<std::size_t>::max(),

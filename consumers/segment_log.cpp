@@ -291,10 +291,17 @@ std::error_code segment_log::drop_consumed() {
   return first;
 }
 
-void segment_log::rewind() noexcept {
-  read_ = head_;
-  unread_records_ = held_records_;
-  unconsumed_.clear();
+void segment_log::rewind(std::uint64_t keep) noexcept {
+  keep = std::min<std::uint64_t>(keep, unconsumed_.size());
+  // The cursor goes where read() left it after the kept records: the same walk from the head.
+  position at = head_;
+  for (std::uint64_t i = 0; i < keep; ++i) {
+    next_segment_if_at_end(at);
+    at.offset += header_bytes + unconsumed_[i].length;
+  }
+  read_ = at;
+  unconsumed_.resize(keep);
+  unread_records_ = held_records_ - keep;
 }
 
 std::optional<std::int64_t> segment_log::oldest_ms() const noexcept {

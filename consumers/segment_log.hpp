@@ -106,8 +106,10 @@ class segment_log {
   // More than were read and not consumed: EINVAL, nothing consumed.
   std::error_code consume(std::uint64_t n);
 
-  // Reading starts over at the head: what was read and not consumed is read again.
-  void rewind() noexcept;
+  // Reading starts over after the oldest `keep` records read and not consumed (still out: a
+  // write on its way, acknowledgements awaited; at most those read), at the head with 0: what
+  // was read after them and not consumed is read again.
+  void rewind(std::uint64_t keep = 0) noexcept;
 
   std::uint64_t records() const noexcept { return held_records_; }  // appended, not consumed
   std::uint64_t bytes() const noexcept { return held_bytes_; }      // their payload bytes

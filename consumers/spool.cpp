@@ -80,8 +80,8 @@ void spool::consume(std::uint64_t n) {
   thread_.post({self_.lock(), spool_thread::job::kind::consume, n, 0, {}, {}});
 }
 
-void spool::rewind() {
-  thread_.post({self_.lock(), spool_thread::job::kind::rewind, 0, 0, {}, {}});
+void spool::rewind(std::uint64_t keep) {
+  thread_.post({self_.lock(), spool_thread::job::kind::rewind, keep, 0, {}, {}});
 }
 
 void spool::flush(std::function<void()> done) {

@@ -127,7 +127,7 @@ void spool_thread::run_job(job& j) {
       s.consume_now(j.n);
       break;
     case job::kind::rewind:
-      s.log_->rewind();
+      s.log_->rewind(j.n);
       break;
     case job::kind::flush:
       s.sync_now();

@@ -89,8 +89,9 @@ class spool {
   void read(std::size_t max_bytes, std::uint64_t generation);
   // The oldest `n` records read were delivered (written, or acknowledged): gone for good.
   void consume(std::uint64_t n);
-  // What was read and not consumed is read again, from the oldest.
-  void rewind();
+  // What was read and not consumed is read again, from the oldest after the `keep` oldest
+  // (copies still out: written or acknowledged later, consumed then).
+  void rewind(std::uint64_t keep = 0);
   // Makes everything appended so far durable now (a graceful stop), then calls `done` on the
   // spool thread.
   void flush(std::function<void()> done);
@@ -172,8 +173,8 @@ class spool_thread {
     enum class kind : std::uint8_t { append, prepend, read, consume, rewind, flush };
     std::shared_ptr<spool> target;
     kind what = kind::append;
-    std::uint64_t n = 0;                        // read: max_bytes; consume: the count
-    std::uint64_t generation = 0;               // read
+    std::uint64_t n = 0;           // read: max_bytes; consume: the count; rewind: records kept
+    std::uint64_t generation = 0;  // read
     std::vector<protocol::frame_slice> frames;  // append, prepend
     std::function<void()> done;                 // flush
   };

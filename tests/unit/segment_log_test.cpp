@@ -122,6 +122,29 @@ BOOST_AUTO_TEST_CASE(rewind_reads_what_was_not_consumed_again) {
   BOOST_TEST(read_seqs(*log, 1) == range(2, 3));
 }
 
+// The consumer's copies still out (a write on its way) stay read: reading goes on after them,
+// also when they end a segment file, and they are consumed when delivered.
+BOOST_AUTO_TEST_CASE(rewind_keeps_the_oldest_records_still_out_across_files) {
+  temp_dir tmp;
+  const segment_log_options small{.segment_bytes = 4096, .write_buffer = 4096};
+  auto log = open_log(tmp.spool(), small);
+  for (std::uint64_t at = 0; at < 100; at += 10)
+    BOOST_REQUIRE(!append(*log, at, 10, 100));  // 40 records a file
+  BOOST_TEST(read_seqs(*log, 5000) == range(0, 50));
+  BOOST_REQUIRE(!log->consume(5));
+  log->rewind(35);  // 5..39 out, the first file's last: reading goes on in the second
+  BOOST_TEST(log->unread_records() == 60u);
+  BOOST_TEST(read_seqs(*log, 1000) == range(40, 50));
+  log->rewind(35);  // as often as it likes: the same place
+  BOOST_TEST(read_seqs(*log, 1000) == range(40, 50));
+  BOOST_REQUIRE(!log->consume(36));  // the 35 out delivered, and 40
+  BOOST_TEST((log->consume(10) == std::errc::invalid_argument));
+  log->rewind(1000);  // more than were read: all of them (41..49) kept
+  BOOST_TEST(read_seqs(*log) == range(50, 100));
+  log->rewind();
+  BOOST_TEST(read_seqs(*log) == range(41, 100));
+}
+
 BOOST_AUTO_TEST_CASE(oldest_ms_is_the_append_time_of_the_record_at_the_head) {
   using std::chrono::milliseconds;
   const auto now_ms = [] {
