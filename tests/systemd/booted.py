@@ -72,7 +72,7 @@ class Consumer:
     """A GWP/1 consumer endpoint on 127.0.0.1: accepts the gateway's (re)connections and
     records every whole frame; a malformed byte stream is recorded as corruption."""
 
-    def __init__(self, name):
+    def __init__(self, name, port=0):
         self.name = name
         self.frames = []
         self.connections = 0
@@ -80,7 +80,7 @@ class Consumer:
         self.lock = threading.Lock()
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind(("127.0.0.1", port))
         self.sock.listen(8)
         self.sock.settimeout(0.5)
         self.port = self.sock.getsockname()[1]
@@ -132,6 +132,20 @@ class Consumer:
     def close(self):
         self.running = False
         self.sock.close()
+
+
+def metric(port, series):
+    """The value of one series on the gateway's /metrics, or None while it is not there."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            body = b""
+            while chunk := s.recv(65536):
+                body += chunk
+    except OSError:
+        return None
+    m = re.search(rf"^{re.escape(series)} (\S+)$", body.decode(errors="replace"), re.M)
+    return float(m.group(1)) if m else None
 
 
 def send(port, frames, timeout=10):

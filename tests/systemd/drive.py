@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from booted import (ROOT, UNIT, log, Failure, check, in_root, show, eventually, free_port, frame, Consumer, send, delivered, port_answers, journal, journal_cursor, write_root_file, routes, exposure, Pki, send_tls)
+from booted import (ROOT, UNIT, log, Failure, check, in_root, show, eventually, free_port, frame, Consumer, send, delivered, port_answers, journal, journal_cursor, write_root_file, routes, exposure, Pki, send_tls, metric)
 
 
 def main():
@@ -264,6 +264,59 @@ client_ca = "${CREDENTIALS_DIRECTORY}/tls_ca.crt"
           "reinstalling the package keeps the edited routes.toml")
     check(show("ActiveState")["ActiveState"] == "inactive",
           "reinstalling does not start a stopped service")
+
+    # --- an upgrade with apt keeps a consumer's spool and delivers it ----------------------
+    # vault is away (its port closed) while frames for it wait in its spool, in the unit's
+    # StateDirectory=; apt installs a newer version, postinst restarts the running service,
+    # and the new process delivers the spool once vault is back.
+    vault_port = free_port()
+    write_root_file("/etc/gatewayd/gatewayd.toml", conf)  # plain suppliers again
+    write_root_file("/etc/gatewayd/routes.toml", routes(billing, audit, f"""
+[consumers.vault]
+endpoint = "127.0.0.1:{vault_port}"
+spool_max_bytes = 104857600
+
+[[routes]]
+match = "vault.>"
+to = ["vault"]
+"""))
+    in_root("systemctl", "start", UNIT, timeout=60)
+    spooled = [("vault.ledger", f"spooled-{i:05d}".encode()) for i in range(5000)]
+    send(supplier_port, spooled)
+    series = 'gatewayd_consumer_spool_frames{consumer="vault"}'
+    eventually(lambda: metric(metrics_port, series) == len(spooled), 30,
+               f"{len(spooled)} frames in vault's spool")
+    on_disk = in_root("find", "/var/lib/gatewayd/spool", "-name", "*.seg").stdout.split()
+    check(on_disk, f"vault's spool is in the unit's StateDirectory=: {on_disk}")
+    version = in_root("dpkg-query", "-W", "-f=${Version}", "gatewayd").stdout
+    # The same files as a higher version: what apt does on an upgrade is under test, not the build.
+    in_root("dpkg-deb", "-R", deb, "/var/tmp/upgrade")
+    control = ROOT + "/var/tmp/upgrade/DEBIAN/control"
+    text = open(control).read()
+    write_root_file("/var/tmp/upgrade/DEBIAN/control",
+                    re.sub(r"(?m)^Version: .*$", f"Version: {version}+upgrade1", text))
+    in_root("dpkg-deb", "-b", "/var/tmp/upgrade", "/var/tmp/gatewayd-upgrade.deb", timeout=120)
+    main_pid = show("MainPID")["MainPID"]
+    cursor = journal_cursor()
+    in_root("apt-get", "install", "-y", "/var/tmp/gatewayd-upgrade.deb",
+            timeout=300)
+    now = in_root("dpkg-query", "-W", "-f=${Version}", "gatewayd").stdout
+    check(now == f"{version}+upgrade1", f"apt upgraded gatewayd {version} -> {now}")
+    st = eventually(lambda: (lambda s: s if s["ActiveState"] == "active"
+                             and s["MainPID"] not in ("0", main_pid) else None)(
+                    show("ActiveState", "MainPID")), 60, "the upgrade restarted the service")
+    held = eventually(lambda: re.search(r"consumer vault: spool \S+ holds (\d+) frames[^\n]*",
+                                        journal(cursor)), 15, "the new process found the spool")
+    check(int(held.group(1)) == len(spooled), f"after the upgrade: {held.group(0)}")
+    vault = Consumer("vault", vault_port)
+    eventually(lambda: metric(metrics_port, series) == 0, 60, "vault's spool delivered")
+    sent = metric(metrics_port, 'gatewayd_consumer_messages_sent_total{consumer="vault"}')
+    eventually(lambda: len(vault.frames) >= sent, 30, f"vault reads the {sent:g} frames sent")
+    with vault.lock:
+        check(sent == len(spooled) and vault.frames == spooled,
+              f"vault got every spooled frame once, in order ({len(vault.frames)})")
+    in_root("systemctl", "stop", UNIT, timeout=60)
+    vault.close()
     billing.close()
     audit.close()
 
