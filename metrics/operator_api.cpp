@@ -68,7 +68,42 @@ std::uint64_t number_of(std::string_view query, std::string_view key, std::uint6
   return fallback;
 }
 
-json consumer_json(const consumers::consumer& c, const consumers::consumer_spec* spec) {
+// A spooled consumer's spool (null without one): what it holds, since when, and how its files
+// have fared; the same facts as its gatewayd_consumer_spool_* series.
+json spool_json(const consumers::consumer& c, const consumers::consumer_spec* spec,
+                clock::time_point now) {
+  const consumers::spool* s = c.spool_files();
+  if (!s) return nullptr;
+  const auto& st = s->stats();
+  const std::uint64_t frames = exact(st.frames);
+  const std::int64_t oldest_ms = st.oldest_ms.load(std::memory_order_relaxed);
+  json oldest_at = nullptr;
+  json oldest_age_ms = nullptr;
+  if (frames && oldest_ms) {
+    const clock::time_point at{std::chrono::milliseconds(oldest_ms)};
+    oldest_at = timestamp(at);
+    oldest_age_ms = std::max<std::int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(now - at).count());
+  }
+  return {{"dir", s->dir().string()},
+          {"frames", frames},
+          {"bytes", exact(st.bytes)},
+          {"max_bytes", spec ? spec->spool_max_bytes : 0},
+          {"full", st.full.load(std::memory_order_relaxed)},
+          {"oldest_at", oldest_at},
+          {"oldest_age_ms", oldest_age_ms},
+          {"written", {{"frames", exact(st.written_frames)}, {"bytes", exact(st.written_bytes)}}},
+          {"read_frames", exact(st.read_frames)},
+          {"syncs", exact(st.syncs)},
+          {"sync_seconds", static_cast<double>(exact(st.sync_ns)) / 1e9},
+          {"torn_records", exact(st.torn_records_cut)},
+          {"refused_frames", exact(st.refused_frames)},
+          {"no_space", exact(st.no_space)},
+          {"io_errors", exact(st.io_errors)}};
+}
+
+json consumer_json(const consumers::consumer& c, const consumers::consumer_spec* spec,
+                   clock::time_point now) {
   const auto& st = c.stats();
   json dropped = json::object();
   for (std::size_t r = 0; r < consumers::drop_reason_count; ++r)
@@ -104,6 +139,7 @@ json consumer_json(const consumers::consumer& c, const consumers::consumer_spec*
         {"given", exact(st.handed_over_frames)},
         {"taken", exact(st.taken_over_frames)}}},
       {"last_error", error},
+      {"spool", spool_json(c, spec, now)},
   };
 }
 
@@ -222,8 +258,8 @@ metrics_server::response operator_api::connz(std::string_view query) const {
   json consumers_out = json::array();
   if (const auto snap = s_.routes.load()) {
     for (std::size_t i = 0; i < snap->consumers.size(); ++i) {
-      consumers_out.push_back(
-          consumer_json(*snap->consumers[i], i < snap->specs.size() ? &snap->specs[i] : nullptr));
+      consumers_out.push_back(consumer_json(
+          *snap->consumers[i], i < snap->specs.size() ? &snap->specs[i] : nullptr, now));
     }
   }
   auto answer = reply(200, {{"now", timestamp(now)},

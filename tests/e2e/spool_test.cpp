@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 #include <csignal>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,24 @@ BOOST_AUTO_TEST_CASE(a_consumer_away_gets_millions_of_frames_in_order_and_nobody
       eventually([&] { return metric(gw, "gatewayd_consumer_spool_frames{consumer=\"a\"}") == n; },
                  60s),
       "spooled " << metric(gw, "gatewayd_consumer_spool_frames{consumer=\"a\"}"));
+  // /connz shows the spool beside the queue: what it holds, since when, where.
+  {
+    const auto connz = nlohmann::json::parse(http_get(gw.metrics_port, "/connz").body);
+    const nlohmann::json* a = nullptr;
+    for (const auto& c : connz["consumers"])
+      if (c["name"] == "a") a = &c;
+    BOOST_TEST_REQUIRE(a != nullptr);
+    const auto& sp = (*a)["spool"];
+    BOOST_TEST(sp["frames"].get<long long>() == n, sp.dump());
+    BOOST_TEST(sp["bytes"].get<long long>() > 128 * n, sp.dump());
+    BOOST_TEST(sp["max_bytes"].get<long long>() == 4294967296LL);
+    BOOST_TEST(sp["dir"].get<std::string>() == (spool.path() / "a").string());
+    BOOST_TEST(sp["oldest_age_ms"].get<long long>() >= 0, sp.dump());
+    BOOST_TEST(sp["oldest_at"].is_string(), sp.dump());
+    BOOST_TEST(sp["written"]["frames"].get<long long>() == n, sp.dump());
+    BOOST_TEST(!sp["full"].get<bool>());
+    BOOST_TEST((*a)["queue"]["depth"].get<long long>() == 0);  // on disk, not in memory
+  }
   BOOST_TEST(metric(gw, "gatewayd_supplier_backpressure_pauses_total") == 0);
   BOOST_TEST(
       metric(gw,
