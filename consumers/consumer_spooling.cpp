@@ -9,10 +9,13 @@
 namespace gatewayd::consumers {
 
 namespace {
-// One read brings back about one write batch, and the next is asked for while it is written:
-// the queue holds at most two reads' worth of copies.
+// One read brings back about one write batch; reads go on while the queue holds less than four:
+// enough for the writer to go on through the spool thread's group commit (an fdatasync of a few
+// ms, during which it answers no read), and the bound on what a spool's copies take in memory.
+// Bytes, not queue_capacity: a read of 1 MiB is ~7,000 small frames, and a queue_capacity of
+// 10,000 would leave one read out at a time, the writer starved at every sync.
 constexpr std::size_t spool_read_bytes = write_batch::max_bytes;
-constexpr std::uint64_t spool_read_below = 2 * write_batch::max_bytes;
+constexpr std::uint64_t spool_read_below = 4 * write_batch::max_bytes;
 }  // namespace
 
 bool consumer::open_spool(spool_thread& spools, const std::filesystem::path& dir,
@@ -128,7 +131,7 @@ void consumer::read_spool_if_due() {
   if (!spool_.on()) return;
   std::lock_guard lock(mutex_);
   if (closing_.now() != life::open || !writable(flow_) || flow_ == flow::congested) return;
-  if (queue_.bytes() >= spool_read_below || queue_.size() >= limits_.capacity / 2) return;
+  if (queue_.bytes() >= spool_read_below) return;
   spool_.read_if_due(spool_read_bytes);
 }
 

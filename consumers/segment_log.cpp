@@ -171,17 +171,39 @@ std::error_code segment_log::write_head() {
 std::error_code segment_log::read(std::size_t max_bytes, std::vector<std::byte>& out,
                                   std::vector<std::uint32_t>& sizes) {
   std::size_t got = 0;
+  const auto take = [&](const std::byte* payload, std::uint32_t length, std::int64_t ms) {
+    out.insert(out.end(), payload, payload + length);
+    sizes.push_back(length);
+    unconsumed_.push_back({length, ms});
+    read_.offset += header_bytes + length;
+    --unread_records_;
+    got += length;
+  };
   while (unread_records_ > 0) {
     next_segment_if_at_end(read_);
     record_view r;
     if (auto ec = record_at(read_, r)) return ec;
     if (got > 0 && got + r.length > max_bytes) break;
-    out.insert(out.end(), r.payload, r.payload + r.length);
-    sizes.push_back(r.length);
-    unconsumed_.push_back({r.length, r.ms});
-    read_.offset += header_bytes + r.length;
-    --unread_records_;
-    got += r.length;
+    const bool from_file = read_buffer_segment_ == read_.segment &&
+                           read_.offset >= read_buffer_at_ && r.payload >= read_buffer_.data() &&
+                           r.payload < read_buffer_.data() + read_buffer_.size();
+    take(r.payload, r.length, r.ms);
+    if (!from_file) continue;
+    // The records after it in the same window of its file (most of a read): checked and taken
+    // in one walk, without looking the segment up again. One that the window does not hold
+    // whole, or that may be the file's last, goes through record_at() (a refill, or the next
+    // file, or torn).
+    const std::size_t index = index_of(read_.segment);
+    const std::uint64_t limit = index + 1 == segments_.size() ? written_ : segments_[index].end;
+    const std::uint64_t end = std::min<std::uint64_t>(limit, read_buffer_at_ + read_buffer_.size());
+    while (unread_records_ > 0 && end - read_.offset > header_bytes) {
+      const std::byte* rec = window(read_.offset);
+      const std::uint32_t length = fmt::length_of(rec);
+      if (length > max_record_bytes || end - read_.offset - header_bytes < length) break;
+      if (got + length > max_bytes) return {};
+      if (!fmt::checks(rec)) return std::make_error_code(std::errc::illegal_byte_sequence);
+      take(rec + header_bytes, length, fmt::ms_of(rec));
+    }
   }
   return {};
 }
@@ -198,8 +220,8 @@ std::error_code segment_log::record_at(const position& at, record_view& out) {
     return {};
   }
   const std::uint64_t limit = last ? written_ : seg.end;
-  const auto torn = std::make_error_code(std::errc::illegal_byte_sequence);
-  if (limit - at.offset < header_bytes) return torn;
+  const auto torn = [] { return std::make_error_code(std::errc::illegal_byte_sequence); };
+  if (limit - at.offset < header_bytes) return torn();
   int fd = write_fd_;
   if (!last && read_fd_segment_ != at.segment) {
     if (read_fd_ >= 0) ::close(read_fd_);
@@ -210,10 +232,10 @@ std::error_code segment_log::record_at(const position& at, record_view& out) {
   if (!last) fd = read_fd_;
   if (auto ec = fill(fd, at.segment, at.offset, header_bytes, limit)) return ec;
   const std::uint32_t length = fmt::length_of(window(at.offset));
-  if (length > max_record_bytes || limit - at.offset - header_bytes < length) return torn;
+  if (length > max_record_bytes || limit - at.offset - header_bytes < length) return torn();
   if (auto ec = fill(fd, at.segment, at.offset, header_bytes + length, limit)) return ec;
   const std::byte* rec = window(at.offset);
-  if (!fmt::checks(rec)) return torn;
+  if (!fmt::checks(rec)) return torn();
   out = {rec + header_bytes, length, fmt::ms_of(rec)};
   return {};
 }
@@ -254,6 +276,8 @@ std::error_code segment_log::consume(std::uint64_t n) {
     --held_records_;
     held_bytes_ -= length;
     head_.offset += header_bytes + length;
+    // Only at a file's end is there a file to drop (most records are not a file's last).
+    if (head_.offset < segments_.front().end) continue;
     if (auto ec = drop_consumed(); ec && !first) first = ec;
   }
   if (held_records_ == 0) {

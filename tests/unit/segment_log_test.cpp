@@ -145,6 +145,44 @@ BOOST_AUTO_TEST_CASE(rewind_keeps_the_oldest_records_still_out_across_files) {
   BOOST_TEST(read_seqs(*log) == range(41, 100));
 }
 
+// One read walks many records of a window in one go: across the read-ahead window's end (1 MiB)
+// and into the next file, every record whole and in order.
+BOOST_AUTO_TEST_CASE(a_large_read_crosses_windows_and_files_in_order) {
+  temp_dir tmp;
+  const segment_log_options mid{.segment_bytes = 3u << 20, .write_buffer = 1u << 20};
+  auto log = open_log(tmp.spool(), mid);
+  for (std::uint64_t at = 0; at < 20000; at += 1000)
+    BOOST_REQUIRE(!append(*log, at, 1000, 300));  // 6 MiB: two files and more
+  BOOST_REQUIRE(!log->sync());
+  BOOST_TEST(log->segment_files() >= 2u);
+  BOOST_TEST(read_seqs(*log, 4u << 20) == range(0, 13981));  // 4 MiB of 300-byte payloads
+  BOOST_TEST(read_seqs(*log) == range(13981, 20000));
+}
+
+// A record that goes bad on disk after open() (a flipped bit mid-file): the records before it
+// are read, the read stops there with EILSEQ, and the cursor stays on it.
+BOOST_AUTO_TEST_CASE(a_record_corrupt_after_open_stops_the_read_at_it) {
+  temp_dir tmp;
+  auto log = open_log(tmp.spool());
+  BOOST_REQUIRE(!append(*log, 0, 100, 100));
+  BOOST_REQUIRE(!log->sync());
+  const auto files = segment_files(tmp.spool());
+  BOOST_REQUIRE(files.size() == 1u);
+  {
+    std::fstream f(files.front(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(50 * (header + 100) + header + 20));
+    f.put('\x5a');
+  }
+  std::vector<std::byte> out;
+  std::vector<std::uint32_t> sizes;
+  BOOST_TEST((log->read(1u << 20, out, sizes) == std::errc::illegal_byte_sequence));
+  BOOST_TEST(sizes.size() == 50u);  // 0..49, checked and taken
+  BOOST_TEST(log->unread_records() == 50u);
+  sizes.clear();
+  BOOST_TEST((log->read(1u << 20, out, sizes) == std::errc::illegal_byte_sequence));
+  BOOST_TEST(sizes.empty());
+}
+
 BOOST_AUTO_TEST_CASE(oldest_ms_is_the_append_time_of_the_record_at_the_head) {
   using std::chrono::milliseconds;
   const auto now_ms = [] {
