@@ -184,10 +184,11 @@ std::error_code segment_log::read(std::size_t max_bytes, std::vector<std::byte>&
     record_view r;
     if (auto ec = record_at(read_, r)) return ec;
     if (got > 0 && got + r.length > max_bytes) break;
-    // Where record_at() found it: still in the write buffer, or in its file's read window.
-    const bool buffered = read_.segment == segments_.back().number && read_.offset >= written_;
+    const bool from_file = read_buffer_segment_ == read_.segment &&
+                           read_.offset >= read_buffer_at_ && r.payload >= read_buffer_.data() &&
+                           r.payload < read_buffer_.data() + read_buffer_.size();
     take(r.payload, r.length, r.ms);
-    if (buffered) continue;
+    if (!from_file) continue;
     // The records after it in the same window of its file (most of a read): checked and taken
     // in one walk, without looking the segment up again. One that the window does not hold
     // whole, or that may be the file's last, goes through record_at() (a refill, or the next
