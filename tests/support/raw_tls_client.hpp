@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
@@ -111,6 +112,18 @@ class raw_tls_client {
   // One KeyUpdate asking for the gateway's, sent now (no data with it); false once refused.
   bool request_key_update() {
     return SSL_key_update(ssl_, SSL_KEY_UPDATE_REQUESTED) == 1 && SSL_do_handshake(ssl_) == 1;
+  }
+  // A KeyUpdate (`requested`: asking for the gateway's) and then `data` under the new key, both
+  // in one TCP segment (corked): they reach the gateway's socket together, one wake-up for both.
+  bool key_update_then(std::string_view data, bool requested) {
+    int on = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &on, sizeof on);
+    const bool sent = SSL_key_update(ssl_, requested ? SSL_KEY_UPDATE_REQUESTED
+                                                     : SSL_KEY_UPDATE_NOT_REQUESTED) == 1 &&
+                      SSL_do_handshake(ssl_) == 1 && write(data);
+    int off = 0;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_CORK, &off, sizeof off);  // out now, as one segment
+    return sent;
   }
 
   // True once the gateway has closed the connection (end of stream, an alert, a reset) within

@@ -15,6 +15,7 @@
 
 #include "net/tls_channel.hpp"
 #include "protocol/frame_codec.hpp"
+#include "tests/support/binaries.hpp"
 #include "tests/support/gateway_fixture.hpp"
 #include "tests/support/http_get.hpp"
 #include "tests/support/kernel_buffers.hpp"
@@ -203,6 +204,19 @@ BOOST_AUTO_TEST_CASE(a_tampered_record_is_closed_and_counted_as_bad_record_mac) 
   BOOST_TEST(t.sink.count() == 0u);  // nothing of the tampered record was used
 }
 
+// A KeyUpdate and frames behind it in one segment: OpenSSL returns from the read after the
+// KeyUpdate with the frames' records still in the socket, and no more bytes are coming to wake
+// the session for them. It reads on all the same, with or without an answer to send.
+BOOST_AUTO_TEST_CASE(frames_right_behind_a_key_update_are_read_without_more_bytes_coming) {
+  tls_gateway t;
+  raw_tls_client s(t.p, "orders");
+  BOOST_TEST_REQUIRE(s.connect(t.gw.supplier_port), s.why());
+  BOOST_TEST_REQUIRE(s.key_update_then(frames_of("orders.eu", 10), false));
+  BOOST_TEST(t.sink.wait_for_count(10, 5s), "got " << t.sink.count());
+  BOOST_TEST_REQUIRE(s.key_update_then(frames_of("orders.eu", 10, 10), true));
+  BOOST_TEST(t.sink.wait_for_count(20, 5s), "got " << t.sink.count());
+}
+
 // A supplier that keeps asking for key updates and never reads the answers: once the socket is
 // full OpenSSL holds one answer and the session waits for room for handshake_timeout_ms, then
 // closes it as slow_peer. What the gateway holds for it stays bounded meanwhile.
@@ -215,28 +229,36 @@ BOOST_AUTO_TEST_CASE(a_key_update_requester_that_never_reads_is_closed_as_slow) 
   // What the kernel holds of the answers it never reads is bounded by the supplier socket's
   // send buffer (supplier_acceptor::send_buffer_bytes, 32 KiB; the kernel counts twice that with
   // its overhead), not by autotuning (about 4 MiB before): the gateway's side of the connection,
-  // sampled while the requests go in (it is gone once the gateway has closed it).
-  std::atomic<bool> flooding{true};
+  // sampled until the gateway has closed it.
+  std::atomic<bool> watching{true};
   std::uint64_t most_held = 0;
   std::thread sampler([&] {
-    while (flooding.load()) {
+    while (watching.load()) {
       if (const auto q = queues_of_connection_to(t.gw.supplier_port))
         most_held = std::max<std::uint64_t>(most_held, q->returning);
       std::this_thread::sleep_for(5ms);
     }
   });
+  // Answers to a few thousand requests fill both sockets (the gateway's and ours); 20,000 are
+  // several times that. They go in as fast as the gateway's socket takes them and the gateway
+  // works through them at its own pace: a flood without end would take the CPU from a slow
+  // gateway (a sanitizer's, next to another test) for as long as our sends found room.
   int requests = 0;
-  while (requests < 1'000'000 && hostile.request_key_update())
-    ++requests;  // until the gateway stops reading us (our send times out) or closes
-  flooding = false;
+  while (requests < 20'000 && hostile.request_key_update())
+    ++requests;  // or until the gateway stops reading us (our send times out) or closes
+  // The count before the close: closed_within reads, and reading would give the gateway room to
+  // answer the requests still queued for it.
+  BOOST_TEST(wait_metric(t.gw.metrics_port, tls_errors("supplier", "slow_peer"), 1, 30s) == 1);
+  watching = false;
   sampler.join();
-  BOOST_TEST_MESSAGE(requests << " key update requests before the gateway stopped reading; its "
-                              << "socket held at most " << most_held << " bytes of answers unread");
+  BOOST_TEST_MESSAGE(requests << " key update requests sent; the gateway's socket held at most "
+                              << most_held << " bytes of answers unread");
   // (TCP may queue one segment past the buffer: twice the bound still tells it from megabytes.)
   BOOST_TEST(most_held <= 128u * 1024);
   BOOST_TEST(hostile.closed_within(10s));
-  BOOST_TEST(wait_metric(t.gw.metrics_port, tls_errors("supplier", "slow_peer"), 1) == 1);
-  BOOST_TEST(t.gw.rss_kib() < rss_before + 8 * 1024 * memory_slack());
+  // Release's allocator only: ASan's quarantine keeps what OpenSSL freed after each record (about
+  // 8 KiB a request here, some 32 MiB in all), so its RSS counts the work done, not what is held.
+  if (!instrumented()) BOOST_TEST(t.gw.rss_kib() < rss_before + 8 * 1024);
   t.others_unaffected(0);
 }
 
