@@ -170,11 +170,24 @@ std::error_code segment_log::write_head() {
 
 std::error_code segment_log::read(std::size_t max_bytes, std::vector<std::byte>& out,
                                   std::vector<std::uint32_t>& sizes) {
+  struct appender final : record_sink {
+    std::vector<std::byte>& out;
+    std::vector<std::uint32_t>& sizes;
+    appender(std::vector<std::byte>& o, std::vector<std::uint32_t>& s) : out(o), sizes(s) {}
+    void take(std::span<const std::byte> payload) override {
+      out.insert(out.end(), payload.begin(), payload.end());
+      sizes.push_back(static_cast<std::uint32_t>(payload.size()));
+    }
+  } sink(out, sizes);
+  return read(max_bytes, sink);
+}
+
+std::error_code segment_log::read(std::size_t max_bytes, record_sink& sink) {
   std::size_t got = 0;
   const auto take = [&](const std::byte* payload, std::uint32_t length, std::int64_t ms) {
-    out.insert(out.end(), payload, payload + length);
-    sizes.push_back(length);
+    sink.take({payload, length});
     unconsumed_.push_back({length, ms});
+    unconsumed_bytes_ += length;
     read_.offset += header_bytes + length;
     --unread_records_;
     got += length;
@@ -273,6 +286,7 @@ std::error_code segment_log::consume(std::uint64_t n) {
   for (std::uint64_t i = 0; i < n; ++i) {
     const std::uint32_t length = unconsumed_.front().length;
     unconsumed_.pop_front();
+    unconsumed_bytes_ -= length;
     --held_records_;
     held_bytes_ -= length;
     head_.offset += header_bytes + length;
@@ -324,6 +338,8 @@ void segment_log::rewind(std::uint64_t keep) noexcept {
     at.offset += header_bytes + unconsumed_[i].length;
   }
   read_ = at;
+  for (std::size_t i = keep; i < unconsumed_.size(); ++i)
+    unconsumed_bytes_ -= unconsumed_[i].length;
   unconsumed_.resize(keep);
   unread_records_ = held_records_ - keep;
 }

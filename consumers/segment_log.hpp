@@ -94,10 +94,22 @@ class segment_log {
   // head persisted if it moved.
   std::error_code sync();
 
-  // Reads whole records from the read cursor (which starts at the head) onto the end of `out`,
-  // contiguous, their sizes onto `sizes`: at most max_bytes of payload, but at least one record
-  // if any is unread. Advances the read cursor only. Records still in the write buffer are read
-  // from it. A record read from a file whose CRC does not match: EILSEQ (the cursor stays).
+  // Where read() hands each record's payload, in order. The bytes are the log's (its read
+  // window or its write buffer) and valid only during the call: copy what is kept.
+  class record_sink {
+   public:
+    virtual void take(std::span<const std::byte> payload) = 0;
+
+   protected:
+    ~record_sink() = default;
+  };
+
+  // Reads whole records from the read cursor (which starts at the head) into `sink`: at most
+  // max_bytes of payload, but at least one record if any is unread. Advances the read cursor
+  // only. Records still in the write buffer are read from it. A record read from a file whose
+  // CRC does not match: EILSEQ (the cursor stays on it; those before it were taken).
+  std::error_code read(std::size_t max_bytes, record_sink& sink);
+  // The same onto the end of `out`, contiguous, their sizes onto `sizes`.
   std::error_code read(std::size_t max_bytes, std::vector<std::byte>& out,
                        std::vector<std::uint32_t>& sizes);
 
@@ -114,6 +126,8 @@ class segment_log {
   std::uint64_t records() const noexcept { return held_records_; }  // appended, not consumed
   std::uint64_t bytes() const noexcept { return held_bytes_; }      // their payload bytes
   std::uint64_t unread_records() const noexcept { return unread_records_; }
+  // Payload bytes of those (what a read can give at most).
+  std::uint64_t unread_bytes() const noexcept { return held_bytes_ - unconsumed_bytes_; }
   // The append time of the record at the head, if the log holds any.
   std::optional<std::int64_t> oldest_ms() const noexcept;
   // Segment files on disk (the one being written included).
@@ -193,6 +207,7 @@ class segment_log {
   std::optional<std::int64_t> head_ms_;
   position read_;
   std::deque<read_record> unconsumed_;  // read and not consumed, oldest first
+  std::uint64_t unconsumed_bytes_ = 0;  // their payload bytes
 
   std::uint64_t held_records_ = 0;
   std::uint64_t held_bytes_ = 0;

@@ -1,5 +1,6 @@
 // A consumer's spool: its calls queue jobs for the spool thread (spool_thread.cpp), and the
 // jobs' work on its segment_log, on the spool thread.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -150,32 +151,67 @@ void spool::held_changed() noexcept {
   stats_.oldest_ms.store(log_->oldest_ms().value_or(0), std::memory_order_relaxed);
 }
 
-// One chunk for the whole read, one reference per record in it.
+namespace {
+// A read's records copied straight from the log's window into one chunk, a slice each (one
+// reference per record): the one copy between the file and the socket. `capacity`: what the
+// read can give at most (the first record may be longer still).
+class chunk_filler final : public segment_log::record_sink {
+ public:
+  chunk_filler(std::size_t capacity, std::vector<protocol::frame_slice>& frames)
+      : capacity_(capacity), frames_(frames) {}
+  ~chunk_filler() { finish(); }
+  chunk_filler(const chunk_filler&) = delete;
+  chunk_filler& operator=(const chunk_filler&) = delete;
+
+  void take(std::span<const std::byte> payload) override {
+    const auto size = static_cast<std::uint32_t>(payload.size());
+    // Within `capacity` after the first record, as read() promises; a second chunk otherwise.
+    if (!chunk_ || chunk_->capacity() - at_ < size) {
+      finish();
+      chunk_ = protocol::frame_chunk::acquire(std::max<std::size_t>(capacity_, size));
+    }
+    std::memcpy(chunk_->data() + at_, payload.data(), size);
+    frames_.push_back({chunk_, at_, size, nullptr});
+    at_ += size;
+    ++slices_;
+  }
+
+ private:
+  void finish() noexcept {
+    if (chunk_ && slices_ > 1) chunk_->add_refs(slices_ - 1);  // it came with one
+    chunk_ = nullptr;
+    at_ = 0;
+    slices_ = 0;
+  }
+
+  const std::size_t capacity_;
+  std::vector<protocol::frame_slice>& frames_;
+  protocol::frame_chunk* chunk_ = nullptr;
+  std::uint32_t at_ = 0;
+  std::uint32_t slices_ = 0;
+};
+}  // namespace
+
 void spool::read_now(std::size_t max_bytes, std::uint64_t generation) {
-  read_bytes_.clear();
-  read_sizes_.clear();
-  if (const std::error_code ec = log_->read(max_bytes, read_bytes_, read_sizes_)) {
+  const std::shared_ptr<spool_events> events = events_.lock();
+  if (!events) return;  // nobody to answer: nothing read
+  std::vector<protocol::frame_slice> frames;
+  frames.reserve(last_read_frames_);
+  std::error_code ec;
+  {
+    chunk_filler filler(
+        static_cast<std::size_t>(std::min<std::uint64_t>(max_bytes, log_->unread_bytes())), frames);
+    ec = log_->read(max_bytes, filler);
+  }
+  if (ec) {
     // A record bad on disk after open() (its checksum, a short file): the records before it
     // are answered (the cursor is past them), and it is read again next time.
     count_error(ec);
     GW_LOG_LIMITED(error, "spool read errors")
         << "spool " << dir_.string() << ": read: " << ec.message();
   }
-  const std::shared_ptr<spool_events> events = events_.lock();
-  if (!events) return;  // nobody to answer: nothing built, nothing to release
-  std::vector<protocol::frame_slice> frames;
-  if (!read_sizes_.empty()) {
-    protocol::frame_chunk* chunk = protocol::frame_chunk::acquire(read_bytes_.size());
-    std::memcpy(chunk->data(), read_bytes_.data(), read_bytes_.size());
-    frames.reserve(read_sizes_.size());
-    std::uint32_t at = 0;
-    for (const std::uint32_t size : read_sizes_) {
-      frames.push_back({chunk, at, size, nullptr});
-      at += size;
-    }
-    chunk->add_refs(static_cast<std::uint32_t>(frames.size() - 1));  // it came with one
-    stats_.read_frames.fetch_add(frames.size(), std::memory_order_relaxed);
-  }
+  last_read_frames_ = frames.size();
+  if (!frames.empty()) stats_.read_frames.fetch_add(frames.size(), std::memory_order_relaxed);
   events->spool_read_done(std::move(frames), generation);
 }
 

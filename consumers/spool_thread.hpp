@@ -137,8 +137,7 @@ class spool {
   bool dirty_ = false;   // appended or consumed since the last sync
   bool listed_ = false;  // in the spool thread's dirty list (dirty_, or was when last looked at)
   std::vector<std::span<const std::byte>> records_;  // an append's records, reused
-  std::vector<std::byte> read_bytes_;                // a read's records, reused
-  std::vector<std::uint32_t> read_sizes_;
+  std::size_t last_read_frames_ = 0;                 // what the next read reserves room for
 };
 
 class spool_thread {

@@ -126,6 +126,9 @@ inline std::vector<std::uint64_t> read_all(spool& s, reader& r, std::size_t max_
     BOOST_TEST(generation == 1u);
     if (got.empty()) return seqs;
     BOOST_TEST(got.front().chunk->refs() == got.size());  // one reference per record
+    // Back to back in one chunk: the writer sends a read as one piece.
+    for (std::size_t i = 1; i < got.size(); ++i)
+      BOOST_TEST(got[i - 1].adjacent(got[i]));
     for (const auto& f : got) {
       BOOST_TEST(!f.confirm);
       seqs.push_back(seq_of(f));

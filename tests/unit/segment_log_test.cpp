@@ -134,14 +134,20 @@ BOOST_AUTO_TEST_CASE(rewind_keeps_the_oldest_records_still_out_across_files) {
   BOOST_REQUIRE(!log->consume(5));
   log->rewind(35);  // 5..39 out, the first file's last: reading goes on in the second
   BOOST_TEST(log->unread_records() == 60u);
+  BOOST_TEST(log->unread_bytes() == 60u * 100);  // what a read is sized by (spool.cpp)
   BOOST_TEST(read_seqs(*log, 1000) == range(40, 50));
+  BOOST_TEST(log->unread_bytes() == 50u * 100);
   log->rewind(35);  // as often as it likes: the same place
   BOOST_TEST(read_seqs(*log, 1000) == range(40, 50));
   BOOST_REQUIRE(!log->consume(36));  // the 35 out delivered, and 40
   BOOST_TEST((log->consume(10) == std::errc::invalid_argument));
+  // Consuming what was read leaves what is unread as it was.
+  BOOST_TEST(log->unread_bytes() == 50u * 100);
   log->rewind(1000);  // more than were read: all of them (41..49) kept
   BOOST_TEST(read_seqs(*log) == range(50, 100));
+  BOOST_TEST(log->unread_bytes() == 0u);
   log->rewind();
+  BOOST_TEST(log->unread_bytes() == 59u * 100);
   BOOST_TEST(read_seqs(*log) == range(41, 100));
 }
 
