@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
 
 #include "consumers/spool_thread.hpp"
 #include "runtime/log.hpp"
@@ -208,7 +209,17 @@ void spool::read_now(std::size_t max_bytes, std::uint64_t generation) {
     // are answered (the cursor is past them), and it is read again next time.
     count_error(ec);
     GW_LOG_LIMITED(error, "spool read errors")
-        << "spool " << dir_.string() << ": read: " << ec.message();
+        << "spool " << dir_.string() << ": read: "
+        << (ec == std::errc::illegal_byte_sequence
+                ? std::string("a record fails its checksum or does not fit its file")
+                : ec.message())
+        << "; the consumer's delivery from its spool stops at that record";
+    // Stuck at it, nothing before it: no answer. An empty one would say the spool is read
+    // out, and the consumer would send what comes next from memory, ahead of every record
+    // behind this one. Unanswered, its read stays out: it reads no more and new frames go
+    // behind what the spool holds, in order, until a spill asks again or a restart (whose
+    // open() cuts the bad record and what follows it, counted as torn).
+    if (frames.empty()) return;
   }
   last_read_frames_ = frames.size();
   if (!frames.empty()) stats_.read_frames.fetch_add(frames.size(), std::memory_order_relaxed);

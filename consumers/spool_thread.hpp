@@ -56,7 +56,8 @@ class spool_events {
  public:
   // The answer to spool::read(`generation`): the records read, oldest first, each slice owning
   // one reference to a chunk of its own (confirm null: what the spool holds was settled when it
-  // was synced). Empty when nothing was unread.
+  // was synced). Empty when nothing was unread. None when the read stopped at a record it
+  // cannot read before any other (spool.cpp, read_now).
   virtual void spool_read_done(std::vector<protocol::frame_slice> frames,
                                std::uint64_t generation) = 0;
   // stats().behind was set, and pending_bytes is down to `caught_up_bytes`: the suppliers it

@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 
 #include "tests/support/segment_log_files.hpp"
 #include "tests/support/spool_frames.hpp"
@@ -259,4 +260,40 @@ BOOST_AUTO_TEST_CASE(a_read_for_a_consumer_gone_releases_what_it_read) {
   BOOST_TEST(protocol::frame_chunk::live_bytes() - protocol::frame_chunk::cached_bytes() ==
              holding);
   BOOST_TEST(s->stats().frames.load() == 10u);
+}
+
+// A record that goes bad on disk after open (a flipped byte): the read answers the records before
+// it; the next, stuck at it, is not answered, so the consumer's read stays out (it reads no more
+// and keeps new frames behind the spool, in order) instead of hearing "nothing unread". Each
+// read that met it is counted.
+BOOST_AUTO_TEST_CASE(a_read_stuck_at_a_record_bad_on_disk_is_not_answered) {
+  temp_dir tmp;
+  frames f;
+  std::atomic<std::uint64_t> settled{0};
+  auto r = std::make_shared<reader>();
+  spool_thread t(10s);
+  auto s = open_spool(t, tmp.spool(), settled, r);
+  s->append(f.make(10, false));  // 0..9, 100 bytes each
+  flushed(*s);                   // in the file
+  const auto files = gatewayd::test::segment_log_files::segment_files(tmp.spool());
+  BOOST_REQUIRE(files.size() == 1u);
+  {
+    std::fstream file(files.front(), std::ios::in | std::ios::out | std::ios::binary);
+    file.seekp(static_cast<std::streamoff>(5 * (gatewayd::test::segment_log_files::header + 100) +
+                                           gatewayd::test::segment_log_files::header + 20));
+    file.put('\x5a');  // inside record 5's payload
+  }
+  s->read(1 << 20, 1);
+  auto [got, generation] = r->next();
+  BOOST_TEST(got.size() == 5u);  // 0..4
+  protocol::deliver_slices(got);
+  BOOST_TEST(s->stats().io_errors.load() == 1u);
+  s->read(1 << 20, 1);
+  flushed(*s);  // the read has run
+  {
+    std::lock_guard lock(r->m);
+    BOOST_TEST(r->answers.empty());
+  }
+  BOOST_TEST(s->stats().io_errors.load() == 2u);
+  BOOST_TEST(s->stats().frames.load() == 10u);  // nothing consumed, nothing lost
 }
