@@ -36,10 +36,13 @@ constexpr table_set make_tables() {
 
 constexpr table_set tables = make_tables();
 
-std::uint32_t load32(const unsigned char* p) noexcept {
-  std::uint32_t v;
+// An unaligned load (free on x86-64). Little-endian hosts only: the slicing below reads the low
+// byte first.
+template <typename T>
+T load(const unsigned char* p) noexcept {
+  T v;
   std::memcpy(&v, p, sizeof v);
-  return v;  // little-endian hosts only: the slicing below reads the low byte first
+  return v;
 }
 
 #if defined(__x86_64__)
@@ -47,25 +50,18 @@ __attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(std::uint32_t crc, 
                                                              std::size_t n) noexcept {
   const auto* b = static_cast<const unsigned char*>(p);
   std::uint64_t c = ~crc;
-  for (; n >= 8; n -= 8, b += 8) {
-    std::uint64_t v;
-    std::memcpy(&v, b, sizeof v);  // unaligned loads cost nothing extra on x86-64
-    c = _mm_crc32_u64(c, v);
-  }
+  for (; n >= 8; n -= 8, b += 8)
+    c = _mm_crc32_u64(c, load<std::uint64_t>(b));
   // The tail in as few dependent steps as it allows (a record's header is 4 bytes, its frame
   // rarely a multiple of 8): each step waits for the one before.
   auto c32 = static_cast<std::uint32_t>(c);
   if (n >= 4) {
-    std::uint32_t v;
-    std::memcpy(&v, b, sizeof v);
-    c32 = _mm_crc32_u32(c32, v);
+    c32 = _mm_crc32_u32(c32, load<std::uint32_t>(b));
     b += 4;
     n -= 4;
   }
   if (n >= 2) {
-    std::uint16_t v;
-    std::memcpy(&v, b, sizeof v);
-    c32 = _mm_crc32_u16(c32, v);
+    c32 = _mm_crc32_u16(c32, load<std::uint16_t>(b));
     b += 2;
     n -= 2;
   }
@@ -96,8 +92,8 @@ std::uint32_t crc32c_portable(std::uint32_t crc, const void* p, std::size_t n) n
   const auto* b = static_cast<const unsigned char*>(p);
   std::uint32_t c = ~crc;
   for (; n >= 8; n -= 8, b += 8) {
-    const std::uint32_t lo = load32(b) ^ c;
-    const std::uint32_t hi = load32(b + 4);
+    const std::uint32_t lo = load<std::uint32_t>(b) ^ c;
+    const std::uint32_t hi = load<std::uint32_t>(b + 4);
     c = tables[7][lo & 0xff] ^ tables[6][(lo >> 8) & 0xff] ^ tables[5][(lo >> 16) & 0xff] ^
         tables[4][lo >> 24] ^ tables[3][hi & 0xff] ^ tables[2][(hi >> 8) & 0xff] ^
         tables[1][(hi >> 16) & 0xff] ^ tables[0][hi >> 24];
