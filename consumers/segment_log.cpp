@@ -197,11 +197,9 @@ std::error_code segment_log::read(std::size_t max_bytes, record_sink& sink) {
     record_view r;
     if (auto ec = record_at(read_, r)) return ec;
     if (got > 0 && got + r.length > max_bytes) break;
-    const bool from_file = read_buffer_segment_ == read_.segment &&
-                           read_.offset >= read_buffer_at_ && r.payload >= read_buffer_.data() &&
-                           r.payload < read_buffer_.data() + read_buffer_.size();
+    const bool buffered = in_write_buffer(read_);  // as record_at() found it
     take(r.payload, r.length, r.ms);
-    if (!from_file) continue;
+    if (buffered) continue;
     // The records after it in the same window of its file (most of a read): checked and taken
     // in one walk, without looking the segment up again. One that the window does not hold
     // whole, or that may be the file's last, goes through record_at() (a refill, or the next
@@ -212,7 +210,7 @@ std::error_code segment_log::read(std::size_t max_bytes, record_sink& sink) {
     while (unread_records_ > 0 && end - read_.offset > header_bytes) {
       const std::byte* rec = window(read_.offset);
       const std::uint32_t length = fmt::length_of(rec);
-      if (length > max_record_bytes || end - read_.offset - header_bytes < length) break;
+      if (!fits(length, end - read_.offset)) break;
       if (got + length > max_bytes) return {};
       if (!fmt::checks(rec)) return std::make_error_code(std::errc::illegal_byte_sequence);
       take(rec + header_bytes, length, fmt::ms_of(rec));
@@ -227,7 +225,7 @@ std::error_code segment_log::record_at(const position& at, record_view& out) {
   const std::size_t index = index_of(at.segment);
   const segment_file& seg = segments_[index];
   const bool last = index + 1 == segments_.size();
-  if (last && at.offset >= written_) {
+  if (in_write_buffer(at)) {
     const std::byte* rec = buffer_.data() + (at.offset - written_);
     out = {rec + header_bytes, fmt::length_of(rec), fmt::ms_of(rec)};
     return {};
@@ -245,7 +243,7 @@ std::error_code segment_log::record_at(const position& at, record_view& out) {
   if (!last) fd = read_fd_;
   if (auto ec = fill(fd, at.segment, at.offset, header_bytes, limit)) return ec;
   const std::uint32_t length = fmt::length_of(window(at.offset));
-  if (length > max_record_bytes || limit - at.offset - header_bytes < length) return torn();
+  if (!fits(length, limit - at.offset)) return torn();
   if (auto ec = fill(fd, at.segment, at.offset, header_bytes + length, limit)) return ec;
   const std::byte* rec = window(at.offset);
   if (!fmt::checks(rec)) return torn();

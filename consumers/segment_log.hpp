@@ -176,6 +176,15 @@ class segment_log {
   std::error_code write_head();
   std::error_code open_segment(std::uint64_t number, bool create, int& fd);
   std::error_code record_at(const position& at, record_view& out);
+  // A record at `at` is still in the write buffer, not yet in its file.
+  bool in_write_buffer(const position& at) const noexcept {
+    return at.segment == segments_.back().number && at.offset >= written_;
+  }
+  // A record of `length` (its header says) is whole within `room` bytes from its start (at
+  // least a header's), and not longer than any record may be.
+  static bool fits(std::uint32_t length, std::uint64_t room) noexcept {
+    return length <= max_record_bytes && room - header_bytes >= length;
+  }
   std::error_code fill(int fd, std::uint64_t segment, std::uint64_t offset, std::size_t want,
                        std::uint64_t limit);
   const std::byte* window(std::uint64_t offset) const noexcept {
