@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -129,6 +130,14 @@ inline std::vector<fs::path> segment_files(const fs::path& dir) {
   }
   std::sort(files.begin(), files.end());
   return files;
+}
+
+// Overwrites the byte at `offset` of `file` in place (a bit gone bad on disk).
+inline void overwrite_byte(const fs::path& file, std::uint64_t offset, char byte) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(byte);
+  BOOST_REQUIRE_MESSAGE(f.good(), "could not overwrite " << file << " at " << offset);
 }
 
 inline unsigned mode_of(const fs::path& p) {

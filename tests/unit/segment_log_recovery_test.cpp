@@ -4,8 +4,6 @@
 
 #include <boost/test/unit_test.hpp>
 
-#include <fstream>
-
 #include "tests/support/segment_log_files.hpp"
 
 using namespace gatewayd::test::segment_log_files;
@@ -66,11 +64,8 @@ BOOST_AUTO_TEST_CASE(a_tail_torn_in_the_body_is_cut) {
 BOOST_AUTO_TEST_CASE(a_flipped_byte_in_the_last_record_is_cut) {
   temp_dir tmp;
   const fs::path file = twenty_records(tmp.spool());
-  {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(19 * (header + 100) + header + 30));
-    f.put('\xee');  // the payload byte was (19 * 31 + 30) & 0xff = 0x6b
-  }
+  // The payload byte was (19 * 31 + 30) & 0xff = 0x6b.
+  overwrite_byte(file, 19 * (header + 100) + header + 30, '\xee');
   check_cut(tmp.spool(), header + 100);
 }
 
@@ -84,12 +79,8 @@ BOOST_AUTO_TEST_CASE(a_corrupt_record_cuts_the_later_files_too) {
     BOOST_REQUIRE(!log->sync());
   }
   const auto files = segment_files(tmp.spool());
-  BOOST_REQUIRE(files.size() == 3u);  // 40, 40, 20 records
-  {
-    std::fstream f(files[1], std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(5 * (header + 100) + 2));  // record 45's length
-    f.put('\x7f');
-  }
+  BOOST_REQUIRE(files.size() == 3u);                         // 40, 40, 20 records
+  overwrite_byte(files[1], 5 * (header + 100) + 2, '\x7f');  // record 45's length
   segment_log_opened opened;
   auto log = open_log(tmp.spool(), small, opened);
   BOOST_TEST(opened.torn_records_cut == 1u);

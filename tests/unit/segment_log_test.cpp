@@ -174,11 +174,7 @@ BOOST_AUTO_TEST_CASE(a_record_corrupt_after_open_stops_the_read_at_it) {
   BOOST_REQUIRE(!log->sync());
   const auto files = segment_files(tmp.spool());
   BOOST_REQUIRE(files.size() == 1u);
-  {
-    std::fstream f(files.front(), std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(50 * (header + 100) + header + 20));
-    f.put('\x5a');
-  }
+  overwrite_byte(files.front(), 50 * (header + 100) + header + 20, '\x5a');
   std::vector<std::byte> out;
   std::vector<std::uint32_t> sizes;
   BOOST_TEST((log->read(1u << 20, out, sizes) == std::errc::illegal_byte_sequence));

@@ -9,7 +9,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 
 #include "tests/support/segment_log_files.hpp"
 #include "tests/support/spool_frames.hpp"
@@ -275,14 +274,11 @@ BOOST_AUTO_TEST_CASE(a_read_stuck_at_a_record_bad_on_disk_is_not_answered) {
   auto s = open_spool(t, tmp.spool(), settled, r);
   s->append(f.make(10, false));  // 0..9, 100 bytes each
   flushed(*s);                   // in the file
-  const auto files = gatewayd::test::segment_log_files::segment_files(tmp.spool());
-  BOOST_REQUIRE(files.size() == 1u);
-  {
-    std::fstream file(files.front(), std::ios::in | std::ios::out | std::ios::binary);
-    file.seekp(static_cast<std::streamoff>(5 * (gatewayd::test::segment_log_files::header + 100) +
-                                           gatewayd::test::segment_log_files::header + 20));
-    file.put('\x5a');  // inside record 5's payload
-  }
+  namespace files = gatewayd::test::segment_log_files;
+  const auto segments = files::segment_files(tmp.spool());
+  BOOST_REQUIRE(segments.size() == 1u);
+  // Inside record 5's payload.
+  files::overwrite_byte(segments.front(), 5 * (files::header + 100) + files::header + 20, '\x5a');
   s->read(1 << 20, 1);
   auto [got, generation] = r->next();
   BOOST_TEST(got.size() == 5u);  // 0..4
