@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "consumers/file_reaper.hpp"
 #include "consumers/segment_log_format.hpp"
 #include "runtime/crc32c.hpp"
 
@@ -31,10 +32,24 @@ segment_log::~segment_log() {
   }
 }
 
-std::filesystem::path segment_log::segment_path(std::uint64_t number) const {
-  char name[32];
-  std::snprintf(name, sizeof name, "%020llu.seg", static_cast<unsigned long long>(number));
+std::filesystem::path segment_log::segment_path(std::uint64_t number, const char* suffix) const {
+  char name[40];
+  std::snprintf(name, sizeof name, "%020llu%s", static_cast<unsigned long long>(number), suffix);
   return dir_ / name;
+}
+
+// A reaper unlinks it on its own thread; the rename first, so that the name it unlinks is one no
+// new segment takes (a prepend numbers its file just below the head's: this one's number).
+std::error_code segment_log::remove_segment(std::uint64_t number) {
+  const std::filesystem::path path = segment_path(number);
+  if (options_.reaper) {
+    std::filesystem::path gone = segment_path(number, ".consumed");
+    if (::rename(path.c_str(), gone.c_str()) == 0) {
+      options_.reaper->remove(std::move(gone));
+      return {};
+    }
+  }
+  return ::unlink(path.c_str()) == 0 ? std::error_code{} : fmt::last_error();
 }
 
 std::error_code segment_log::open_segment(std::uint64_t number, bool create, int& fd) {
@@ -306,7 +321,7 @@ std::error_code segment_log::consume(std::uint64_t n) {
   return first;
 }
 
-// Unlinks the segment files wholly before the head (never the one being written).
+// Removes the segment files wholly before the head (never the one being written).
 std::error_code segment_log::drop_consumed() {
   std::error_code first;
   while (segments_.size() > 1 && head_.segment == segments_.front().number &&
@@ -318,7 +333,7 @@ std::error_code segment_log::drop_consumed() {
       read_fd_segment_ = fmt::no_segment;
     }
     if (read_buffer_segment_ == number) read_buffer_segment_ = fmt::no_segment;
-    if (::unlink(segment_path(number).c_str()) != 0 && !first) first = fmt::last_error();
+    if (auto ec = remove_segment(number); ec && !first) first = ec;
     segments_.pop_front();
     dir_dirty_ = true;
     head_ = {segments_.front().number, segments_.front().begin};

@@ -15,6 +15,9 @@
 //                              where in the next file reading goes on
 //   head                       where the oldest record not yet consumed is, as of the last
 //                              sync() (segment_log.cpp explains its two slots)
+//   00000000000000000041.consumed
+//                              a consumed segment renamed for a file_reaper to unlink (a crash
+//                              may leave one: open() removes it)
 // A record is [u32 length][u32 crc32c][i64 append time, ms since the epoch][payload], integers
 // in the host's byte order (little-endian on every host gatewayd runs on; a spool is not moved
 // between machines). The CRC32C covers the length's four bytes, the time and the payload.
@@ -38,9 +41,13 @@
 
 namespace gatewayd::consumers {
 
+class file_reaper;
+
 struct segment_log_options {
   std::uint64_t segment_bytes = 64ull << 20;  // a new segment file once the current passes this
   std::size_t write_buffer = 1 << 20;         // appended bytes kept before a write()
+  // Who unlinks consumed segment files (renamed to NNN.consumed first); null: consume() does.
+  file_reaper* reaper = nullptr;
 };
 
 // What open() found behind the persisted head.
@@ -61,8 +68,8 @@ class segment_log {
   // persisted head, checking every record's CRC; a torn or corrupt tail (short header, short
   // body, CRC mismatch, length over max_record_bytes) is cut: its segment truncated at the last
   // whole record and any later segment files removed, counted in `opened`. Segment files before
-  // the head (consumed, their unlink lost in a crash) are removed. Returns null and sets ec on
-  // an error it cannot recover from (EACCES, ENOTDIR, EIO...).
+  // the head (consumed, their unlink lost in a crash) and .consumed files are removed. Returns null
+  // and sets ec on an error it cannot recover from (EACCES, ENOTDIR, EIO...).
   static std::unique_ptr<segment_log> open(const std::filesystem::path& dir,
                                            segment_log_options options, segment_log_opened& opened,
                                            std::error_code& ec);
@@ -114,7 +121,8 @@ class segment_log {
                        std::vector<std::uint32_t>& sizes);
 
   // The oldest n records (at the head, already read) are gone for good: the head advances,
-  // segment files wholly before it are unlinked; the new head is persisted by the next sync().
+  // segment files wholly before it are unlinked (or renamed and handed to the options' reaper);
+  // the new head is persisted by the next sync().
   // More than were read and not consumed: EINVAL, nothing consumed.
   std::error_code consume(std::uint64_t n);
 
@@ -193,7 +201,8 @@ class segment_log {
   std::error_code drop_consumed();
   std::uint64_t write_end() const noexcept { return written_ + buffer_.size(); }
   std::size_t index_of(std::uint64_t number) const noexcept;  // in segments_
-  std::filesystem::path segment_path(std::uint64_t number) const;
+  std::filesystem::path segment_path(std::uint64_t number, const char* suffix = ".seg") const;
+  std::error_code remove_segment(std::uint64_t number);
   void next_segment_if_at_end(position& at) const noexcept;
 
   std::filesystem::path dir_;

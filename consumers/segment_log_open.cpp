@@ -73,7 +73,14 @@ std::error_code segment_log::load_segments(std::vector<std::uint64_t>& numbers) 
   std::error_code ec;
   for (std::filesystem::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
     std::uint64_t number = 0;
-    if (segment_number(it->path().filename().string(), number)) numbers.push_back(number);
+    const std::string name = it->path().filename().string();
+    if (segment_number(name, number)) {
+      numbers.push_back(number);
+    } else if (name.ends_with(".consumed")) {
+      // A consumed segment its reaper never reached.
+      if (::unlink(it->path().c_str()) != 0) return fmt::last_error();
+      dir_dirty_ = true;
+    }
   }
   std::sort(numbers.begin(), numbers.end());
   return ec;

@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "runtime/thread_name.hpp"
+
 namespace gatewayd::consumers {
 
 namespace {
@@ -32,7 +34,9 @@ std::shared_ptr<spool> spool_thread::open(const std::filesystem::path& dir, std:
                                           std::atomic<std::uint64_t>* settled,
                                           std::weak_ptr<spool_events> events, std::error_code& ec) {
   segment_log_opened opened;
-  auto log = segment_log::open(dir, {}, opened, ec);
+  segment_log_options options;
+  options.reaper = &reaper_;
+  auto log = segment_log::open(dir, options, opened, ec);
   if (!log) return nullptr;
   std::shared_ptr<spool> s(
       new spool(*this, dir, std::move(log), max_bytes, settled, std::move(events)));
@@ -83,6 +87,7 @@ void spool_thread::drop(job& j) noexcept {
 }
 
 void spool_thread::run() {
+  runtime::name_this_thread("gw-spool");
   std::unique_lock lock(mutex_);
   for (;;) {
     if (jobs_.empty()) {

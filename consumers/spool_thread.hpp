@@ -1,7 +1,8 @@
 // The thread that owns every consumer spool's files (segment_log): it appends what consumers hand
 // it, makes it durable by group commit on an interval, settles the CONFIRM frames so made durable,
-// reads records back into frame chunks for their consumers and deletes what they delivered. No
-// Leader/Followers thread or consumer strand ever waits on a disk (../shared/design.md, Spool).
+// reads records back into frame chunks for their consumers and deletes what they delivered (its
+// file_reaper unlinks the files, on a thread of its own). No Leader/Followers thread or consumer
+// strand ever waits on a disk (../shared/design.md, Spool).
 #pragma once
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "consumers/file_reaper.hpp"
 #include "consumers/segment_log.hpp"
 #include "protocol/frame_chunk.hpp"
 
@@ -195,7 +197,9 @@ class spool_thread {
   std::deque<job> running_;  // the jobs taken from jobs_ in one go, done outside the lock
   std::vector<std::shared_ptr<spool>> dirty_;  // spools with work to sync, in order listed
   clock::time_point sync_due_{};               // when dirty_ is next synced (non-empty dirty_ only)
-  std::thread thread_;                         // last: started once the members above are
+  // Unlinks what its spools consumed; outlives the thread (declared before it: destroyed after).
+  file_reaper reaper_;
+  std::thread thread_;  // last: started once the members above are
 };
 
 }  // namespace gatewayd::consumers

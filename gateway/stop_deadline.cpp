@@ -2,6 +2,8 @@
 
 #include <system_error>
 
+#include "runtime/thread_name.hpp"
+
 namespace gatewayd::gateway {
 
 stop_deadline::~stop_deadline() {
@@ -32,6 +34,7 @@ void stop_deadline::ended() {
 
 // The actions run without the lock: force() stops the pool, whose leaving calls ended().
 void stop_deadline::run(clock::time_point at, clock::duration leave_grace, const actions& what) {
+  runtime::name_this_thread("gw-stop-clock");
   std::unique_lock lock(mutex_);
   if (changed_.wait_until(lock, at, [this] { return phase_ == phase::ended; })) return;
   phase_ = phase::forced;

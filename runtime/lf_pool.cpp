@@ -1,8 +1,10 @@
 #include "runtime/lf_pool.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "runtime/thread_count.hpp"
+#include "runtime/thread_name.hpp"
 
 namespace gatewayd::runtime {
 namespace {
@@ -98,6 +100,7 @@ void lf_pool::take_back_leadership() {
 }
 
 void lf_pool::run_thread(unsigned index) {
+  name_this_thread(("gw-lf-" + std::to_string(index)).c_str());
   member me;
   me.index = index;
   this_pool = this;
