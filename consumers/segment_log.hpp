@@ -29,6 +29,7 @@
 // its checksum at open() and cut, with everything after it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -48,6 +49,8 @@ struct segment_log_options {
   std::size_t write_buffer = 1 << 20;         // appended bytes kept before a write()
   // Who unlinks consumed segment files (renamed to NNN.consumed first); null: consume() does.
   file_reaper* reaper = nullptr;
+  // How long a head written by sync() may wait for its fdatasync (segment_log.cpp, sync).
+  std::chrono::milliseconds head_sync_interval{1000};
 };
 
 // What open() found behind the persisted head.
@@ -97,9 +100,16 @@ class segment_log {
   std::error_code prepend(std::span<const std::span<const std::byte>> records);
 
   // Makes everything appended so far durable: writes the buffer, fdatasync of the open segment,
-  // fsync of the folder if a segment file was created or removed since the last sync, and the
-  // head persisted if it moved.
-  std::error_code sync();
+  // fsync of the folder if a segment file was created since the last sync, and the head written
+  // if it moved: in the kernel's hands at once (a killed process loses none of it), durable on
+  // disk now with head_durability::now, else within head_sync_interval (by a later sync()).
+  enum class head_durability : std::uint8_t { when_due, now };
+  std::error_code sync(head_durability head = head_durability::when_due);
+  // sync() has something to do: appended bytes not yet durable, a folder change, a head moved or
+  // written and due for its fdatasync.
+  bool sync_due() const noexcept;
+  // A head written and not yet durable (a later sync() makes it so).
+  bool head_pending() const noexcept { return head_unsynced_; }
 
   // Where read() hands each record's payload, in order. The bytes are the log's (its read
   // window or its write buffer) and valid only during the call: copy what is kept.
@@ -181,7 +191,8 @@ class segment_log {
   // segment_log.cpp
   std::error_code roll();
   std::error_code flush();
-  std::error_code write_head();
+  std::error_code write_head(head_durability durability);
+  bool head_sync_due() const noexcept;
   std::error_code open_segment(std::uint64_t number, bool create, int& fd);
   std::error_code record_at(const position& at, record_view& out);
   // A record at `at` is still in the write buffer, not yet in its file.
@@ -217,11 +228,18 @@ class segment_log {
   std::uint64_t written_ = 0;          // bytes of the last segment in the file (buffer_ follows)
   std::vector<std::byte> buffer_;      // appended, not yet written
   bool data_dirty_ = false;            // written to the last segment since its fdatasync
-  bool dir_dirty_ = false;             // a segment file created or removed since the last fsync
+  bool dir_dirty_ = false;             // the folder changed in a way the next sync() makes durable
+  // A consumed segment file removed since the folder's last fsync: durable only before a
+  // prepend (segment_log_prepend.cpp). Elsewhere it need not be: open() removes files before the
+  // head, and reads a head whose file is gone from the oldest file left. And it costs: the
+  // fsync then commits the journal with the removed file's freed blocks (24 ms measured).
+  bool removed_unsynced_ = false;
 
   position head_;
   position persisted_head_{~std::uint64_t{0}, 0};  // none: the first sync() writes it
-  std::uint64_t head_generation_ = 0;              // the head file's slot generation, last written
+  bool head_unsynced_ = false;  // persisted_head_ written, its fdatasync still to come
+  std::chrono::steady_clock::time_point head_synced_at_{};
+  std::uint64_t head_generation_ = 0;  // the head file's slot generation, last written
   std::optional<std::int64_t> head_ms_;
   position read_;
   std::deque<read_record> unconsumed_;  // read and not consumed, oldest first

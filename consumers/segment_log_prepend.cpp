@@ -23,11 +23,12 @@ std::error_code segment_log::prepend(std::span<const std::span<const std::byte>>
   }
   if (records.empty()) return {};
   if (segments_.front().number == 0) return std::make_error_code(std::errc::value_too_large);
-  // The number below the head's may be a file consumed since the last sync, unlinked with the
+  // The number below the head's may be a file consumed since the last sync, removed with the
   // folder not yet synced, and the head persisted may still point into it: a crash after the
   // new file took its name would read the new records from the old head's offset. Syncing
-  // first makes both the unlink and the head durable (prepend is rare: one sync more).
-  if (auto ec = sync()) return ec;
+  // first makes both the removal and the head durable (prepend is rare: one sync more).
+  if (removed_unsynced_) dir_dirty_ = true;
+  if (auto ec = sync(head_durability::now)) return ec;
   const std::uint64_t number = segments_.front().number - 1;
   const std::int64_t ms = head_ms_ && held_records_ > 0
                               ? *head_ms_
@@ -79,7 +80,7 @@ std::error_code segment_log::write_prepended(std::uint64_t number,
   const position old_head = head_;
   if (!ec) {
     head_ = {number, fmt::resume_record_bytes};
-    ec = write_head();
+    ec = write_head(head_durability::now);
     if (ec) head_ = old_head;
   }
   // Before the head, a file left by a failed unlink is removed by the next open().

@@ -240,9 +240,14 @@ void spool::consume_now(std::uint64_t n) {
   thread_.listed(*this);
 }
 
-bool spool::sync_now() {
+bool spool::sync_now(segment_log::head_durability head) {
+  // A head written and not yet due for its fdatasync (segment_log.cpp, sync): listed until it is.
+  if (unsynced_.empty() && !log_->sync_due() && head != segment_log::head_durability::now) {
+    dirty_ = log_->head_pending();
+    return true;
+  }
   const auto start = std::chrono::steady_clock::now();
-  const std::error_code ec = log_->sync();
+  const std::error_code ec = log_->sync(head);
   const auto took = std::chrono::steady_clock::now() - start;
   stats_.sync_ns.fetch_add(static_cast<std::uint64_t>(
                                std::chrono::duration_cast<std::chrono::nanoseconds>(took).count()),
@@ -262,7 +267,7 @@ bool spool::sync_now() {
   if (settled_ && !unsynced_.empty())
     settled_->fetch_add(unsynced_.size(), std::memory_order_relaxed);
   unsynced_.clear();
-  dirty_ = false;
+  dirty_ = log_->head_pending();
   return true;
 }
 

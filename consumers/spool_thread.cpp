@@ -113,7 +113,7 @@ void spool_thread::run() {
     lock.lock();
   }
   lock.unlock();
-  sync_all();
+  sync_all(segment_log::head_durability::now);
   // What a failed sync left is let go with its spool, unsettled (~spool).
   dirty_.clear();
 }
@@ -135,7 +135,7 @@ void spool_thread::run_job(job& j) {
       s.log_->rewind(j.n);
       break;
     case job::kind::flush:
-      s.sync_now();
+      s.sync_now(segment_log::head_durability::now);
       if (j.done) j.done();
       break;
   }
@@ -150,12 +150,12 @@ void spool_thread::listed(spool& s) {
 }
 
 // Every listed spool synced (those a flush synced already are only unlisted); those whose sync
-// failed stay listed for a retry.
-void spool_thread::sync_all() {
+// failed, or whose head waits for its fdatasync, stay listed for a retry.
+void spool_thread::sync_all(segment_log::head_durability head) {
   std::size_t kept = 0;
   for (std::size_t i = 0; i < dirty_.size(); ++i) {
     spool& s = *dirty_[i];
-    if (s.dirty_ && !s.sync_now()) {
+    if (s.dirty_ && (!s.sync_now(head) || s.dirty_)) {
       dirty_[kept++] = std::move(dirty_[i]);
       continue;
     }

@@ -120,7 +120,9 @@ class spool {
   void refuse(std::span<const protocol::frame_slice> frames, std::error_code ec);
   void read_now(std::size_t max_bytes, std::uint64_t generation);
   void consume_now(std::uint64_t n);
-  bool sync_now();  // false: it failed, what is unsynced stays so
+  // False: it failed, what is unsynced stays so. dirty_ stays set while its head waits for its
+  // fdatasync.
+  bool sync_now(segment_log::head_durability head = segment_log::head_durability::when_due);
   void count_error(std::error_code ec) noexcept;
   void held_changed() noexcept;
   void taken(std::span<const protocol::frame_slice> frames) noexcept;  // off pending_bytes
@@ -137,7 +139,7 @@ class spool {
   // Appended CONFIRM frames, settled at the next sync (their chunks went back once the bytes
   // were in the log's buffer).
   std::vector<protocol::confirm_entry*> unsynced_;
-  bool dirty_ = false;   // appended or consumed since the last sync
+  bool dirty_ = false;   // appended or consumed since the last sync, or its head not yet durable
   bool listed_ = false;  // in the spool thread's dirty list (dirty_, or was when last looked at)
   std::vector<std::span<const std::byte>> records_;  // an append's records, reused
   std::size_t last_read_frames_ = 0;                 // what the next read reserves room for
@@ -185,7 +187,7 @@ class spool_thread {
   void run();
   void run_job(job& j);
   void listed(spool& s);  // s is dirty: in dirty_ until a sync made it clean
-  void sync_all();
+  void sync_all(segment_log::head_durability head = segment_log::head_durability::when_due);
   static void drop(job& j) noexcept;
 
   const std::chrono::milliseconds sync_interval_;

@@ -120,6 +120,43 @@ BOOST_AUTO_TEST_CASE(reopen_after_sync_resumes_at_the_persisted_head) {
   BOOST_TEST(read_seqs(*log) == range(100, 105));
 }
 
+// A drain's syncs move only the head: written at each (a reopen, as after a killed process,
+// resumes there), its fdatasync at most once per head_sync_interval, or at once when asked.
+BOOST_AUTO_TEST_CASE(a_moved_head_is_written_at_each_sync_and_made_durable_when_due) {
+  temp_dir tmp;
+  segment_log_options slow{};
+  slow.head_sync_interval = std::chrono::hours(1);
+  {
+    auto log = open_log(tmp.spool(), slow);
+    BOOST_REQUIRE(!append(*log, 0, 50, 100));
+    BOOST_REQUIRE(!log->sync());
+    BOOST_TEST(!log->head_pending());  // the first head is due at once
+    BOOST_TEST(!log->sync_due());
+    BOOST_TEST(read_seqs(*log, 1000) == range(0, 10));
+    BOOST_REQUIRE(!log->consume(10));
+    BOOST_TEST(log->sync_due());
+    BOOST_REQUIRE(!log->sync());
+    BOOST_TEST(log->head_pending());  // written, its fdatasync not due for an hour
+    BOOST_TEST(!log->sync_due());
+    BOOST_TEST(read_seqs(*log, 1000) == range(10, 20));
+    BOOST_REQUIRE(!log->consume(10));
+    BOOST_REQUIRE(!log->sync(segment_log::head_durability::now));
+    BOOST_TEST(!log->head_pending());
+    BOOST_TEST(read_seqs(*log, 1000) == range(20, 30));
+    BOOST_REQUIRE(!log->consume(10));
+    BOOST_REQUIRE(!log->sync());
+    BOOST_TEST(log->head_pending());
+  }
+  BOOST_TEST(read_seqs(*open_log(tmp.spool())) == range(30, 50));
+  segment_log_options eager{};
+  eager.head_sync_interval = std::chrono::milliseconds(0);
+  auto log = open_log(tmp.spool(), eager);
+  BOOST_TEST(read_seqs(*log, 1000) == range(30, 40));
+  BOOST_REQUIRE(!log->consume(10));
+  BOOST_REQUIRE(!log->sync());
+  BOOST_TEST(!log->head_pending());
+}
+
 BOOST_AUTO_TEST_CASE(reopen_without_syncing_the_head_delivers_from_the_older_head) {
   temp_dir tmp;
   {
