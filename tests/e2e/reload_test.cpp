@@ -81,18 +81,23 @@ BOOST_AUTO_TEST_CASE(fifty_reloads_under_traffic_route_every_frame_exactly_once)
   BOOST_TEST_REQUIRE(c1.wait_for_connections(1, 5s));
   BOOST_TEST_REQUIRE(c2.wait_for_connections(1, 5s));
 
-  std::atomic<bool> stop{false}, send_failed{false};
+  std::atomic<bool> send_failed{false};
   std::atomic<int> sent{0};
-  std::thread supplier([&] {
+  // A jthread: a failed requirement below ends the test with it stopped and joined (a
+  // std::thread left running aborted the whole binary), and no send waits longer than 10 s.
+  std::jthread supplier([&](std::stop_token stop) {
     try {
       test_supplier s(gw.supplier_port);
       int seq = 0;
-      while (!stop) {
+      while (!stop.stop_requested()) {
         std::string batch;
         for (int k = 0; k < 20; ++k)
           batch += gatewayd::protocol::encode_frame("x.seq",
                                                     gatewayd::traffic::numbered_payload(1, seq++));
-        s.send(batch);
+        if (!s.send_within(batch, 10s)) {
+          send_failed = true;
+          return;
+        }
         sent = seq;
         std::this_thread::sleep_for(1ms);
       }
@@ -113,7 +118,7 @@ BOOST_AUTO_TEST_CASE(fifty_reloads_under_traffic_route_every_frame_exactly_once)
     const auto delivered = c1.count() + c2.count();
     BOOST_TEST_REQUIRE(eventually([&] { return c1.count() + c2.count() > delivered; }, 10s));
   }
-  stop = true;
+  supplier.request_stop();
   supplier.join();
   BOOST_TEST(!send_failed);
   const int total = sent;
