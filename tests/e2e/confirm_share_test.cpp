@@ -137,7 +137,12 @@ BOOST_AUTO_TEST_CASE(frames_owed_by_a_consumer_that_is_down_never_stall_a_health
   const auto metric = [&](const std::string& m) { return scrape_metric(gw.metrics_port, m); };
 
   one_frame_connections(gw, attacker, "d.x");
-  const double ledger = metric("gatewayd_confirm_ledger_bytes");
+  // A session leaves the connection count before its ledger is closed (its last handler lets go
+  // of it): one CI run read 46,912 B, a few ledgers still open at their full size. Closed, they
+  // keep their anchor and the block holding the entry owed.
+  double ledger = 0;
+  BOOST_TEST(eventually(
+      [&] { return (ledger = metric("gatewayd_confirm_ledger_bytes")) <= 64.0 * attacker; }, 10s));
   BOOST_TEST_MESSAGE("closed connections with one frame owed: ledgers hold "
                      << ledger << " B, " << ledger / attacker << " B per owed frame");
   BOOST_TEST(metric("gatewayd_consumer_confirms_owed{consumer=\"down\"}") == attacker);
