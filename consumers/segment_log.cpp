@@ -171,10 +171,15 @@ std::error_code segment_log::sync(head_durability head) {
   if (head_ != persisted_head_) {
     if (auto ec = write_head(head)) return ec;
   } else if (head_unsynced_ && (head == head_durability::now || head_sync_due())) {
-    if (::fdatasync(head_fd_) != 0) return fmt::last_error();
-    head_unsynced_ = false;
-    head_synced_at_ = std::chrono::steady_clock::now();
+    return sync_head();
   }
+  return {};
+}
+
+std::error_code segment_log::sync_head() {
+  if (::fdatasync(head_fd_) != 0) return fmt::last_error();
+  head_unsynced_ = false;
+  head_synced_at_ = std::chrono::steady_clock::now();
   return {};
 }
 
@@ -204,10 +209,7 @@ std::error_code segment_log::write_head(head_durability durability) {
   persisted_head_ = head_;
   head_unsynced_ = true;
   if (durability == head_durability::when_due && !head_sync_due()) return {};
-  if (::fdatasync(head_fd_) != 0) return fmt::last_error();
-  head_unsynced_ = false;
-  head_synced_at_ = std::chrono::steady_clock::now();
-  return {};
+  return sync_head();
 }
 
 std::error_code segment_log::read(std::size_t max_bytes, std::vector<std::byte>& out,

@@ -193,6 +193,7 @@ class segment_log {
   std::error_code flush();
   std::error_code write_head(head_durability durability);
   bool head_sync_due() const noexcept;
+  std::error_code sync_head();  // the head written, made durable
   std::error_code open_segment(std::uint64_t number, bool create, int& fd);
   std::error_code record_at(const position& at, record_view& out);
   // A record at `at` is still in the write buffer, not yet in its file.
