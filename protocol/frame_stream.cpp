@@ -65,6 +65,29 @@ bool frame_stream::move_to_new_chunk(std::size_t capacity, std::size_t charge) {
   return true;
 }
 
+std::size_t frame_stream::learn_address(const char* address, std::size_t a) noexcept {
+  const std::size_t shared =
+      runtime::common_prefix(address, known_address_, std::min(a, known_address_length_));
+  // A differing tail of token bytes (t.x.00000002 after t.x.00000001) is valid after any prefix
+  // of a valid address. Calling nothing, this saves no registers either.
+  std::size_t valid = shared;
+  while (valid < a && is_token_char(static_cast<unsigned char>(address[valid])))
+    ++valid;
+  if (valid != a) return valid;
+  // No tail: a prefix of the known address, valid unless it ends in its dot. Its first a - 1
+  // bytes begin a valid address, so learn_checked_address() looks at the last one.
+  if (shared == a) return a - 1;
+  keep_address(address, a, shared);
+  return a;
+}
+
+bool frame_stream::learn_checked_address(const char* address, std::size_t a,
+                                         std::size_t valid) noexcept {
+  if (first_bad_address_byte({address, a}, valid) != a) return false;
+  keep_address(address, a, 0);
+  return true;
+}
+
 bool frame_stream::set_charge(std::size_t bytes) noexcept {
   if (!budget_) return true;
   if (bytes > charged_ && !budget_->try_take(bytes - charged_)) return false;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "protocol/address.hpp"
 #include "protocol/frame_chunk.hpp"
 #include "protocol/frame_codec.hpp"
 #include "runtime/byte_budget.hpp"
@@ -92,6 +93,37 @@ class frame_stream {
   // fits known_address_, which it then becomes; its size, or 0 to let parse_frame() decide
   // (and name the error, if any).
   std::size_t known_frame_size(const char* p, std::size_t n) noexcept;
+  // The `a` bytes at `address` differ from known_address_. When the bytes after those they share
+  // with it are all token bytes, they become known_address_ and `a` is returned; otherwise the
+  // offset before which they begin a valid address (for learn_checked_address). Out of line, so
+  // that the loop over repeated addresses stays tight.
+  std::size_t learn_address(const char* address, std::size_t a) noexcept;
+  // The full check past the first `valid` bytes (a dot or a bad byte after the shared part):
+  // true, and they become known_address_, when the `a` bytes are a valid address.
+  bool learn_checked_address(const char* address, std::size_t a, std::size_t valid) noexcept;
+  // known_address_ becomes the `a` bytes at `address`, of which the first `same` are its own
+  // already. Whole loads, no memcpy call: a tail within the last word (the usual case) is one
+  // word's copy.
+  void keep_address(const char* address, std::size_t a, std::size_t same) noexcept {
+    const auto copy = [&](std::size_t at, auto word) {
+      std::memcpy(&word, address + at, sizeof word);
+      std::memcpy(known_address_ + at, &word, sizeof word);
+    };
+    if (a >= 8) {
+      if (a - same > 8) {
+        for (std::size_t i = same & ~std::size_t{7}; i + 8 < a; i += 8)
+          copy(i, std::uint64_t{});
+      }
+      copy(a - 8, std::uint64_t{});
+    } else if (a >= 4) {
+      copy(0, std::uint32_t{});
+      copy(a - 4, std::uint32_t{});
+    } else {
+      for (std::size_t i = 0; i < a; ++i)
+        copy(i, char{});
+    }
+    known_address_length_ = a;
+  }
 };
 
 inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) noexcept {
@@ -110,11 +142,9 @@ inline std::size_t frame_stream::known_frame_size(const char* p, std::size_t n) 
   const char* address = p + header_size;
   // Word compares inline: a memcmp call would cost more than the rest of this check.
   if (a == known_address_length_ && runtime::same_bytes(address, known_address_, a)) return size;
-  const std::size_t shared =
-      runtime::common_prefix(address, known_address_, std::min(a, known_address_length_));
-  if (first_bad_address_byte({address, a}, shared) != a) return 0;
-  std::memcpy(known_address_ + shared, address + shared, a - shared);
-  known_address_length_ = a;
+  if (const std::size_t valid = learn_address(address, a);
+      valid != a && !learn_checked_address(address, a, valid))
+    return 0;
   return size;
 }
 

@@ -21,6 +21,7 @@ void route_cache::clear() noexcept {
   last_run_ = 0;
   next_run_ = 0;
   last_hit_ = 0;
+  answered_from_ = source::entry;
 }
 
 void route_cache::start_run(std::string_view address, const lookup_result& result) noexcept {
@@ -80,7 +81,7 @@ cached_answer route_cache::probe(const routing_table& table, std::string_view ad
     if (tags[way] == tag && e.address_length == address.size() &&
         runtime::same_bytes(e.address, address.data(), address.size())) {
       ++hits_;
-      return answer(first + way, who, address);
+      return answer(first + way, who, address, source::entry);
     }
   }
 
@@ -103,7 +104,7 @@ cached_answer route_cache::probe(const routing_table& table, std::string_view ad
   std::copy(result.consumers.begin(), result.consumers.end(), e.consumers);
   std::copy(result.patterns.begin(), result.patterns.end(), e.patterns);
   std::memcpy(e.address, address.data(), address.size());
-  return answer(first + victim, who, address);
+  return answer(first + victim, who, address, source::entry);
 }
 
 }  // namespace gatewayd::routing

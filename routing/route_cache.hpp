@@ -20,9 +20,10 @@ namespace gatewayd::routing {
 // of a set sit together, so a lookup reads one small block of tags and compares the address
 // bytes of at most the one entry whose tag matches.
 //
-// Before any hashing a lookup tries the runs, then the entry that answered last, then the one
-// that answered after it last time: a run of one address costs one compare, a supplier cycling
-// over a few addresses two.
+// Before any hashing a lookup tries the entry that answered last, then the one that answered
+// after it last time, then the runs; when a run answered the last lookup, that run first. A run
+// of one address costs one compare, a supplier cycling over a few addresses two, a supplier
+// spreading over a prefix one.
 //
 // A run: a table walk that did not need the whole address (lookup_result::decided_by, a `>`
 // route) leaves its answer keyed by the prefix that decided it, so that every following
@@ -85,23 +86,21 @@ class route_cache {
     // Suppliers send runs of one address, or cycle over a few (frame i to consumer i mod n),
     // or spread over many under one prefix: the entry that answered last, then the one that
     // answered after it last time, then the runs, are tried here in the caller before any
-    // hashing.
+    // hashing; the run first when a run answered last, so that a spread costs one compare too.
     if (storage_ && table_id_ == table.id() && !address.empty()) {
+      if (answered_from_ == source::run && !who.permissions && in_run(last_run_, address)) {
+        return run_answer(last_run_);
+      }
       if (const std::size_t at = last_hit_; holds(at, address)) {
         ++hits_;
-        return answer(at, who, address);
+        return answer(at, who, address, source::entry);
       }
       if (const std::size_t at = storage_->next_hit[last_hit_]; holds(at, address)) {
         ++hits_;
-        return answer(at, who, address);
+        return answer(at, who, address, source::entry);
       }
       if (runs_ != 0 && !who.permissions) {
-        if (const std::size_t r = find_run(address); r != no_run) {
-          ++hits_;
-          const entry& e = storage_->runs[r];
-          return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
-                  true};
-        }
+        if (const std::size_t r = find_run(address); r != no_run) return run_answer(r);
       }
     }
     return probe(table, address, scratch, who);
@@ -139,6 +138,8 @@ class route_cache {
     entry runs[run_count];
   };
   static constexpr std::size_t no_run = static_cast<std::size_t>(-1);
+  // Where the last answer came from: an entry (however it was found) or a run.
+  enum class source : std::uint8_t { entry, run };
   bool in_run(std::size_t r, std::string_view address) const noexcept {
     const std::size_t n = storage_->runs[r].address_length;  // 0: every address
     return n < address.size() && runtime::same_bytes(storage_->runs[r].address, address.data(), n);
@@ -163,13 +164,21 @@ class route_cache {
   }
   // Entry `at` answers: its route and publish answer; it becomes the last hit, and the one
   // after the previous last hit.
-  cached_answer answer(std::size_t at, const publish_check& who,
-                       std::string_view address) noexcept {
+  cached_answer answer(std::size_t at, const publish_check& who, std::string_view address,
+                       source from) noexcept {
+    answered_from_ = from;
     storage_->next_hit[last_hit_] = static_cast<std::uint16_t>(at);
     last_hit_ = at;
     const entry& e = storage_->entries[at];
     return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}},
             permitted(at, who, address)};
+  }
+  // Run `r` answers (only a supplier with no publish rule to check asks the runs).
+  cached_answer run_answer(std::size_t r) noexcept {
+    ++hits_;
+    answered_from_ = source::run;
+    const entry& e = storage_->runs[r];
+    return {{{e.consumers, e.consumer_count}, e.matched, {e.patterns, e.pattern_count}}, true};
   }
   // The publish answer kept at entry `at` for `who`, asked and kept if it is not there.
   bool permitted(std::size_t at, const publish_check& who, std::string_view address) noexcept {
@@ -184,11 +193,12 @@ class route_cache {
   std::uint64_t table_id_ = 0;
   std::uint64_t hits_ = 0;
   std::uint64_t misses_ = 0;
-  std::uint32_t next_victim_ = 0;  // round-robin over the ways: no pathological cycle
-  std::size_t last_hit_ = 0;       // the entry that answered last: tried first
-  std::size_t runs_ = 0;           // runs in use, 0..run_count
-  std::size_t last_run_ = 0;       // the run that answered or started last: tried first
-  std::size_t next_run_ = 0;       // the run a new prefix replaces once all are in use
+  std::uint32_t next_victim_ = 0;         // round-robin over the ways: no pathological cycle
+  std::size_t last_hit_ = 0;              // the entry that answered last
+  source answered_from_ = source::entry;  // a run here is tried first
+  std::size_t runs_ = 0;                  // runs in use, 0..run_count
+  std::size_t last_run_ = 0;              // the run that answered or started last: tried first
+  std::size_t next_run_ = 0;              // the run a new prefix replaces once all are in use
 };
 
 }  // namespace gatewayd::routing

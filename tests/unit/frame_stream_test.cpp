@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/address.hpp"
 #include "protocol/frame_stream.hpp"
 
 using namespace gatewayd::protocol;
@@ -388,6 +389,69 @@ BOOST_AUTO_TEST_CASE(addresses_sharing_a_prefix_are_checked_past_it) {
     BOOST_TEST(to_string(f.error.reason) == "bad_address");
     BOOST_TEST(f.error.offset == known.size() + header_size + b.offset, b.address);
   }
+}
+
+// What the shortcut keeps of an address must be all of it: "txxxx.yy", then "txxxxx" (a tail
+// of one token byte), then "txxxx." (the first address's bytes at the second's length, ending
+// in a dot) must be refused. A copy that left any byte of the second address out would keep
+// "txxxx." as the address last validated and take the third frame as a repeat of it.
+BOOST_AUTO_TEST_CASE(what_the_shortcut_keeps_is_the_whole_address_it_took) {
+  for (std::size_t n = 2; n <= 70; ++n) {
+    const std::string stem = "t" + std::string(n - 2, 'x');
+    const std::string first = stem + ".yy", second = stem + "x", third = stem + ".";
+    feeder f;
+    const std::string taken = encode_frame(first, "p") + encode_frame(second, "p");
+    BOOST_TEST_REQUIRE(f.feed(taken + encode_frame(third, "p")) == false, n);
+    BOOST_TEST_REQUIRE(f.frames.size() == 2u);
+    BOOST_TEST_REQUIRE(f.frames[1].address == second);
+    BOOST_TEST_REQUIRE(f.error.offset == taken.size() + header_size + n - 1, n);
+  }
+}
+
+// The shortcut for addresses that differ from the last one only in their tail, tried against
+// the full check: random addresses, each a random prefix of the last one taken plus random
+// bytes (token bytes, dots, now and then a bad byte; some too long for the shortcut), fed to one
+// stream. A valid one must come out with its own bytes, an invalid one be refused at the byte
+// first_bad_address_byte() blames, and the stream that refused it is replaced by one that took
+// the last good address, so the shortcut's copy of it is checked frame after frame.
+BOOST_AUTO_TEST_CASE(the_tail_shortcut_agrees_with_the_full_address_check) {
+  std::mt19937 rng(45);
+  const std::string bytes = "abcxyz0123456789_-ABC..";  // dots: one in 11, so empty tokens too
+  const auto next_address = [&](const std::string& last) {
+    std::string a = last.substr(0, rng() % (last.size() + 1));
+    for (std::size_t n = rng() % 12; n > 0; --n)
+      a += rng() % 60 == 0 ? '$' : bytes[rng() % bytes.size()];
+    if (rng() % 50 == 0) a += std::string(60, 'q');  // past the shortcut's 64 bytes
+    return a.empty() || a.size() > max_address_length ? std::string("t") : a;
+  };
+  std::string last = "t.x.00000001";
+  auto f = std::make_unique<feeder>();
+  BOOST_TEST_REQUIRE(f->feed(encode_frame(last, "p")));
+  std::size_t valid = 0, invalid = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string address = next_address(last);
+    const std::size_t before = f->frames.size();
+    const std::string frame = encode_frame(address, "p");
+    if (valid_address(address)) {
+      ++valid;
+      BOOST_TEST_REQUIRE(f->feed(frame), address);
+      BOOST_TEST_REQUIRE(f->frames.size() == before + 1);
+      BOOST_TEST_REQUIRE(f->frames.back().address == address);
+      last = address;
+      continue;
+    }
+    ++invalid;
+    const std::uint64_t at = f->stream.offset();
+    BOOST_TEST_REQUIRE(!f->feed(frame), address);
+    BOOST_TEST_REQUIRE(f->frames.size() == before);
+    BOOST_TEST_REQUIRE(to_string(f->error.reason) == "bad_address");
+    BOOST_TEST_REQUIRE(f->error.offset == at + header_size + first_bad_address_byte(address),
+                       address);
+    f = std::make_unique<feeder>();
+    BOOST_TEST_REQUIRE(f->feed(encode_frame(last, "p")));
+  }
+  BOOST_TEST(valid > 5000u);  // both kinds, many of each
+  BOOST_TEST(invalid > 2000u);
 }
 
 // A supplier's CONFIRM frames come out with their flag, on the known-address fast path too (the

@@ -5,6 +5,8 @@
 
 #include <malloc.h>
 
+#include <iterator>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -250,6 +252,52 @@ BOOST_AUTO_TEST_CASE(a_million_distinct_addresses_keep_memory_bounded) {
   }
   BOOST_TEST(heap() <= before + 4096);
   BOOST_TEST(cache.misses() > 250'000u);  // the m.* addresses each walked
+}
+
+// Every way the cache answers (the last hit, the entry after it, a run, the run tried first
+// after a run answered, the hash probe) against the table and the rule themselves: random
+// addresses over a few tokens, for a supplier with no rule and one with a rule to ask, over
+// wildcard routes that decide by a prefix (runs) and exact ones inside them (no run), in runs
+// of one address, cycles and spreads.
+BOOST_AUTO_TEST_CASE(every_way_of_answering_agrees_with_the_table) {
+  const auto table = routing_table::build(make_config({"a", "b", "c"},
+                                                      {{"t.>", {"a"}},
+                                                       {"t.x.*", {"b"}},
+                                                       {"t.x.1", {"c"}},
+                                                       {"u.*.z", {"a", "c"}},
+                                                       {"v.>", {"b"}},
+                                                       {"w", {"c"}}},
+                                                      std::string{"c"}));
+  const publish_permissions perms({{"svc", "svc-id", {"t.>", "v.>"}, {"t.x.2"}}}, {"", "", {}, {}});
+  const publish_check ruled{&perms, perms.rule_for("svc-id")};
+  const char* tokens[] = {"t", "u", "v", "w", "x", "z", "1", "2", "33333333"};
+  std::mt19937 rng(45);
+  lookup_scratch scratch, reference_scratch;
+  route_cache cache;
+  std::string address;
+  std::vector<std::string> cycle;
+  for (int i = 0; i < 50'000; ++i) {
+    const unsigned shape = rng() % 4;
+    if (shape == 0 || address.empty()) {  // a new address
+      address.clear();
+      for (std::size_t n = 1 + rng() % 4; n > 0; --n)
+        address += (address.empty() ? "" : ".") + std::string(tokens[rng() % std::size(tokens)]);
+      if (cycle.size() < 5) cycle.push_back(address);
+    } else if (shape == 1 && !cycle.empty()) {  // a few in turn
+      address = cycle[static_cast<std::size_t>(i) % cycle.size()];
+    } else if (shape == 2) {  // a spread under one prefix
+      address = "t.x." + std::to_string(rng() % 100'000);
+    }  // else: the same address again
+    if (rng() % 1000 == 0) cycle.clear();
+    const publish_check who = rng() % 3 == 0 ? ruled : publish_check{};
+    const auto got = cache.lookup(*table, address, scratch, who);
+    const auto want = table->lookup(address, reference_scratch);
+    BOOST_TEST_REQUIRE(to_vector(got.route) == to_vector(want), address);
+    BOOST_TEST_REQUIRE(got.route.matched == want.matched, address);
+    BOOST_TEST_REQUIRE(got.permitted == (!who.permissions || perms.permitted(who.rule, address)),
+                       address);
+  }
+  BOOST_TEST(cache.hits() > 25'000u);  // the shortcuts were taken, not only the walk
 }
 
 BOOST_AUTO_TEST_CASE(clear_forgets) {
