@@ -98,6 +98,14 @@ inline std::size_t common_prefix(const char* a, const char* b, std::size_t n) no
   };
   if (n >= 8) {
     std::uint64_t x, y;
+    if (n <= 16) {  // most addresses: the first word and the last, no loop
+      std::memcpy(&x, a, 8);
+      std::memcpy(&y, b, 8);
+      if (x != y) return first_different(x, y);
+      std::memcpy(&x, a + n - 8, 8);
+      std::memcpy(&y, b + n - 8, 8);
+      return x == y ? n : n - 8 + first_different(x, y);
+    }
     for (std::size_t i = 0; i + 8 < n; i += 8) {
       std::memcpy(&x, a + i, 8);
       std::memcpy(&y, b + i, 8);
