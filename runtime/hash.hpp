@@ -96,36 +96,30 @@ inline std::size_t common_prefix(const char* a, const char* b, std::size_t n) no
                                                                : std::countl_zero(diff);
     return static_cast<std::size_t>(bit / 8);
   };
+  // From word `at` on, which with the last word (overlapping it when n is not a multiple)
+  // covers the rest of the n bytes: no loop for most addresses (8 to 16 bytes: two words).
+  const auto last_two = [&](std::size_t at, auto word) {
+    constexpr std::size_t w = sizeof word;
+    decltype(word) x, y;
+    std::memcpy(&x, a + at, w);
+    std::memcpy(&y, b + at, w);
+    if (x != y) return at + first_different(x, y);
+    std::memcpy(&x, a + n - w, w);
+    std::memcpy(&y, b + n - w, w);
+    return x == y ? n : n - w + first_different(x, y);
+  };
   if (n >= 8) {
-    std::uint64_t x, y;
-    if (n <= 16) {  // most addresses: the first word and the last, no loop
-      std::memcpy(&x, a, 8);
-      std::memcpy(&y, b, 8);
-      if (x != y) return first_different(x, y);
-      std::memcpy(&x, a + n - 8, 8);
-      std::memcpy(&y, b + n - 8, 8);
-      return x == y ? n : n - 8 + first_different(x, y);
-    }
-    for (std::size_t i = 0; i + 8 < n; i += 8) {
+    if (n <= 16) return last_two(0, std::uint64_t{});
+    std::size_t i = 0;
+    for (; i + 16 < n; i += 8) {
+      std::uint64_t x, y;
       std::memcpy(&x, a + i, 8);
       std::memcpy(&y, b + i, 8);
       if (x != y) return i + first_different(x, y);
     }
-    // The last word overlaps the one before: its bytes compared equal above, a difference lies
-    // past them.
-    std::memcpy(&x, a + n - 8, 8);
-    std::memcpy(&y, b + n - 8, 8);
-    return x == y ? n : n - 8 + first_different(x, y);
+    return last_two(i, std::uint64_t{});
   }
-  if (n >= 4) {
-    std::uint32_t x, y;
-    std::memcpy(&x, a, 4);
-    std::memcpy(&y, b, 4);
-    if (x != y) return first_different(x, y);
-    std::memcpy(&x, a + n - 4, 4);
-    std::memcpy(&y, b + n - 4, 4);
-    return x == y ? n : n - 4 + first_different(x, y);
-  }
+  if (n >= 4) return last_two(0, std::uint32_t{});
   std::size_t i = 0;
   while (i < n && a[i] == b[i])
     ++i;
