@@ -30,6 +30,7 @@ inline constexpr std::array<bool, 256> token_chars = make_token_chars();
 inline bool is_token_char(unsigned char c) noexcept {
   return detail::token_chars[c];
 }
+
 // True when `address` is a valid GWP/1 address.
 bool valid_address(std::string_view address) noexcept;
 // The offset of the first byte that makes `address` invalid (an empty token blames its dot),

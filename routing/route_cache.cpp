@@ -81,7 +81,7 @@ cached_answer route_cache::probe(const routing_table& table, std::string_view ad
     if (tags[way] == tag && e.address_length == address.size() &&
         runtime::same_bytes(e.address, address.data(), address.size())) {
       ++hits_;
-      return answer(first + way, who, address, source::entry);
+      return answer(first + way, who, address);
     }
   }
 
@@ -104,7 +104,7 @@ cached_answer route_cache::probe(const routing_table& table, std::string_view ad
   std::copy(result.consumers.begin(), result.consumers.end(), e.consumers);
   std::copy(result.patterns.begin(), result.patterns.end(), e.patterns);
   std::memcpy(e.address, address.data(), address.size());
-  return answer(first + victim, who, address, source::entry);
+  return answer(first + victim, who, address);
 }
 
 }  // namespace gatewayd::routing

@@ -93,11 +93,11 @@ class route_cache {
       }
       if (const std::size_t at = last_hit_; holds(at, address)) {
         ++hits_;
-        return answer(at, who, address, source::entry);
+        return answer(at, who, address);
       }
       if (const std::size_t at = storage_->next_hit[last_hit_]; holds(at, address)) {
         ++hits_;
-        return answer(at, who, address, source::entry);
+        return answer(at, who, address);
       }
       if (runs_ != 0 && !who.permissions) {
         if (const std::size_t r = find_run(address); r != no_run) return run_answer(r);
@@ -164,9 +164,9 @@ class route_cache {
   }
   // Entry `at` answers: its route and publish answer; it becomes the last hit, and the one
   // after the previous last hit.
-  cached_answer answer(std::size_t at, const publish_check& who, std::string_view address,
-                       source from) noexcept {
-    answered_from_ = from;
+  cached_answer answer(std::size_t at, const publish_check& who,
+                       std::string_view address) noexcept {
+    answered_from_ = source::entry;
     storage_->next_hit[last_hit_] = static_cast<std::uint16_t>(at);
     last_hit_ = at;
     const entry& e = storage_->entries[at];

@@ -274,28 +274,40 @@ BOOST_AUTO_TEST_CASE(every_way_of_answering_agrees_with_the_table) {
   std::mt19937 rng(45);
   lookup_scratch scratch, reference_scratch;
   route_cache cache;
-  std::string address;
+  const auto random_address = [&] {
+    std::string a;
+    for (std::size_t n = 1 + rng() % 4; n > 0; --n)
+      a += (a.empty() ? "" : ".") + std::string(tokens[rng() % std::size(tokens)]);
+    return a;
+  };
+  std::string address = "t.x.1";
   std::vector<std::string> cycle;
-  for (int i = 0; i < 50'000; ++i) {
+  std::size_t lookups = 0;
+  // Stretches of one shape, 1 to 40 lookups each, so that a cycle's order and a run are learnt
+  // and then broken.
+  while (lookups < 50'000) {
     const unsigned shape = rng() % 4;
-    if (shape == 0 || address.empty()) {  // a new address
-      address.clear();
-      for (std::size_t n = 1 + rng() % 4; n > 0; --n)
-        address += (address.empty() ? "" : ".") + std::string(tokens[rng() % std::size(tokens)]);
-      if (cycle.size() < 5) cycle.push_back(address);
-    } else if (shape == 1 && !cycle.empty()) {  // a few in turn
-      address = cycle[static_cast<std::size_t>(i) % cycle.size()];
-    } else if (shape == 2) {  // a spread under one prefix
-      address = "t.x." + std::to_string(rng() % 100'000);
-    }  // else: the same address again
-    if (rng() % 1000 == 0) cycle.clear();
+    if (shape == 1) {
+      cycle.clear();
+      for (std::size_t n = 2 + rng() % 4; n > 0; --n)
+        cycle.push_back(random_address());
+    }
     const publish_check who = rng() % 3 == 0 ? ruled : publish_check{};
-    const auto got = cache.lookup(*table, address, scratch, who);
-    const auto want = table->lookup(address, reference_scratch);
-    BOOST_TEST_REQUIRE(to_vector(got.route) == to_vector(want), address);
-    BOOST_TEST_REQUIRE(got.route.matched == want.matched, address);
-    BOOST_TEST_REQUIRE(got.permitted == (!who.permissions || perms.permitted(who.rule, address)),
-                       address);
+    for (std::size_t k = 0, stretch = 1 + rng() % 40; k < stretch; ++k, ++lookups) {
+      if (shape == 0) {
+        address = random_address();  // a new address each time
+      } else if (shape == 1) {
+        address = cycle[k % cycle.size()];  // a few in turn
+      } else if (shape == 2) {
+        address = "t.x." + std::to_string(rng() % 100'000);  // a spread under one prefix
+      }                                                      // else: the same address again
+      const auto got = cache.lookup(*table, address, scratch, who);
+      const auto want = table->lookup(address, reference_scratch);
+      BOOST_TEST_REQUIRE(to_vector(got.route) == to_vector(want), address);
+      BOOST_TEST_REQUIRE(got.route.matched == want.matched, address);
+      BOOST_TEST_REQUIRE(got.permitted == (!who.permissions || perms.permitted(who.rule, address)),
+                         address);
+    }
   }
   BOOST_TEST(cache.hits() > 25'000u);  // the shortcuts were taken, not only the walk
 }
