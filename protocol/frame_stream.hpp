@@ -177,8 +177,7 @@ frame_stream::stream_error frame_stream::parse(OnFrame&& on_frame) {
     const frame_slice slice{chunk_.get(), static_cast<std::uint32_t>(begin_),
                             static_cast<std::uint32_t>(r.frame.bytes.size())};
     if (r.frame.address.size() <= known_address_capacity) {
-      known_address_length_ = r.frame.address.size();
-      std::memcpy(known_address_, r.frame.address.data(), known_address_length_);
+      keep_address(r.frame.address.data(), r.frame.address.size(), 0);
     }
     begin_ += r.frame.bytes.size();
     on_frame(r.frame, slice);
