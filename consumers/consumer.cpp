@@ -76,6 +76,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
   bool stray = false;    // a group member that is down was given frames (chosen as it went)
   bool spooled = false;  // they went to its spool
   bool nudge = false;    // and its strand has work for it
+  bool resume = false;   // and suppliers it paused may go on
   std::uint64_t slow_conn = 0;
   {
     // Contention is timed only when it happens: the uncontended path reads no clock.
@@ -98,7 +99,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
       take_confirms_locked(confirms_in(frames));
     } else if (spool_.on() && spools_locked()) {
       // Off the plain path: a consumer with a spool that holds frames, or needs it now.
-      spool_put_locked(frames, result, listener);
+      resume = spool_put_locked(frames, result, listener);
       spooled = true;
       // The strand has work only if memory holds frames of one that is away (they go to the
       // disk too), or the writer idles with a short queue (a read is due).
@@ -130,7 +131,8 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
     }
   }
   if (spooled) {
-    paused_.resume_released();
+    if (resume)
+      asio::post(strand_, [self = shared_from_this()] { self->resume_if_below_low_water(); });
     if (nudge) {
       asio::post(strand_, [self = shared_from_this()] {
         self->spill_if_away();

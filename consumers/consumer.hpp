@@ -207,14 +207,15 @@ class consumer : public std::enable_shared_from_this<consumer>,
 
   // spool_events, and the rest of its spool (consumer_spooling.cpp).
   void spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) override;
-  void spool_caught_up() override;
-  // Its spool's disk is behind by more than spool_events::caught_up_bytes: paused suppliers wait.
+  void spool_may_resume() override;
+  // Its spool's disk is behind by more than spool_events::caught_up_bytes: paused suppliers wait
+  // (and the spool is asked to say when it is not).
   bool spool_behind() const noexcept;
   // Strand: a read came back; its frames join the queue, behind what it holds.
   void take_spool_read(std::vector<frame_slice>& frames, std::uint64_t generation);
-  // Under mutex_: put() hands `frames` to its spool (it is spooling, or starts to); `away`: it
-  // is not connected, or fell behind, so what it holds in memory goes to the disk too.
-  void spool_put_locked(std::span<const frame_slice> frames, put_result& result,
+  // Under mutex_: put() hands `frames` to its spool (it is spooling, or starts to). True when
+  // suppliers it paused may go on (the caller has the strand resume them).
+  bool spool_put_locked(std::span<const frame_slice> frames, put_result& result,
                         const std::shared_ptr<flow_control_listener>& listener);
   // Whether put() sends `frames` to the spool rather than to the queue.
   bool spools_locked() const noexcept;
@@ -266,6 +267,7 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // refused the last put's bytes).
   enum class pause_mark : std::uint8_t { none, consumer_full, gateway_behind };
   pause_mark pause_mark_locked(bool over_budget) const noexcept;
+  pause_mark spool_pause_mark_locked() const noexcept;
   void publish_pause_mark_locked() noexcept;
   // A congested consumer's policy applied to what it holds (admission.hpp's trim): on becoming
   // congested (fell_behind, on_link_down) and when a write hands frames back to a congested

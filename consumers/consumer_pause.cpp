@@ -26,14 +26,8 @@ consumer::pause_mark consumer::pause_mark_locked(bool over_budget) const noexcep
   const bool full = at_limit(queue_, limits_) || over_budget ||
                     (limits_.policy == overflow_policy::backpressure && owes_share());
   // A spooled consumer's queue pauses nobody, full or past the high-water mark: it is bounded by
-  // its limits, and the next frames go to the disk. Only the disk pauses them, when it is behind
-  // or full.
-  if (spool_.on()) {
-    if (spool_behind()) return pause_mark::gateway_behind;
-    if (spool_.full() && limits_.policy == overflow_policy::backpressure)
-      return pause_mark::consumer_full;
-    return pause_mark::none;
-  }
+  // its limits, and the next frames go to the disk.
+  if (spool_.on()) return spool_pause_mark_locked();
   if (limits_.policy == overflow_policy::backpressure && full) return pause_mark::consumer_full;
   if (policy_applies(flow_)) return pause_mark::none;
   const bool behind = flow_ == flow::refusing ? full : above_high_water(queue_, limits_);
@@ -45,16 +39,27 @@ bool consumer::below_low_water_locked() const noexcept {
   // when the gateway had caught up with it, or it stopped keeping up (then its policy
   // applies); and, under backpressure, once the queue is down to half its limits.
   if (closing_.now() != life::open) return true;
-  // With a spool nobody waits for the consumer: only for the disk, when it is behind or full.
-  if (spool_.on()) return !spool_behind() && !spool_.full();
+  // With a spool nobody waits for the consumer: only for the disk. The same rule as the pause's:
+  // a supplier paused for a disk that was behind goes on though the disk filled meanwhile, unless
+  // backpressure holds it for that too (CI, 2026-12-03: one paused for good beside a full disk).
+  if (spool_.on()) return spool_pause_mark_locked() == pause_mark::none;
   // A consumer whose socket refuses bytes holds its suppliers only while its queue is full
   // (put()); they go on once it is down to half its limits.
   const bool caught_up =
       policy_applies(flow_) || (flow_ == flow::refusing ? below_half_limits(queue_, limits_)
                                                         : below_low_water(queue_, limits_));
   if (limits_.policy != overflow_policy::backpressure) return caught_up;
-  return caught_up && below_half_limits(queue_, limits_) && owes_under_half_share() &&
-         !spool_.full();
+  return caught_up && below_half_limits(queue_, limits_) && owes_under_half_share();
+}
+
+// Only the disk pauses a spooled consumer's suppliers: while it is behind, and when it is full
+// under backpressure (under any other policy a full spool refuses frames, counted, and pauses
+// nobody). Each pause ends by an event of its spool (spool_events::spool_may_resume).
+consumer::pause_mark consumer::spool_pause_mark_locked() const noexcept {
+  if (spool_behind()) return pause_mark::gateway_behind;
+  if (limits_.policy == overflow_policy::backpressure && spool_.full())
+    return pause_mark::consumer_full;
+  return pause_mark::none;
 }
 
 bool consumer::owes_share() const noexcept {

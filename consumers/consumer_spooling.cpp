@@ -52,12 +52,14 @@ bool consumer::spools_locked() const noexcept {
   return at_limit(queue_, limits_);
 }
 
-void consumer::spool_put_locked(std::span<const frame_slice> frames, put_result& result,
+bool consumer::spool_put_locked(std::span<const frame_slice> frames, put_result& result,
                                 const std::shared_ptr<flow_control_listener>& listener) {
+  bool resume = false;
   if (!spool_.spooling()) {
     spool_.enter(consumer_spool::mode::spooling);
-    // Suppliers paused while its queue filled go on: what comes now goes to the disk.
-    if (below_low_water_locked()) paused_.release_locked();
+    // Suppliers paused while its queue filled go on: what comes now goes to the disk. Resumed
+    // on the strand, which alone resumes (paused_suppliers), not on this supplier's thread.
+    resume = !paused_.empty_locked();
   }
   // Owed until synced (the spool settles them then), as any frame it takes.
   take_confirms_locked(confirms_in(frames));
@@ -74,7 +76,7 @@ void consumer::spool_put_locked(std::span<const frame_slice> frames, put_result&
   // high-water mark (the gateway's own lag, not this consumer's), until it has caught up.
   // `behind` is set before pending_bytes is read, and the spool thread lowers pending_bytes
   // before it reads `behind` (both sequentially consistent): either this read sees it caught up
-  // already, or the thread sees `behind` and calls spool_caught_up(). No pause is left unended.
+  // already, or the thread sees `behind` and calls spool_may_resume(). No pause is left unended.
   auto& st = spool_.files()->stats();
   if (st.pending_bytes.load(std::memory_order_relaxed) > spool_events::behind_bytes) {
     st.behind.store(true);
@@ -83,16 +85,23 @@ void consumer::spool_put_locked(std::span<const frame_slice> frames, put_result&
       paused_.add(listener);
     }
   }
+  return resume;
 }
 
-void consumer::spool_caught_up() {
+void consumer::spool_may_resume() {
   asio::post(strand_, [self = shared_from_this()] { self->resume_if_below_low_water(); });
 }
 
+// Still behind keeps its suppliers paused, so it sets `behind` as spool_put_locked() does: the
+// pause it keeps is ended too (more frames may have come since the spool thread cleared it).
 bool consumer::spool_behind() const noexcept {
-  const spool* s = spool_.files().get();
-  return s &&
-         s->stats().pending_bytes.load(std::memory_order_relaxed) > spool_events::caught_up_bytes;
+  spool* s = spool_.files().get();
+  if (!s) return false;
+  auto& st = s->stats();
+  if (st.pending_bytes.load(std::memory_order_relaxed) <= spool_events::caught_up_bytes)
+    return false;
+  st.behind.store(true);
+  return st.pending_bytes.load() > spool_events::caught_up_bytes;
 }
 
 void consumer::spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) {

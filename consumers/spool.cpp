@@ -48,7 +48,7 @@ void spool::taken(std::span<const protocol::frame_slice> frames) noexcept {
   const std::uint64_t before = stats_.pending_bytes.fetch_sub(bytes);
   if (before - bytes > spool_events::caught_up_bytes) return;
   if (!stats_.behind.exchange(false)) return;
-  if (const auto events = events_.lock()) events->spool_caught_up();
+  if (const auto events = events_.lock()) events->spool_may_resume();
 }
 
 void spool::append(std::span<const protocol::frame_slice> frames) {
@@ -234,9 +234,12 @@ void spool::consume_now(std::uint64_t n) {
   }
   held_changed();
   // Room again: at spool_max_bytes, below it now; out of disk space, a file may have gone, and
-  // the next append finds out.
-  if (log_->bytes() < max_bytes_.load(std::memory_order_relaxed))
-    stats_.full.store(false, std::memory_order_relaxed);
+  // the next append finds out. Suppliers backpressure paused for it go on (no later delivery
+  // may come to say so: this may be the spool's last consume).
+  if (log_->bytes() < max_bytes_.load(std::memory_order_relaxed) &&
+      stats_.full.exchange(false, std::memory_order_relaxed)) {
+    if (const auto events = events_.lock()) events->spool_may_resume();
+  }
   thread_.listed(*this);
 }
 

@@ -43,11 +43,12 @@ struct spool_stats {
   std::atomic<std::uint64_t> no_space{0};   // appends or syncs that met ENOSPC
   std::atomic<std::uint64_t> io_errors{0};  // any other error of its files
   // At spool_max_bytes or out of disk space: new frames are refused (or their suppliers paused)
-  // until a delivery frees room. Set by the spool thread, cleared by it on consume.
+  // until a delivery frees room. Set by the spool thread, cleared by it on consume (then
+  // spool_events::spool_may_resume is called).
   std::atomic<bool> full{false};
   // Bytes handed to the spool thread and not yet written to its log: what the disk is behind
   // by. Past a few MiB the consumer pauses the suppliers feeding it (the gateway's own lag, as
-  // at a keeping-up consumer's high-water mark); spool_events::spool_caught_up says when it is
+  // at a keeping-up consumer's high-water mark); spool_events::spool_may_resume says when it is
   // down again, if `behind` was set.
   std::atomic<std::uint64_t> pending_bytes{0};
   std::atomic<bool> behind{false};
@@ -62,9 +63,9 @@ class spool_events {
   // cannot read before any other (spool.cpp, read_now).
   virtual void spool_read_done(std::vector<protocol::frame_slice> frames,
                                std::uint64_t generation) = 0;
-  // stats().behind was set, and pending_bytes is down to `caught_up_bytes`: the suppliers it
-  // paused may go on.
-  virtual void spool_caught_up() {}
+  // The suppliers it paused may go on: stats().behind was set and pending_bytes is down to
+  // `caught_up_bytes`, or `full` was cleared by a consume.
+  virtual void spool_may_resume() {}
   static constexpr std::uint64_t behind_bytes = 8u << 20;
   static constexpr std::uint64_t caught_up_bytes = 4u << 20;
 

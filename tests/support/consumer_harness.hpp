@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <optional>
@@ -314,15 +315,33 @@ struct io_fixture {
                                      gatewayd::runtime::byte_budget* budget = nullptr,
                                      gc::link_limits limits = {},
                                      std::chrono::milliseconds slow_after = 100ms) {
+    auto c = unstarted(s, budget, limits, slow_after);
+    c->start();
+    return c;
+  }
+
+  // As make(), with a spool in `dir` kept by `spools` (spool_max_bytes `max_bytes`).
+  std::shared_ptr<gc::consumer> make_spooled(const gc::consumer_spec& s, gc::spool_thread& spools,
+                                             const std::filesystem::path& dir,
+                                             std::uint64_t max_bytes) {
+    auto c = unstarted(s, nullptr, {}, 100ms);
+    std::error_code ec;
+    BOOST_REQUIRE_MESSAGE(c->open_spool(spools, dir, max_bytes, ec), ec.message());
+    c->start();
+    return c;
+  }
+
+  std::shared_ptr<gc::consumer> unstarted(const gc::consumer_spec& s,
+                                          gatewayd::runtime::byte_budget* budget,
+                                          gc::link_limits limits,
+                                          std::chrono::milliseconds slow_after) {
     gc::consumer::options o;
     o.slow_after = slow_after;
     o.reconnect_initial = 20ms;
     o.reconnect_max = 200ms;
     o.budget = budget;
     o.limits = limits;
-    auto c = std::make_shared<gc::consumer>(gatewayd::runtime::make_executor(ioc), s, o);
-    c->start();
-    return c;
+    return std::make_shared<gc::consumer>(gatewayd::runtime::make_executor(ioc), s, o);
   }
 
   // Runs `f` while both io threads wait on a handler of ours: whatever `f` starts (a drain)
