@@ -1,5 +1,6 @@
 #include "tests/support/test_peers.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -81,6 +82,9 @@ void test_consumer::run() {
       if (!ec) {
         if (conn) close_conn();  // a new connection replaces the old one
         conn.emplace(std::move(s));
+        // Not inherited by the processes the test starts later (gateway-peer, a restarted
+        // daemon): a connection this side closes must end, not live on in a child.
+        ::fcntl(conn->native_handle(), F_SETFD, FD_CLOEXEC);
         conn_frames = 0;
         ++connections_;
       }
@@ -93,6 +97,7 @@ void test_consumer::run() {
       continue;
     }
     buffer.append(chunk.data(), n);
+    bytes_read_ += n;
     std::size_t pos = 0;
     std::vector<received_frame> got;
     for (;;) {
@@ -109,6 +114,7 @@ void test_consumer::run() {
       pos += r.frame.bytes.size();
     }
     if (conn) buffer.erase(0, pos);
+    unparsed_ = buffer.size();
     if (conn && ack_ && !got.empty()) {
       conn_frames += got.size();
       send_ack();

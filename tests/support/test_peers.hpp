@@ -55,6 +55,10 @@ class test_consumer {
   // Connections this side has finished with (end of stream, an error, drop_connection()):
   // everything the gateway sent on them has been read.
   std::size_t closes() const noexcept { return closes_.load(); }
+  // Bytes read and not yet a whole frame (a frame on its way, or a stream that stopped mid-frame),
+  // and all bytes read: what a failed count says beside the frames.
+  std::size_t unparsed_bytes() const noexcept { return unparsed_.load(); }
+  std::size_t bytes_read() const noexcept { return bytes_read_.load(); }
   bool wait_for_count(std::size_t n, std::chrono::milliseconds timeout) const;
   // Frames whose payload is `payload`: the markers a test sends after the rest, so that once
   // they are in, nothing sent before them on their connections is still on its way.
@@ -80,6 +84,8 @@ class test_consumer {
   std::atomic<std::size_t> corruptions_{0};
   std::atomic<std::size_t> partial_at_close_{0};
   std::atomic<std::size_t> closes_{0};
+  std::atomic<std::size_t> unparsed_{0};
+  std::atomic<std::size_t> bytes_read_{0};
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   std::vector<received_frame> frames_;
