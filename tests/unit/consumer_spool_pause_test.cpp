@@ -44,6 +44,15 @@ const gc::spool_stats& spool_of(const gc::consumer& c) {
   return c.spool_files()->stats();
 }
 
+// Puts 16 KiB frames, four at a time, until the consumer asks `listener` to pause: with the
+// spool thread held, once 8 MiB wait for it.
+bool put_until_paused(gc::consumer& c, frame_source& src,
+                      const std::shared_ptr<test_listener>& listener) {
+  for (int i = 0; i < 1000; ++i)
+    if (put_all(c, src.make(4), listener).paused) return true;
+  return false;
+}
+
 }  // namespace
 
 // The stall CI met (2026-12-03): the disk fell behind, so the supplier paused; then the disk
@@ -60,10 +69,7 @@ BOOST_FIXTURE_TEST_CASE(a_pause_for_a_disk_behind_ends_though_the_disk_filled_me
   {
     spool_thread_hold hold(spools, tmp.path / "hold");
     // Away, so every frame goes to the disk, which takes none of them yet.
-    bool paused = false;
-    for (int i = 0; i < 1000 && !paused; ++i)
-      paused = put_all(*c, src.make(4), listener).paused;
-    BOOST_REQUIRE(paused);
+    BOOST_REQUIRE(put_until_paused(*c, src, listener));
     BOOST_TEST(spool_of(*c).pending_bytes.load() > gc::spool_events::behind_bytes);
     BOOST_TEST(!spool_of(*c).full.load());
   }
@@ -90,10 +96,7 @@ BOOST_FIXTURE_TEST_CASE(a_pause_kept_because_the_disk_fell_behind_again_ends_too
   auto listener = std::make_shared<test_listener>();
   frame_source src(big_payload);
   auto hold = std::make_unique<spool_thread_hold>(spools, tmp.path / "hold");
-  bool paused = false;
-  for (int i = 0; i < 1000 && !paused; ++i)
-    paused = put_all(*c, src.make(4), listener).paused;
-  BOOST_REQUIRE(paused);
+  BOOST_REQUIRE(put_until_paused(*c, src, listener));
   with_io_held([&] {
     // The disk catches up: its "go on" waits on the strand, behind the test's hold.
     hold->release();
