@@ -129,9 +129,10 @@ BOOST_AUTO_TEST_CASE(frames_owed_by_a_consumer_that_is_down_never_stall_a_health
   constexpr int attacker = 700;
   constexpr int victim = 500;
   test_consumer ok;
-  const unsigned short nobody = free_port();
-  gateway_fixture gw(consumer_toml("down", down_at(nobody)) + consumer_toml("ok", ok.endpoint()) +
-                         route_toml("d.>", {"down"}) + route_toml("ok.>", {"ok"}),
+  refused_port nobody;
+  gateway_fixture gw(consumer_toml("down", down_at(nobody.number())) +
+                         consumer_toml("ok", ok.endpoint()) + route_toml("d.>", {"down"}) +
+                         route_toml("ok.>", {"ok"}),
                      "max_confirm_ledger_bytes = 1048576\n");
   BOOST_TEST_REQUIRE(gw.consumers_connected({"ok"}));
   const auto metric = [&](const std::string& m) { return scrape_metric(gw.metrics_port, m); };
@@ -169,7 +170,8 @@ BOOST_AUTO_TEST_CASE(frames_owed_by_a_consumer_that_is_down_never_stall_a_health
   BOOST_TEST(metric("gatewayd_supplier_sessions{state=\"confirming\"}") == 0);
 
   // `down` comes back: what it owed is delivered, the closed connections' ledgers go.
-  test_consumer back(nobody);
+  nobody.release();
+  test_consumer back(nobody.number());
   BOOST_TEST(back.wait_for_count(attacker, 20s));
   BOOST_TEST(eventually(
       [&] { return metric("gatewayd_consumer_confirms_owed{consumer=\"down\"}") == 0; }, 10s));
@@ -183,8 +185,8 @@ BOOST_AUTO_TEST_CASE(at_its_share_a_dropping_consumer_rejects_confirm_frames) {
   constexpr int share = 8192;  // 1 MiB / 64 B / 2 consumers
   constexpr int over = 300;
   test_consumer ok;
-  const unsigned short nobody = free_port();
-  gateway_fixture gw(consumer_toml("down", down_at(nobody), "queue_capacity = 100000") +
+  refused_port nobody;
+  gateway_fixture gw(consumer_toml("down", down_at(nobody.number()), "queue_capacity = 100000") +
                          consumer_toml("ok", ok.endpoint()) + route_toml("d.>", {"down"}) +
                          route_toml("ok.>", {"ok"}),
                      "max_confirm_ledger_bytes = 1048576\n");
@@ -206,7 +208,8 @@ BOOST_AUTO_TEST_CASE(at_its_share_a_dropping_consumer_rejects_confirm_frames) {
   v.send("ok.x", 500);
   BOOST_TEST(v.confirmed_within(500, 5s) == 500u);
 
-  test_consumer back(nobody);
+  nobody.release();
+  test_consumer back(nobody.number());
   BOOST_TEST(back.wait_for_count(share, 20s));
   BOOST_TEST(s.confirmed_within(share + over, 20s) == static_cast<std::uint64_t>(share + over));
   BOOST_TEST(s.rejected(protocol::reject_reason::dropped) == static_cast<std::uint64_t>(over));
@@ -219,8 +222,8 @@ BOOST_AUTO_TEST_CASE(at_its_share_backpressure_pauses_only_its_own_suppliers) {
   constexpr int share = 8192;
   constexpr int frames = share + 2000;
   test_consumer ok;
-  const unsigned short nobody = free_port();
-  gateway_fixture gw(consumer_toml("down", down_at(nobody),
+  refused_port nobody;
+  gateway_fixture gw(consumer_toml("down", down_at(nobody.number()),
                                    "queue_capacity = 100000\noverflow = \"backpressure\"") +
                          consumer_toml("ok", ok.endpoint()) + route_toml("d.>", {"down"}) +
                          route_toml("ok.>", {"ok"}),
@@ -241,7 +244,8 @@ BOOST_AUTO_TEST_CASE(at_its_share_backpressure_pauses_only_its_own_suppliers) {
   BOOST_TEST(v.confirmed_within(500, 5s) == 500u);
   BOOST_TEST(metric("gatewayd_supplier_sessions{state=\"paused\"}") == 1);  // still
 
-  test_consumer back(nobody);
+  nobody.release();
+  test_consumer back(nobody.number());
   BOOST_TEST(s.confirmed_within(frames, 20s) == static_cast<std::uint64_t>(frames));
   BOOST_TEST(s.rejects() == 0u);
   BOOST_TEST(back.wait_for_count(frames, 20s));

@@ -2,9 +2,7 @@
 // and real files. A consumer away while millions of frames pass gets them all, in order, and no
 // supplier waits; a stop and a SIGKILL lose nothing confirmed; a torn tail is cut and counted; a
 // full disk refuses new frames for that consumer alone.
-#include <netinet/in.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
@@ -30,20 +28,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A 127.0.0.1 port nothing listens on (the kernel picked it free, and it stays closed): the
-// consumer is away until the test starts a receiver there.
-unsigned short closed_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  BOOST_TEST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  BOOST_TEST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string endpoint(unsigned short port) {
   return "127.0.0.1:" + std::to_string(port);
@@ -87,11 +71,13 @@ std::string send(const gateway_fixture& gw, long long count, bool confirm = fals
   return s.log();
 }
 
-// A receiver on `port` that exits once `count` distinct frames came; its JSON summary.
-std::string receive(const gateway_fixture& gw, unsigned short port, long long count,
+// A receiver on `port` (let go for it) that exits once `count` distinct frames came; its JSON
+// summary.
+std::string receive(const gateway_fixture& gw, refused_port& port, long long count,
                     const std::string& log = "recv.log") {
+  port.release();
   daemon_process r(peer_binary(),
-                   {"recv", "--listen", endpoint(port), "--expect", std::to_string(count),
+                   {"recv", "--listen", endpoint(port.number()), "--expect", std::to_string(count),
                     "--one-consumer", "--json"},
                    gw.dir.path() / log);
   const auto code = r.wait_exit(instrumented() ? 600s : 120s);
@@ -105,9 +91,10 @@ std::string receive(const gateway_fixture& gw, unsigned short port, long long co
 // Test 1: a consumer away while 2,000,000 frames are sent (capacity 10,000) gets every one after
 // it returns, in order; the supplier never pauses; the gateway's memory stays bounded.
 BOOST_AUTO_TEST_CASE(a_consumer_away_gets_millions_of_frames_in_order_and_nobody_waits) {
-  const unsigned short port = closed_port();
+  refused_port port;  // a is away until the test listens there
   temp_dir spool;
-  gateway_fixture gw(spooled("a", port) + route_toml("s.>", {"a"}), spool_gateway(spool.path()));
+  gateway_fixture gw(spooled("a", port.number()) + route_toml("s.>", {"a"}),
+                     spool_gateway(spool.path()));
   const long idle_kib = gw.rss_kib();
   const long long n = scaled(2'000'000);
   // At a rate the disk keeps up with (here it writes 5M frames/s): faster, the gateway pauses
@@ -228,9 +215,10 @@ BOOST_AUTO_TEST_CASE(a_stop_keeps_what_memory_and_spool_hold_for_the_next_start)
 // Test 2: SIGKILL while a confirm supplier streams to a consumer that is away: every frame that
 // was confirmed arrives after the restart.
 BOOST_AUTO_TEST_CASE(a_sigkill_loses_no_confirmed_frame) {
-  const unsigned short port = closed_port();
+  refused_port port;  // a is away until the test listens there
   temp_dir spool;
-  gateway_fixture gw(spooled("a", port) + route_toml("s.>", {"a"}), spool_gateway(spool.path()));
+  gateway_fixture gw(spooled("a", port.number()) + route_toml("s.>", {"a"}),
+                     spool_gateway(spool.path()));
   gw.keep_ports();
   const long long n = scaled(200'000);
   const std::string sent = send(gw, n, true);
@@ -246,9 +234,10 @@ BOOST_AUTO_TEST_CASE(a_sigkill_loses_no_confirmed_frame) {
 // Test 4: the last segment cut mid-record (a write a crash tore): the torn record is cut and
 // counted, never delivered; everything before it is delivered, in order.
 BOOST_AUTO_TEST_CASE(a_torn_tail_is_cut_and_counted_and_the_rest_delivered) {
-  const unsigned short port = closed_port();
+  refused_port port;  // a is away until the test listens there
   temp_dir spool;
-  gateway_fixture gw(spooled("a", port) + route_toml("s.>", {"a"}), spool_gateway(spool.path()));
+  gateway_fixture gw(spooled("a", port.number()) + route_toml("s.>", {"a"}),
+                     spool_gateway(spool.path()));
   gw.keep_ports();
   const long long n = scaled(100'000);
   send(gw, n);
@@ -285,11 +274,11 @@ BOOST_AUTO_TEST_CASE(a_full_disk_refuses_new_frames_for_its_consumer_alone) {
     fs::path at;
     ~unmount() { ::umount2(at.c_str(), MNT_DETACH); }
   } guard{spool.path()};
-  const unsigned short port = closed_port();
+  refused_port port;  // a is away until the test listens there
   test_consumer b;
-  gateway_fixture gw(
-      spooled("a", port) + consumer_toml("b", b.endpoint()) + route_toml("s.>", {"a", "b"}),
-      spool_gateway(spool.path()));
+  gateway_fixture gw(spooled("a", port.number()) + consumer_toml("b", b.endpoint()) +
+                         route_toml("s.>", {"a", "b"}),
+                     spool_gateway(spool.path()));
   BOOST_TEST_REQUIRE(gw.consumers_connected({"b"}));
   const long long n = 100'000;  // 17 MB of records: twice what the disk holds
   send(gw, n);

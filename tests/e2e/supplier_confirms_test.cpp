@@ -305,10 +305,10 @@ BOOST_AUTO_TEST_CASE(a_supplier_that_leaves_its_confirms_unread_is_closed_as_slo
 // once its drain time is out they are rejected as removed (4), and confirmed with the rest.
 BOOST_AUTO_TEST_CASE(frames_held_by_a_removed_consumer_are_rejected_as_removed) {
   test_consumer a;
-  const unsigned short nowhere = free_port();
+  refused_port nowhere;
   const std::string keep = consumer_toml("a", a.endpoint()) + route_toml("fan.>", {"a"});
   gateway_fixture gw(keep +
-                         consumer_toml("gone", "127.0.0.1:" + std::to_string(nowhere),
+                         consumer_toml("gone", "127.0.0.1:" + std::to_string(nowhere.number()),
                                        "queue_capacity = 100\noverflow = \"drop-newest\"\n") +
                          route_toml("rm.>", {"gone"}),
                      "drain_timeout_ms = 200\n");
@@ -389,10 +389,10 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
   constexpr int connections = 150;
   constexpr int warm_up = 10;  // the chunk caches and the allocator's arenas fill first
   constexpr int unroutable = 12000;
-  const unsigned short nobody = free_port();  // nothing listens there
-  gateway_fixture gw(
-      consumer_toml("down", "127.0.0.1:" + std::to_string(nobody), "queue_capacity = 100000") +
-      route_toml("d.>", {"down"}));
+  refused_port nobody;  // nothing listens there
+  gateway_fixture gw(consumer_toml("down", "127.0.0.1:" + std::to_string(nobody.number()),
+                                   "queue_capacity = 100000") +
+                     route_toml("d.>", {"down"}));
   const auto received = [&] {
     return scrape_metric(gw.metrics_port, "gatewayd_supplier_messages_received_total");
   };
@@ -436,7 +436,8 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
   // often: 224 MB over 140 connections. The gauge above is exact either way.)
   if (!instrumented()) BOOST_TEST(growth < 6 * 1024);  // before: ~200 KiB a connection
   // The owed frames go (to a consumer that comes up), and the ledgers with them.
-  test_consumer down(nobody);
+  nobody.release();
+  test_consumer down(nobody.number());
   BOOST_TEST(down.wait_for_count(connections, 20s));
   BOOST_TEST(eventually([&] { return gauge() == 0; }, 10s));
 }
@@ -448,8 +449,8 @@ BOOST_AUTO_TEST_CASE(a_closed_connection_keeps_only_what_is_still_owed) {
 BOOST_AUTO_TEST_CASE(at_its_confirm_share_a_backpressure_consumer_pauses_its_supplier) {
   constexpr int frames = 200000;            // 2.8 MB: more than a read pass (1 MiB) past the share
   constexpr double share = 1048576.0 / 64;  // one consumer: the whole bound, 64 B an owed frame
-  const unsigned short nobody = free_port();
-  gateway_fixture gw(consumer_toml("down", "127.0.0.1:" + std::to_string(nobody),
+  refused_port nobody;
+  gateway_fixture gw(consumer_toml("down", "127.0.0.1:" + std::to_string(nobody.number()),
                                    "queue_capacity = 400000\noverflow = \"backpressure\"") +
                          route_toml("d.>", {"down"}),
                      "max_confirm_ledger_bytes = 1048576\nmax_unconfirmed_frames = 1048576\n");
@@ -474,7 +475,8 @@ BOOST_AUTO_TEST_CASE(at_its_confirm_share_a_backpressure_consumer_pauses_its_sup
   BOOST_TEST(metric(owed) <= share + 1048576.0 / 14 + 1);
   BOOST_TEST(metric("gatewayd_consumer_confirms_owed_limit{consumer=\"down\"}") == share);
   BOOST_TEST(metric("gatewayd_supplier_sessions{state=\"confirming\"}") == 0);
-  test_consumer down(nobody);  // frames settle: reading resumes
+  nobody.release();
+  test_consumer down(nobody.number());  // frames settle: reading resumes
   BOOST_TEST(s.read_until_confirmed(frames));
   sending.join();
   BOOST_TEST(sent);

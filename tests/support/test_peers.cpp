@@ -1,12 +1,17 @@
 #include "tests/support/test_peers.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <system_error>
 
 #include "protocol/control_message.hpp"
 #include "protocol/frame_codec.hpp"
@@ -219,6 +224,26 @@ unsigned short free_port() {
   asio::io_context ioc;
   tcp::acceptor a(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return a.local_endpoint().port();  // closed again when `a` goes out of scope
+}
+
+refused_port::refused_port() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    const std::error_code ec(errno, std::generic_category());
+    release();
+    throw std::system_error(ec, "refused_port");
+  }
+  port_ = ntohs(a.sin_port);
+}
+
+void refused_port::release() noexcept {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 std::string read_text(const std::string& path) {

@@ -114,6 +114,25 @@ class test_supplier {
 // programs that cannot report the port they bound, and for a port that refuses connections.
 unsigned short free_port();
 
+// A 127.0.0.1 port that refuses connections for as long as this lives: bound, never listening,
+// so no listener bound to port 0 meanwhile (the daemon's) and no dial's own source port can take
+// it. A port found free and let go was once the daemon's metrics port a second later, and a
+// consumer meant to be away "delivered" its spool to the HTTP server. release() lets it go, for
+// the test to listen there itself.
+class refused_port {
+ public:
+  refused_port();
+  ~refused_port() { release(); }
+  refused_port(const refused_port&) = delete;
+  refused_port& operator=(const refused_port&) = delete;
+  unsigned short number() const noexcept { return port_; }
+  void release() noexcept;
+
+ private:
+  int fd_ = -1;
+  unsigned short port_ = 0;
+};
+
 // A whole file's bytes ("" when it cannot be read), and `s` with every `from` made `to`: how
 // tests point the samples in etc/ at their own ports.
 std::string read_text(const std::string& path);
