@@ -131,8 +131,7 @@ consumer::put_result consumer::put(std::span<const frame_slice> frames,
     }
   }
   if (spooled) {
-    if (resume)
-      asio::post(strand_, [self = shared_from_this()] { self->resume_if_below_low_water(); });
+    if (resume) spool_may_resume();
     if (nudge) {
       asio::post(strand_, [self = shared_from_this()] {
         self->spill_if_away();

@@ -208,9 +208,9 @@ class consumer : public std::enable_shared_from_this<consumer>,
   // spool_events, and the rest of its spool (consumer_spooling.cpp).
   void spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) override;
   void spool_may_resume() override;
-  // Its spool's disk is behind by more than spool_events::caught_up_bytes: paused suppliers wait
-  // (and the spool is asked to say when it is not).
-  bool spool_behind() const noexcept;
+  // Its spool's disk is behind by more than `by` bytes (caught_up_bytes: paused suppliers wait;
+  // behind_bytes: a put pauses its supplier); the spool is asked to say when it is not.
+  bool spool_behind(std::uint64_t by = spool_events::caught_up_bytes) const noexcept;
   // Strand: a read came back; its frames join the queue, behind what it holds.
   void take_spool_read(std::vector<frame_slice>& frames, std::uint64_t generation);
   // Under mutex_: put() hands `frames` to its spool (it is spooling, or starts to). True when

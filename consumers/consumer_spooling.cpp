@@ -74,16 +74,9 @@ bool consumer::spool_put_locked(std::span<const frame_slice> frames, put_result&
   result.queued = static_cast<std::uint32_t>(frames.size());
   // The disk behind the suppliers by a few MiB: they pause, as at a keeping-up consumer's
   // high-water mark (the gateway's own lag, not this consumer's), until it has caught up.
-  // `behind` is set before pending_bytes is read, and the spool thread lowers pending_bytes
-  // before it reads `behind` (both sequentially consistent): either this read sees it caught up
-  // already, or the thread sees `behind` and calls spool_may_resume(). No pause is left unended.
-  auto& st = spool_.files()->stats();
-  if (st.pending_bytes.load(std::memory_order_relaxed) > spool_events::behind_bytes) {
-    st.behind.store(true);
-    if (st.pending_bytes.load() > spool_events::behind_bytes) {
-      result.pause_supplier = true;
-      paused_.add(listener);
-    }
+  if (spool_behind(spool_events::behind_bytes)) {
+    result.pause_supplier = true;
+    paused_.add(listener);
   }
   return resume;
 }
@@ -92,16 +85,18 @@ void consumer::spool_may_resume() {
   asio::post(strand_, [self = shared_from_this()] { self->resume_if_below_low_water(); });
 }
 
-// Still behind keeps its suppliers paused, so it sets `behind` as spool_put_locked() does: the
-// pause it keeps is ended too (more frames may have come since the spool thread cleared it).
-bool consumer::spool_behind() const noexcept {
+// Behind keeps (or starts) a pause, so `behind` is set before pending_bytes is read again, and
+// the spool thread lowers pending_bytes before it reads `behind` (both sequentially consistent):
+// either this read sees it caught up already, or the thread sees `behind` and calls
+// spool_may_resume(). No pause is left unended, though more frames come after the thread cleared
+// `behind` (from suppliers that did not pause).
+bool consumer::spool_behind(std::uint64_t by) const noexcept {
   spool* s = spool_.files().get();
   if (!s) return false;
   auto& st = s->stats();
-  if (st.pending_bytes.load(std::memory_order_relaxed) <= spool_events::caught_up_bytes)
-    return false;
+  if (st.pending_bytes.load(std::memory_order_relaxed) <= by) return false;
   st.behind.store(true);
-  return st.pending_bytes.load() > spool_events::caught_up_bytes;
+  return st.pending_bytes.load() > by;
 }
 
 void consumer::spool_read_done(std::vector<frame_slice> frames, std::uint64_t generation) {
